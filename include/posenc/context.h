@@ -1,0 +1,59 @@
+// posenc/context.h: the explicit execution context passed down to kernels.
+//
+// Following gemma.cpp's ThreadingContext, a Context is created by the caller
+// and passed to every public function that runs a kernel, rather than being a
+// process-wide singleton: two Contexts can run concurrently. It holds
+//  - the backend: kScalar (the reference kernels, plain loops, float64 angle
+//    maths), kSimd (Highway kernels, runtime-dispatched to the best compiled
+//    target), or kAuto (kSimd where a fast path exists, else kScalar);
+//  - a thread pool of num_threads workers (the calling thread is worker 0).
+// Work is split into coarse tasks (batch*head x position tiles), never into
+// elements; ParallelFor hands tasks out dynamically.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+namespace posenc {
+
+enum class Backend : std::uint8_t { kAuto, kScalar, kSimd };
+
+std::string_view BackendName(Backend backend);  // "auto", "scalar", "simd"
+Backend ParseBackend(std::string_view text, std::string_view arg = "backend");
+
+class ThreadPool;  // defined in src/threading
+
+class Context {
+ public:
+  // num_threads: 1 = run on the calling thread only; 0 = one per hardware
+  // thread. Throws InvalidArgument for a negative count or more than 1024.
+  explicit Context(int num_threads = 1, Backend backend = Backend::kAuto);
+  ~Context();
+  Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int num_threads() const { return num_threads_; }
+  Backend backend() const { return backend_; }
+  void set_backend(Backend backend) { backend_ = backend; }
+
+  // Runs fn(task, worker) for every task in [0, num_tasks); worker is in
+  // [0, num_threads()). Blocks until all tasks finish. If a task throws, the
+  // first exception is rethrown here after the others finish.
+  void ParallelFor(std::int64_t num_tasks,
+                   const std::function<void(std::int64_t task, int worker)>& fn) const;
+
+ private:
+  int num_threads_;
+  Backend backend_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// Name of the SIMD target the kSimd backend dispatches to on this CPU
+// ("AVX3_ZEN4", "AVX2", "SSE4", "EMU128", ...).
+std::string_view SimdTargetName();
+
+}  // namespace posenc

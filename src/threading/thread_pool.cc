@@ -1,0 +1,124 @@
+#include "threading/thread_pool.h"
+
+#include <string>
+
+#include "posenc/context.h"
+#include "posenc/error.h"
+
+namespace posenc {
+
+ThreadPool::ThreadPool(int num_threads) {
+  for (int w = 1; w < num_threads; ++w) {
+    threads_.emplace_back([this, w] { WorkerLoop(w); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::Drain(int worker) {
+  for (;;) {
+    const std::int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
+    if (task >= num_tasks_) return;
+    try {
+      (*fn_)(task, worker);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+}
+
+void ThreadPool::WorkerLoop(int worker) {
+  std::uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    Drain(worker);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::Run(std::int64_t num_tasks,
+                     const std::function<void(std::int64_t, int)>& fn) {
+  if (num_tasks <= 0) return;
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    num_tasks_ = num_tasks;
+    next_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    busy_ = static_cast<int>(threads_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  Drain(0);
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return busy_ == 0; });
+    error = error_;
+    fn_ = nullptr;
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// ---- Context ---------------------------------------------------------------
+
+std::string_view BackendName(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto: return "auto";
+    case Backend::kScalar: return "scalar";
+    case Backend::kSimd: return "simd";
+  }
+  return "?";
+}
+
+Backend ParseBackend(std::string_view text, std::string_view arg) {
+  if (text == "auto") return Backend::kAuto;
+  if (text == "scalar") return Backend::kScalar;
+  if (text == "simd") return Backend::kSimd;
+  throw InvalidArgument(ArgMessage(arg, std::string(text), "one of auto, scalar, simd"));
+}
+
+Context::Context(int num_threads, Backend backend) : backend_(backend) {
+  Require(num_threads >= 0 && num_threads <= 1024, "num_threads", num_threads,
+          "0 (one per hardware thread) or a count in [1, 1024]");
+  if (num_threads == 0) {
+    num_threads = static_cast<int>(std::thread::hardware_concurrency());
+    if (num_threads < 1) num_threads = 1;
+  }
+  num_threads_ = num_threads;
+  if (num_threads_ > 1) pool_ = std::make_unique<ThreadPool>(num_threads_);
+}
+
+Context::~Context() = default;
+Context::Context(Context&&) noexcept = default;
+Context& Context::operator=(Context&&) noexcept = default;
+
+void Context::ParallelFor(
+    std::int64_t num_tasks,
+    const std::function<void(std::int64_t task, int worker)>& fn) const {
+  if (num_tasks <= 0) return;
+  if (!pool_ || num_tasks == 1) {
+    for (std::int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
+    return;
+  }
+  pool_->Run(num_tasks, fn);
+}
+
+}  // namespace posenc

@@ -1,0 +1,17 @@
+// Runs the posenc executable and captures its exit code, stdout and stderr.
+#pragma once
+
+#include <string>
+
+namespace posenc::test {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `posenc ARGS` (ARGS is passed to /bin/sh, so quote as in a shell).
+CliResult RunCli(const std::string& args);
+
+}  // namespace posenc::test
