@@ -14,4 +14,9 @@ inline constexpr int kExitInvalidArgument = 2;
 inline constexpr int kExitConfig = 3;
 inline constexpr int kExitIo = 4;
 
+// Top-level subcommands (cli/cmd_<name>.cc).
+void RegisterTableCommand(CLI::App& app);
+
+// `table` methods (cli/cmd_table_<method>.cc), registered on the `table` app.
+
 }  // namespace posenc::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "posenc 0.1.0");
   // Subcommands, one Register* per file (cli/cmd_*.cc).
   // POSENC_CLI_REGISTER: keep this list sorted.
+  posenc::cli::RegisterTableCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
