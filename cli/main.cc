@@ -13,7 +13,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "posenc 0.1.0");
   // Subcommands, one Register* per file (cli/cmd_*.cc).
   // POSENC_CLI_REGISTER: keep this list sorted.
+  posenc::cli::RegisterAlibiCommand(app);
+  posenc::cli::RegisterBenchCommand(app);
+  posenc::cli::RegisterBucketsCommand(app);
+  posenc::cli::RegisterDemoCommand(app);
+  posenc::cli::RegisterInspectCommand(app);
+  posenc::cli::RegisterPlotCommand(app);
+  posenc::cli::RegisterRelativeCommand(app);
+  posenc::cli::RegisterReportCommand(app);
   posenc::cli::RegisterTableCommand(app);
+  posenc::cli::RegisterTourCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,7 +8,7 @@ DEBS=(
   build-essential cmake ninja-build ccache pkg-config
   libhwy-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-dev python3-numpy python3-torch python3-pytest python3-matplotlib
+  pybind11-dev libdlpack-dev python3-dev python3-numpy python3-torch python3-pytest python3-matplotlib
   libjemalloc2 chromium
 )
 

@@ -21,4 +21,20 @@ cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$JOBS"
 ctest --preset asan -j "$JOBS"
 
+echo "== browser test of the report (headless Chromium via playwright-core) =="
+# Writes screenshots to build/release/report_browser_test/ (report.png, plot_1024.png).
+node tests/report/browser_test.mjs --posenc build/release/cli/posenc \
+  --out build/release/report_browser_test
+
+echo "== Python module tests (pytest) =="
+# The release preset builds the module into build/release/python/posenc.
+# pytest exits 5 when it collects nothing: that is a failure here too, and
+# python/tests/conftest.py fails the run if any test file contributes no test.
+rc=0
+PYTHONPATH=build/release/python /usr/bin/python3 -m pytest -q python/tests || rc=$?
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests from python/tests" >&2
+fi
+[ "$rc" -eq 0 ] || exit 1
+
 echo "== all test suites passed =="

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/scalar/sinusoidal.h"
+#include "kernels/simd/sinusoidal.h"
 #include "posenc/error.h"
 
 namespace posenc {
@@ -107,6 +108,11 @@ void SinusoidalTable(const SinusoidalParams& params, std::int64_t offset,
   Require(offset >= 0 && offset <= kMaxPosition - (num_positions - 1), "offset", offset,
           "offset >= 0 with offset + num_positions - 1 <= 2^24 - 1");
   CheckTable(params, num_positions, out);
+  if (ctx.backend() != Backend::kScalar && kernels::simd::SinusoidalSupported(out.dtype, out.strides[1])) {
+    kernels::simd::SinusoidalRows(rows.spec, Positions::Offset(offset), num_positions, out.data,
+                                  out.dtype, out.strides[0], ctx);  // SIMD fast path
+    return;
+  }
   FillRows(rows, num_positions, out, [&](std::int64_t r) { return offset + r; }, ctx);
 }
 
@@ -116,6 +122,11 @@ void SinusoidalTableAt(const SinusoidalParams& params, const std::int64_t* posit
   Require(count >= 1, "count", count, "at least 1 position");
   ValidatePositions(Positions::Ids(positions, count), 1, count, "positions");
   CheckTable(params, count, out);
+  if (ctx.backend() != Backend::kScalar && kernels::simd::SinusoidalSupported(out.dtype, out.strides[1])) {
+    kernels::simd::SinusoidalRows(rows.spec, Positions::Ids(positions, count), count, out.data,
+                                  out.dtype, out.strides[0], ctx);  // SIMD fast path
+    return;
+  }
   FillRows(rows, count, out, [&](std::int64_t r) { return positions[r]; }, ctx);
 }
 
@@ -127,6 +138,11 @@ void AddSinusoidal(const SinusoidalParams& params, const TensorView& x,
           "dim (" + std::to_string(params.dim) + ")");
   const std::int64_t batch = x.shape[0], seq = x.shape[1];
   ValidatePositions(positions, batch, seq, "positions");
+  if (ctx.backend() != Backend::kScalar && kernels::simd::SinusoidalSupported(x.dtype, x.strides[2])) {
+    kernels::simd::AddSinusoidalRows(rows.spec, positions, batch, seq, x.data, x.dtype,
+                                     x.strides[0], x.strides[1], ctx);  // SIMD fast path
+    return;
+  }
   const std::size_t elem = DTypeSize(x.dtype);
   ctx.ParallelFor(batch, [&](std::int64_t b, int) {
     for (std::int64_t s = 0; s < seq; ++s) {

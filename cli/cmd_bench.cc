@@ -1,0 +1,319 @@
+// `posenc bench [rope|tables|all] [--threads N] [--json]`: times posenc's
+// memory-bound kernels against the machine's bandwidth (STREAM-like kernels
+// of posenc/bandwidth.h over the same bytes, same threads) and against the
+// PyTorch-eager / numpy baselines (bench/torch_baseline.py run by
+// /usr/bin/python3 with jemalloc preloaded). Methodology: docs/PERFORMANCE.md.
+//  - Buffers are allocated and touched once (pre-faulted), then reused.
+//  - Each measurement: warm-up calls, then --reps timed calls; the median.
+//  - GB/s counts bytes read + written once: RoPE in place or out of place
+//    2 x bytes(q + k); tables: bytes written.
+//  - fraction_of_bandwidth: GB/s over the matching ceiling measured in the
+//    same run: read-modify-write (RoPE in place), copy (out of place), write
+//    (tables).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "posenc/bandwidth.h"
+#include "posenc/error.h"
+#include "posenc/rope.h"
+#include "posenc/sinusoidal.h"
+
+#ifndef POSENC_BENCH_SCRIPT
+#define POSENC_BENCH_SCRIPT "bench/torch_baseline.py"
+#endif
+
+namespace posenc::cli {
+namespace {
+
+struct BenchOptions {
+  std::string what = "all";
+  int threads = 0;  // 0: hardware threads
+  bool json = false;
+  int reps = 10;
+  int warmup = 3;
+  std::int64_t max_seq = 16384;
+  bool torch = true;
+  std::string python = "/usr/bin/python3";
+  std::string script = POSENC_BENCH_SCRIPT;
+  std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+};
+
+struct Result {
+  std::string kernel, dtype, ceiling;
+  std::vector<std::int64_t> shape;
+  bool inplace = true;
+  double ms = 0, bytes = 0, ceiling_ms = 0;
+  std::optional<double> torch_ms;
+  std::string torch_variant;
+  nlohmann::json TorchCase(int id) const {
+    return {{"id", id}, {"kernel", kernel}, {"dtype", dtype}, {"shape", shape}};
+  }
+};
+
+double MedianMs(const std::function<void()>& fn, int reps, int warmup) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+}
+
+// Pre-faulted buffer of floats (bytes / 4, rounded up) filled with values in [-1, 1].
+std::vector<float> Buffer(std::int64_t bytes, std::uint32_t seed) {
+  std::vector<float> v(static_cast<std::size_t>((bytes + 3) / 4));
+  std::uint32_t state = seed * 2654435761u + 1u;  // xorshift32: cheap, fills 512 MB quickly
+  for (auto& x : v) {
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    x = static_cast<float>(state) * 0x1p-31f - 1.0f;  // [-1, 1], also sane as 16-bit pairs
+  }
+  return v;
+}
+
+void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& out) {
+  const std::int64_t heads = 32, hd = 128;
+  std::vector<std::int64_t> seqs;
+  for (const std::int64_t s : {1, 4096, 16384}) {
+    if (s <= o.max_seq) seqs.push_back(s);
+  }
+  if (o.max_seq > 1 && o.max_seq < 4096) seqs.push_back(o.max_seq);  // --max-seq smoke runs
+  RopeParams params;
+  params.head_dim = hd;
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (const std::int64_t seq : seqs) {
+      const std::int64_t elems = heads * seq * hd;
+      const std::int64_t tensor_bytes = elems * static_cast<std::int64_t>(DTypeSize(dtype));
+      // q and k back to back in one buffer (the ceiling kernels run over it whole).
+      std::vector<float> qk = Buffer(2 * tensor_bytes, 1), outs = Buffer(2 * tensor_bytes, 2);
+      auto* base = reinterpret_cast<unsigned char*>(qk.data());
+      auto* obase = reinterpret_cast<unsigned char*>(outs.data());
+      const TensorView q = TensorView::Contiguous(base, dtype, {1, heads, seq, hd});
+      const TensorView k = TensorView::Contiguous(base + tensor_bytes, dtype, {1, heads, seq, hd});
+      const TensorView qo = TensorView::Contiguous(obase, dtype, {1, heads, seq, hd});
+      const TensorView ko = TensorView::Contiguous(obase + tensor_bytes, dtype, {1, heads, seq, hd});
+      const std::int64_t nf = 2 * tensor_bytes / 4;
+      const Positions pos = Positions::Offset(seq == 1 ? 4095 : 0);
+      for (const bool inplace : {true, false}) {
+        Result r;
+        r.kernel = "rope";
+        r.dtype = std::string(DTypeName(dtype));
+        r.shape = {1, heads, seq, hd};
+        r.inplace = inplace;
+        r.bytes = 2.0 * 2.0 * static_cast<double>(tensor_bytes);
+        // Alternate forward/inverse so values stay bounded over many calls.
+        bool fwd = true;
+        if (inplace) {
+          r.ms = MedianMs([&] {
+            ApplyRopeQK(params, q, k, AttentionLayout::kBHSD, pos,
+                        fwd ? RopeDirection::kForward : RopeDirection::kInverse, ctx);
+            fwd = !fwd;
+          }, o.reps, o.warmup);
+          r.ceiling = "rmw";
+          r.ceiling_ms = MedianMs([&] { RunStreamKernel(StreamKernel::kReadModifyWrite, qk.data(), nullptr, nf, 1.0f, ctx); },
+                                  o.reps, o.warmup);
+        } else {
+          r.ms = MedianMs([&] {
+            ApplyRopeQK(params, q, k, AttentionLayout::kBHSD, pos, RopeDirection::kForward, &qo, &ko, ctx);
+          }, o.reps, o.warmup);
+          r.ceiling = "copy";
+          r.ceiling_ms = MedianMs([&] { RunStreamKernel(StreamKernel::kCopy, outs.data(), qk.data(), nf, 1.0f, ctx); },
+                                  o.reps, o.warmup);
+        }
+        out.push_back(r);
+      }
+    }
+  }
+}
+
+void BenchTables(const BenchOptions& o, const Context& ctx, std::vector<Result>& out) {
+  // 32768 rows by default; --max-seq below 16384 shrinks the tables too.
+  const std::int64_t rows = o.max_seq >= 16384 ? 32768 : o.max_seq, dim = 1024;
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const std::int64_t bytes = rows * dim * static_cast<std::int64_t>(DTypeSize(dtype));
+    std::vector<float> a = Buffer(2 * bytes, 3);
+    auto* base = reinterpret_cast<unsigned char*>(a.data());
+    {
+      Result r;
+      r.kernel = "sinusoidal";
+      r.dtype = std::string(DTypeName(dtype));
+      r.shape = {rows, dim};
+      r.bytes = static_cast<double>(bytes);
+      const SinusoidalParams params{dim, 10000.0, SinusoidalLayout::kInterleaved};
+      const TensorView t = TensorView::Contiguous(base, dtype, {rows, dim});
+      r.ms = MedianMs([&] { SinusoidalTable(params, 0, rows, t, ctx); }, o.reps, o.warmup);
+      r.ceiling = "write";
+      r.ceiling_ms = MedianMs([&] { RunStreamKernel(StreamKernel::kWrite, a.data(), nullptr, bytes / 4, 0.5f, ctx); },
+                              o.reps, o.warmup);
+      out.push_back(r);
+    }
+    {
+      Result r;
+      r.kernel = "rope_cos_sin";
+      r.dtype = std::string(DTypeName(dtype));
+      r.shape = {rows, dim};
+      r.bytes = 2.0 * static_cast<double>(bytes);
+      RopeParams params;
+      params.head_dim = dim;
+      const TensorView c = TensorView::Contiguous(base, dtype, {rows, dim});
+      const TensorView s = TensorView::Contiguous(base + bytes, dtype, {rows, dim});
+      r.ms = MedianMs([&] { RopeCosSin(params, Positions::Offset(0), rows, c, s, ctx); }, o.reps, o.warmup);
+      r.ceiling = "write";
+      r.ceiling_ms = MedianMs([&] { RunStreamKernel(StreamKernel::kWrite, a.data(), nullptr, 2 * bytes / 4, 0.5f, ctx); },
+                              o.reps, o.warmup);
+      out.push_back(r);
+    }
+  }
+}
+
+// Runs bench/torch_baseline.py once for every result; fills torch_ms.
+nlohmann::json RunTorch(const BenchOptions& o, int threads, std::vector<Result>& results) {
+  nlohmann::json spec = {{"threads", threads}, {"reps", o.reps}, {"warmup", o.warmup}};
+  spec["cases"] = nlohmann::json::array();
+  std::map<std::string, int> ids;  // one torch case per (kernel, dtype, shape)
+  for (const Result& r : results) {
+    const std::string key = r.TorchCase(0).dump();
+    if (!ids.count(key)) {
+      const int id = static_cast<int>(ids.size());
+      ids[key] = id;
+      spec["cases"].push_back(r.TorchCase(id));
+    }
+  }
+  char tmpl[] = "/tmp/posenc-bench-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  if (fd < 0) throw IoError("bench: cannot create a temporary file in /tmp");
+  close(fd);
+  const std::string spec_path = tmpl;
+  std::ofstream(spec_path) << spec.dump();
+  std::string cmd;
+  if (std::ifstream(o.jemalloc).good()) {
+    cmd += "LD_PRELOAD=" + o.jemalloc + " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
+  }
+  cmd += "'" + o.python + "' '" + o.script + "' '" + spec_path + "'";
+  std::string text;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) throw IoError("bench: cannot run " + o.python);
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
+  const int status = pclose(pipe);
+  std::remove(spec_path.c_str());
+  if (status != 0) {
+    throw IoError("--torch-script: '" + o.script + "' run by " + o.python + " failed (exit status " +
+                  std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                  "); pass --no-torch to skip the baseline");
+  }
+  nlohmann::json reply;
+  try {
+    reply = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw IoError("--torch-script: '" + o.script + "' did not print JSON");
+  }
+  std::map<int, std::pair<double, std::string>> by_id;
+  for (const auto& r : reply.at("results")) by_id[r.at("id").get<int>()] = {r.at("ms").get<double>(), r.at("variant").get<std::string>()};
+  for (Result& r : results) {
+    const auto& [ms, variant] = by_id.at(ids.at(r.TorchCase(0).dump()));
+    r.torch_ms = ms;
+    r.torch_variant = variant;
+  }
+  return {{"torch", reply.value("torch", "")}, {"numpy", reply.value("numpy", "")},
+          {"torch_threads", reply.value("torch_threads", 0)}};
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+void Run(const BenchOptions& o) {
+  Require(o.threads >= 0 && o.threads <= 1024, "--threads", o.threads, "0 (all hardware threads) to 1024");
+  Require(o.reps >= 1 && o.reps <= 10000, "--reps", o.reps, "1 to 10000");
+  Require(o.warmup >= 0 && o.warmup <= 1000, "--warmup", o.warmup, "0 to 1000");
+  Require(o.max_seq >= 1 && o.max_seq <= 16384, "--max-seq", o.max_seq, "1 to 16384");
+  const int threads = o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
+  const Context ctx(threads, Backend::kAuto);
+  std::vector<Result> results;
+  if (o.what == "rope" || o.what == "all") BenchRope(o, ctx, results);
+  if (o.what == "tables" || o.what == "all") BenchTables(o, ctx, results);
+  nlohmann::json machine = {{"cpu", CpuModel()},
+                            {"hardware_threads", std::thread::hardware_concurrency()},
+                            {"simd_target", std::string(SimdTargetName())},
+                            {"posenc", "0.1.0"}};
+  if (o.torch) machine.update(RunTorch(o, threads, results));
+  if (o.json) {
+    nlohmann::json j = {{"machine", machine}, {"results", nlohmann::json::array()}};
+    for (const Result& r : results) {
+      const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
+      j["results"].push_back({{"kernel", r.kernel}, {"dtype", r.dtype}, {"shape", r.shape},
+                              {"threads", threads}, {"inplace", r.inplace}, {"ms", r.ms},
+                              {"bytes", r.bytes}, {"gbps", gbps}, {"bandwidth_kernel", r.ceiling},
+                              {"bandwidth_gbps", bw}, {"fraction_of_bandwidth", gbps / bw},
+                              {"torch_ms", r.torch_ms ? nlohmann::json(*r.torch_ms) : nlohmann::json()},
+                              {"torch_variant", r.torch_variant},
+                              {"speedup_vs_torch", r.torch_ms ? nlohmann::json(*r.torch_ms / r.ms) : nlohmann::json()}});
+    }
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format("posenc bench: {} ({} threads, SIMD target {})\n", CpuModel(), threads,
+                           SimdTargetName());
+  std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8}\n", "kernel",
+                           "dtype", "shape", "inplace", "ms", "GB/s", "ceiling GB/s", "frac", "torch ms",
+                           "speedup");
+  for (const Result& r : results) {
+    std::string shape;
+    for (std::size_t i = 0; i < r.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(r.shape[i]);
+    const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
+    std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9.4f} {:>8.1f} {:>8.1f} {:<4} {:>6.2f} {:>10} {:>8}\n",
+                             r.kernel, r.dtype, shape, r.inplace ? "yes" : "no", r.ms, gbps, bw, r.ceiling,
+                             gbps / bw, r.torch_ms ? fmt::format("{:.3f}", *r.torch_ms) : "-",
+                             r.torch_ms ? fmt::format("{:.1f}x", *r.torch_ms / r.ms) : "-");
+  }
+}
+
+}  // namespace
+
+void RegisterBenchCommand(CLI::App& app) {
+  auto opts = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time posenc's kernels against memory bandwidth and the PyTorch-eager baseline");
+  cmd->add_option("what", opts->what, "rope, tables or all")
+      ->check(CLI::IsMember({"rope", "tables", "all"}));
+  cmd->add_option("--threads", opts->threads, "Threads for posenc and torch (0: all hardware threads)");
+  cmd->add_flag("--json", opts->json, "Print JSON ({machine, results}) instead of a table");
+  cmd->add_option("--reps", opts->reps, "Timed calls per measurement (median reported)");
+  cmd->add_option("--warmup", opts->warmup, "Untimed calls before each measurement");
+  cmd->add_option("--max-seq", opts->max_seq,
+                  "Longest sequence / table rows to run (default 16384; small values for smoke tests)");
+  cmd->add_flag("!--no-torch", opts->torch, "Skip the PyTorch/numpy baseline");
+  cmd->add_option("--python", opts->python, "Python with torch and numpy (default /usr/bin/python3)");
+  cmd->add_option("--torch-script", opts->script, "Path of bench/torch_baseline.py");
+  cmd->callback([opts] { Run(*opts); });
+}
+
+}  // namespace posenc::cli

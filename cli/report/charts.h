@@ -1,0 +1,39 @@
+// Vega-Lite spec builders shared by the section builders: line charts over
+// records, with optional colour series, log axes and rule layers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace posenc::report {
+
+enum class AxisScale : std::uint8_t { kLinear, kLog, kSymlog };
+
+struct Axis {
+  std::string field;
+  std::string title;
+  AxisScale scale = AxisScale::kLinear;
+  std::string type = "quantitative";  // or "nominal", "ordinal"
+};
+
+struct LineStyle {
+  std::string color_field;      // "" for a single series
+  std::string color_title;
+  bool points = false;          // draw point marks too
+  std::string mark = "line";    // "line", "point", "bar", "rect"
+  bool stroke_dash_by_color = false;
+};
+
+// A Vega-Lite spec with tooltips on every mark (all encoded fields).
+Json LineSpec(const Axis& x, const Axis& y, const LineStyle& style = {});
+
+// Adds horizontal rules at y = values (labelled in the tooltip) as a layer.
+Json WithRules(Json spec, const std::string& axis /* "x" or "y" */,
+               const std::vector<std::pair<double, std::string>>& rules);
+
+// A chart from a spec and an id/title/caption (records added by the caller).
+Chart MakeChart(std::string id, std::string title, Json spec);
+
+}  // namespace posenc::report

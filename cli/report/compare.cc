@@ -1,0 +1,299 @@
+// Comparison-table measurements (see compare.h) and the report section that
+// shows them. Everything is computed through the public API.
+#include "compare.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "posenc/alibi.h"
+#include "posenc/error.h"
+#include "posenc/learned.h"
+#include "posenc/rope.h"
+#include "posenc/sinusoidal.h"
+#include "sections.h"
+
+namespace posenc::report {
+namespace {
+
+std::vector<double> SinTable(std::int64_t dim, std::int64_t offset, std::int64_t n) {
+  SinusoidalParams p;
+  p.dim = dim;
+  std::vector<double> out(static_cast<std::size_t>(n * dim));
+  SinusoidalTable(p, offset, n, TensorView::Contiguous(out.data(), DType::kFloat64, {n, dim}));
+  return out;
+}
+
+double RowDot(const std::vector<double>& t, std::int64_t cols, std::int64_t i, std::int64_t j) {
+  double s = 0.0;
+  for (std::int64_t c = 0; c < cols; ++c) {
+    s += t[static_cast<std::size_t>(i * cols + c)] * t[static_cast<std::size_t>(j * cols + c)];
+  }
+  return s;
+}
+
+const std::vector<std::int64_t> kShifts = {1, 7, 100};
+constexpr std::int64_t kMaxShift = 100;
+
+void SetBounded(MethodMeasure& m) {
+  m.bounded = m.max_abs_at_4l <= m.max_abs_at_l * (1.0 + 1e-9);
+}
+
+}  // namespace
+
+MethodMeasure MeasureSinusoidal(const CompareSetup& s) {
+  MethodMeasure m;
+  m.method = "sinusoidal";
+  m.enters = "input (added to the token embeddings)";
+  m.extra_params = 0;
+  const std::int64_t d = s.shape.hidden;
+  m.max_abs_at_l = MaxAbs(SinTable(d, 0, s.length));
+  m.max_abs_at_4l = MaxAbs(SinTable(d, 0, 4 * s.length));
+  SetBounded(m);
+  m.min_code_distance = MinRowDistance(CodeTable{s.length, d, SinTable(d, 0, s.length)});
+  const std::int64_t n = s.shift_length + kMaxShift;
+  const auto t = SinTable(d, 0, n);
+  m.shift_change = ShiftChange([&](std::int64_t i, std::int64_t j) { return RowDot(t, d, i, j); },
+                               s.shift_length, kShifts);
+  const auto last = SinTable(d, kMaxPosition, 1);
+  m.past_end = PastEnd::kContinues;
+  m.past_end_detail = fmt::format("defined up to 2^24 - 1; max |PE| there {}", Sci(MaxAbs(last)));
+  m.attention_bytes = 0;
+  m.memory_note = "none (the table is added before attention)";
+  const std::int64_t seq = s.shape.seq;
+  std::vector<float> x(static_cast<std::size_t>(seq * d), 0.0f);
+  SinusoidalParams p;
+  p.dim = d;
+  const Context ctx(s.threads);
+  m.ns_per_token = NanosPer([&] {
+    AddSinusoidal(p, TensorView::Contiguous(x.data(), DType::kFloat32, {1, seq, d}),
+                  Positions::Offset(0), ctx);
+  }, static_cast<double>(seq), s.timing_repeats);
+  m.speed_note = fmt::format("AddSinusoidal, [1, {}, {}] float32", seq, d);
+  m.used_in = "Transformer (2017), DistilBERT, GPT-J's table layout, Transformer-XL (relative form)";
+  return m;
+}
+
+MethodMeasure MeasureLearned(const CompareSetup& s) {
+  MethodMeasure m;
+  m.method = "learned";
+  m.enters = "input (added to the token embeddings)";
+  LearnedInitParams init;
+  init.max_positions = s.shape.max_positions;
+  init.dim = s.shape.hidden;
+  init.seed = 1;
+  const LearnedTable table = LearnedTable::RandomNormal(init);
+  m.extra_params = table.max_positions() * table.dim();
+  const std::int64_t rows = std::min(s.length, table.max_positions());
+  std::vector<double> values(table.values().begin(),
+                             table.values().begin() + rows * table.dim());
+  m.max_abs_at_l = MaxAbs(values);
+  m.max_abs_at_4l = MaxAbs(std::vector<double>(table.values().begin(), table.values().end()));
+  m.bounded = true;  // a finite table: bounded by its largest entry, whatever L
+  m.min_code_distance = MinRowDistance(CodeTable{rows, table.dim(), values});
+  const std::int64_t n = std::min<std::int64_t>(s.shift_length + kMaxShift, table.max_positions());
+  std::vector<double> t(table.values().begin(), table.values().begin() + n * table.dim());
+  std::vector<std::int64_t> shifts;
+  for (std::int64_t sh : kShifts) {
+    if (s.shift_length + sh <= n) shifts.push_back(sh);
+  }
+  m.shift_change = ShiftChange(
+      [&](std::int64_t i, std::int64_t j) { return RowDot(t, table.dim(), i, j); },
+      s.shift_length, shifts);
+  std::vector<float> out(static_cast<std::size_t>(table.dim()));
+  try {
+    table.Lookup(Positions::Offset(table.max_positions()), 1,
+                 TensorView::Contiguous(out.data(), DType::kFloat32, {1, table.dim()}));
+    m.past_end = PastEnd::kContinues;
+    m.past_end_detail = "lookup past the end succeeded";
+  } catch (const InvalidArgument& e) {
+    m.past_end = PastEnd::kErrors;
+    m.past_end_detail = std::string("position ") + std::to_string(table.max_positions()) +
+                        ": InvalidArgument (\"" + e.what() + "\")";
+  }
+  m.attention_bytes = 0;
+  m.memory_note = "none (the table is added before attention)";
+  std::vector<float> x(static_cast<std::size_t>(table.max_positions() * table.dim()), 0.0f);
+  const Context ctx(s.threads);
+  m.ns_per_token = NanosPer([&] {
+    table.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32,
+                                       {1, table.max_positions(), table.dim()}),
+                Positions::Offset(0), ctx);
+  }, static_cast<double>(table.max_positions()), s.timing_repeats);
+  m.speed_note = fmt::format("LearnedTable::AddTo, [1, {}, {}] float32", table.max_positions(),
+                             table.dim());
+  m.used_in = "BERT, GPT-2, RoBERTa, ViT (N(0, 0.02^2) init here, untrained)";
+  return m;
+}
+
+MethodMeasure MeasureRope(const CompareSetup& s) {
+  MethodMeasure m;
+  m.method = "RoPE";
+  m.enters = "q and k (rotated before the dot product)";
+  m.extra_params = 0;
+  const std::int64_t head_dim = s.shape.hidden / s.shape.heads;
+  RopeParams p;
+  p.head_dim = head_dim;
+  auto cos_sin = [&](std::int64_t n) {
+    std::vector<double> cs(static_cast<std::size_t>(n * head_dim * 2));
+    std::vector<double> c(static_cast<std::size_t>(n * head_dim)), sn(c.size());
+    RopeCosSin(p, Positions::Offset(0), n, TensorView::Contiguous(c.data(), DType::kFloat64, {n, head_dim}),
+               TensorView::Contiguous(sn.data(), DType::kFloat64, {n, head_dim}));
+    for (std::int64_t r = 0; r < n; ++r) {
+      for (std::int64_t k = 0; k < head_dim; ++k) {
+        cs[static_cast<std::size_t>(r * 2 * head_dim + k)] = c[static_cast<std::size_t>(r * head_dim + k)];
+        cs[static_cast<std::size_t>(r * 2 * head_dim + head_dim + k)] = sn[static_cast<std::size_t>(r * head_dim + k)];
+      }
+    }
+    return cs;
+  };
+  m.max_abs_at_l = MaxAbs(cos_sin(s.length));
+  m.max_abs_at_4l = MaxAbs(cos_sin(4 * s.length));
+  SetBounded(m);
+  m.min_code_distance = MinRowDistance(CodeTable{s.length, 2 * head_dim, cos_sin(s.length)});
+  // Position-only score <R_i q, R_j k> for fixed random q, k.
+  const std::int64_t n = s.shift_length + kMaxShift;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal;
+  std::vector<double> q(static_cast<std::size_t>(n * head_dim)), k(q.size());
+  std::vector<double> q0(static_cast<std::size_t>(head_dim)), k0(q0.size());
+  for (auto& v : q0) v = normal(rng);
+  for (auto& v : k0) v = normal(rng);
+  for (std::int64_t r = 0; r < n; ++r) {
+    std::copy(q0.begin(), q0.end(), q.begin() + r * head_dim);
+    std::copy(k0.begin(), k0.end(), k.begin() + r * head_dim);
+  }
+  ApplyRopeQK(p, TensorView::Contiguous(q.data(), DType::kFloat64, {1, n, 1, head_dim}),
+              TensorView::Contiguous(k.data(), DType::kFloat64, {1, n, 1, head_dim}),
+              AttentionLayout::kBSHD, Positions::Offset(0));
+  m.shift_change = ShiftChange([&](std::int64_t i, std::int64_t j) {
+    double dot = 0.0;
+    for (std::int64_t c = 0; c < head_dim; ++c) {
+      dot += q[static_cast<std::size_t>(i * head_dim + c)] * k[static_cast<std::size_t>(j * head_dim + c)];
+    }
+    return dot;
+  }, s.shift_length, kShifts);
+  m.past_end = PastEnd::kExtrapolates;
+  m.past_end_detail = "defined up to 2^24 - 1, but low-frequency pairs reach angles never seen "
+                      "in training (hence the scaling schemes)";
+  const std::int64_t seq = s.shape.seq;
+  m.attention_bytes = static_cast<double>(seq * head_dim * 2 * 4);
+  m.memory_note = fmt::format("cos/sin cache [{}, {}] x 2 float32 (shared by layers)", seq, head_dim);
+  std::vector<float> qx(static_cast<std::size_t>(seq * s.shape.heads * head_dim), 0.5f), kx(qx);
+  const Context ctx(s.threads);
+  RopeParams pf;
+  pf.head_dim = head_dim;
+  m.ns_per_token = NanosPer([&] {
+    ApplyRopeQK(pf, TensorView::Contiguous(qx.data(), DType::kFloat32, {1, seq, s.shape.heads, head_dim}),
+                TensorView::Contiguous(kx.data(), DType::kFloat32, {1, seq, s.shape.heads, head_dim}),
+                AttentionLayout::kBSHD, Positions::Offset(0), RopeDirection::kForward, ctx);
+  }, static_cast<double>(seq), s.timing_repeats);
+  m.speed_note = fmt::format("ApplyRopeQK, q and k [1, {}, {}, {}] float32", seq, s.shape.heads, head_dim);
+  m.used_in = "Llama, Mistral, Qwen, Gemma, GPT-NeoX, DeepSeek, Phi-3";
+  return m;
+}
+
+MethodMeasure MeasureAlibi(const CompareSetup& s) {
+  MethodMeasure m;
+  m.method = "ALiBi";
+  m.enters = "scores (a bias -m_h |i - j| added before the softmax)";
+  m.extra_params = 0;
+  AlibiParams p;
+  p.num_heads = s.shape.heads;
+  const std::vector<double> slopes = AlibiSlopes(p);
+  auto max_bias = [&](std::int64_t len) {
+    double mx = 0.0;
+    for (double slope : slopes) {
+      for (std::int64_t k = 0; k < len; ++k) {
+        mx = std::max(mx, std::abs(AlibiBiasValue(slope, AlibiForm::kSymmetric, 0, k)));
+      }
+    }
+    return mx;
+  };
+  m.max_abs_at_l = max_bias(s.length);
+  m.max_abs_at_4l = max_bias(4 * s.length);
+  SetBounded(m);
+  m.distinct_distances = DistinctValues(
+      [&](std::int64_t k) { return AlibiBiasValue(slopes[0], AlibiForm::kSymmetric, 0, k); },
+      s.length);
+  m.shift_change = ShiftChange([&](std::int64_t i, std::int64_t j) {
+    return AlibiBiasValue(slopes[0], AlibiForm::kSymmetric, i, j);
+  }, s.shift_length, kShifts);
+  m.past_end = PastEnd::kExtrapolates;
+  m.past_end_detail = "the bias keeps growing linearly with distance (the paper's extrapolation)";
+  m.attention_bytes = static_cast<double>(DenseBiasBytes(s.shape));
+  m.memory_note = fmt::format("[{}, {}, {}] float32 bias per layer if materialised; 0 in fused "
+                              "kernels that compute it from the {} slopes",
+                              s.shape.heads, s.shape.seq, s.shape.seq, s.shape.heads);
+  const std::int64_t seq = std::min<std::int64_t>(s.shape.seq, 1024);
+  std::vector<float> bias(static_cast<std::size_t>(s.shape.heads * seq * seq));
+  AlibiGeometry g;
+  g.query_len = seq;
+  g.key_len = seq;
+  const Context ctx(s.threads);
+  m.ns_per_token = NanosPer([&] {
+    AlibiBiasMatrix(slopes, g, TensorView::Contiguous(bias.data(), DType::kFloat32,
+                                                      {s.shape.heads, seq, seq}), ctx);
+  }, static_cast<double>(seq), s.timing_repeats);
+  m.speed_note = fmt::format("AlibiBiasMatrix, [{}, {}, {}] float32 (per query token)",
+                             s.shape.heads, seq, seq);
+  m.used_in = "BLOOM, MPT, Falcon (ALiBi variants), Baichuan-13B";
+  return m;
+}
+
+Section CompareSection(const ReportOptions& options) {
+  const ReportSizes sizes = SizesFor(options.detail);
+  CompareSetup setup;
+  setup.length = sizes.unique_positions;
+  setup.shift_length = sizes.shift_length;
+  setup.timing_repeats = sizes.timing_repeats;
+  setup.threads = options.threads;
+  std::vector<MethodMeasure> rows = {MeasureSinusoidal(setup), MeasureLearned(setup),
+                                     MeasureRope(setup), MeasureAlibi(setup)};
+  Table t;
+  t.id = "comparison";
+  t.title = "Comparison of methods (measured)";
+  t.header = {"method", "where position enters",
+              fmt::format("extra parameters ({} layers, d = {})", setup.shape.layers, setup.shape.hidden),
+              fmt::format("bounded: max |value| at L = {} / 4L", setup.length),
+              fmt::format("unique: min distance between codes (L = {})", setup.length),
+              "relative: score change under a common shift",
+              "past the trained length",
+              fmt::format("extra memory in attention at S = {}", setup.shape.seq),
+              "speed (ns/token, 1 thread, this machine)", "used in"};
+  Section s;
+  for (const auto& m : rows) {
+    t.rows.push_back(
+        {m.method, m.enters, Thousands(m.extra_params),
+         fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)", Sci(m.max_abs_at_l),
+                     Sci(m.max_abs_at_4l)),
+         m.min_code_distance >= 0
+             ? fmt::format("yes: {}", Sci(m.min_code_distance))
+             : fmt::format("distances only: {} distinct values over |i - j| < L", m.distinct_distances),
+         fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute", Sci(m.shift_change)),
+         PastEndName(m.past_end) + ": " + m.past_end_detail,
+         fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
+         fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in});
+    s.summary.push_back(fmt::format("{}: bounded {}, min code distance {}, shift change {}, past end {}",
+                                    m.method, m.bounded ? "yes" : "no",
+                                    m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",
+                                    Sci(m.shift_change), PastEndName(m.past_end)));
+  }
+  t.caption = fmt::format(
+      "Every cell is measured when the report is built. bounded: largest |positional term| for "
+      "positions or distances below L and below 4L. unique: smallest Euclidean distance between "
+      "the codes of two positions below L (RoPE: the cos/sin rows). relative: max |s(i+t, j+t) - "
+      "s(i, j)| / max |s| over i, j < {} and t in {{1, 7, 100}} for the position-only score "
+      "(PE(i).PE(j), E_i.E_j, <R_i q, R_j k>, the bias). d = {}, {} heads, learned table {} rows.",
+      setup.shift_length, setup.shape.hidden, setup.shape.heads, setup.shape.max_positions);
+  s.id = "comparison";
+  s.title = "Comparison table";
+  s.paragraphs = {"The table the lesson leaves empty, filled with values measured on this build "
+                  "of the library."};
+  s.blocks.emplace_back(std::move(t));
+  return s;
+}
+
+}  // namespace posenc::report

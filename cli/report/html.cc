@@ -1,0 +1,343 @@
+// HTML assembly and data files of the report (see html.h).
+#include "html.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "assets.h"
+#include "posenc/error.h"
+
+#ifndef POSENC_NODE_MODULES_DIR
+#error "POSENC_NODE_MODULES_DIR must be defined by the build (cli/CMakeLists.txt)"
+#endif
+
+namespace posenc::report {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw IoError("chart library: cannot read '" + path.string() +
+                  "'; run scripts/setup.sh (it runs `npm ci`) or set POSENC_NODE_MODULES to a "
+                  "node_modules directory holding vega, vega-lite and vega-embed");
+  }
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// JSON inside <script type="application/json">: "</" and "<!--" must not
+// appear; in JSON text they can only occur inside strings, where "<\/" and
+// "<\u0021" are valid escapes of the same characters.
+std::string JsonScriptSafe(std::string text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '<' && i + 1 < text.size() && (text[i + 1] == '/' || text[i + 1] == '!')) {
+      out += text[i + 1] == '/' ? "<\\/" : "<\\u0021";
+      ++i;
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+// JS inside <script>: only "</script" ends the element early. The bundles
+// contain none; should one appear in a string, "<\/script" is the same text.
+// (A blanket "</" rewrite would break regex literals such as /</g.)
+std::string JsScriptSafe(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '<' && i + 7 < text.size() && text[i + 1] == '/') {
+      std::string tag = text.substr(i + 2, 6);
+      for (char& ch : tag) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (tag == "script") {
+        out += "<\\/";
+        ++i;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+std::string Escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string CsvCell(const Json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
+  if (v.is_number()) return fmt::format("{:.9g}", v.get<double>());
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string CsvText(std::string_view s) { return CsvCell(Json(std::string(s))); }
+
+// Compact number for the inlined data (4-5 significant digits is below what
+// a colour or a pixel can show; the CSV files keep 9).
+void AppendCompact(std::string& out, double v) {
+  if (v == 0.0) {
+    out += '0';
+    return;
+  }
+  out += fmt::format("{:.5g}", v);
+}
+
+void AppendHeatmapJson(std::string& out, const Heatmap& h) {
+  h.Check();
+  Json meta = {{"id", h.id},       {"kind", "heatmap"},        {"rows", h.rows},
+               {"cols", h.cols},   {"x0", h.x0},               {"y0", h.y0},
+               {"x_title", h.x_title}, {"y_title", h.y_title}, {"value_title", h.value_title},
+               {"scheme", h.scheme == ColorScheme::kDiverging ? "diverging" : "sequential"}};
+  std::string m = meta.dump();
+  m.pop_back();  // reopen the object to append the values
+  out += m;
+  out += ",\"values\":[";
+  for (std::size_t i = 0; i < h.values.size(); ++i) {
+    if (i) out += ',';
+    AppendCompact(out, h.values[i]);
+  }
+  out += "]}";
+}
+
+void AppendChartJson(std::string& out, const Chart& c) {
+  Json spec = c.spec;
+  spec["data"] = {{"values", c.records}};
+  // Single and layered views get a default size; facets size their cells.
+  if (spec.contains("mark") || spec.contains("layer")) {
+    if (!spec.contains("width")) spec["width"] = 420;
+    if (!spec.contains("height")) spec["height"] = 260;
+  }
+  Json f = {{"id", c.id}, {"kind", "chart"}, {"spec", spec}};
+  out += f.dump();
+}
+
+std::string CaptionHtml(const std::string& caption, const std::string& id) {
+  std::string out = "<figcaption>" + Escape(caption);
+  out += " <a href=\"data/" + id + ".csv\">Data (CSV)</a></figcaption>";
+  return out;
+}
+
+std::string TableHtml(const Table& t) {
+  std::string out = "<div class=\"scroll\"><table><thead><tr>";
+  for (const auto& h : t.header) out += "<th>" + Escape(h) + "</th>";
+  out += "</tr></thead><tbody>";
+  for (const auto& row : t.rows) {
+    out += "<tr>";
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const std::string& cell = row[i];
+      const bool num = i > 0 && !cell.empty() &&
+                       (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-' ||
+                        cell[0] == '+');
+      out += num ? "<td class=\"num\">" : "<td>";
+      out += Escape(cell) + "</td>";
+    }
+    out += "</tr>";
+  }
+  return out + "</tbody></table></div>";
+}
+
+std::string BlockHtml(const Block& block) {
+  const std::string& id = BlockId(block);
+  if (const auto* t = std::get_if<Table>(&block)) {
+    return "<figure class=\"wide\" id=\"fig-" + id + "\"><h3>" + Escape(t->title) + "</h3>" +
+           TableHtml(*t) + CaptionHtml(t->caption, id) + "</figure>";
+  }
+  const std::string& caption =
+      std::holds_alternative<Chart>(block) ? std::get<Chart>(block).caption
+                                           : std::get<Heatmap>(block).caption;
+  return "<figure id=\"fig-" + id + "\"><h3>" + Escape(BlockTitle(block)) +
+         "</h3><div class=\"chart\" id=\"chart-" + id + "\"></div>" + CaptionHtml(caption, id) +
+         "</figure>";
+}
+
+std::string Page(const std::string& title, const std::string& subtitle, const std::string& nav,
+                 const std::string& body, const std::string& figures_json,
+                 const ChartLibrary& lib) {
+  std::string out;
+  out.reserve(lib.vega.size() + lib.vega_lite.size() + lib.vega_embed.size() +
+              figures_json.size() + body.size() + 65536);
+  out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  out += "<title>" + Escape(title) + "</title>\n<style>" + std::string(ReportCss()) +
+         "</style>\n";
+  out += "<script>" + JsScriptSafe(lib.vega) + "</script>\n";
+  out += "<script>" + JsScriptSafe(lib.vega_lite) + "</script>\n";
+  out += "<script>" + JsScriptSafe(lib.vega_embed) + "</script>\n";
+  out += "</head><body>\n<header><h1>" + Escape(title) + "</h1><p>" + Escape(subtitle) +
+         "</p></header>\n";
+  out += nav;
+  out += "<main>\n" + body + "</main>\n";
+  out += "<footer>Generated by posenc. Every figure's menu (…) saves it as PNG or SVG; hovering "
+         "shows values; the data behind each figure is in data/ beside this file.</footer>\n";
+  out += "<script type=\"application/json\" id=\"posenc-figures\">" + figures_json +
+         "</script>\n";
+  out += "<script>" + JsScriptSafe(std::string(ReportScript())) + "</script>\n</body></html>\n";
+  return out;
+}
+
+void WriteText(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw IoError("-o: cannot open '" + path.string() + "' for writing");
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) throw IoError("-o: write to '" + path.string() + "' failed");
+}
+
+std::string FiguresJson(const std::vector<const Block*>& blocks) {
+  std::string out = "{\"figures\":[";
+  bool first = true;
+  for (const Block* b : blocks) {
+    if (std::holds_alternative<Table>(*b)) continue;
+    if (!first) out += ',';
+    first = false;
+    if (const auto* c = std::get_if<Chart>(b)) AppendChartJson(out, *c);
+    if (const auto* h = std::get_if<Heatmap>(b)) AppendHeatmapJson(out, *h);
+  }
+  out += "]}";
+  return JsonScriptSafe(std::move(out));
+}
+
+}  // namespace
+
+std::string NodeModulesDir() {
+  if (const char* env = std::getenv("POSENC_NODE_MODULES"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return POSENC_NODE_MODULES_DIR;
+}
+
+ChartLibrary LoadChartLibrary() {
+  const fs::path dir = NodeModulesDir();
+  ChartLibrary lib;
+  lib.vega = ReadFile(dir / "vega" / "build" / "vega.min.js");
+  lib.vega_lite = ReadFile(dir / "vega-lite" / "build" / "vega-lite.min.js");
+  lib.vega_embed = ReadFile(dir / "vega-embed" / "build" / "vega-embed.min.js");
+  return lib;
+}
+
+std::string BlockCsv(const Block& block) {
+  std::string out;
+  if (const auto* c = std::get_if<Chart>(&block)) {
+    if (c->records.empty()) return out;
+    bool first = true;
+    for (const auto& [key, value] : c->records.front().items()) {
+      out += (first ? "" : ",") + CsvText(key);
+      first = false;
+    }
+    out += '\n';
+    for (const auto& rec : c->records) {
+      first = true;
+      for (const auto& [key, value] : c->records.front().items()) {
+        out += first ? "" : ",";
+        first = false;
+        if (rec.contains(key)) out += CsvCell(rec[key]);
+      }
+      out += '\n';
+    }
+  } else if (const auto* h = std::get_if<Heatmap>(&block)) {
+    h->Check();
+    out += CsvText(h->y_title + " \\ " + h->x_title);
+    for (std::int64_t col = 0; col < h->cols; ++col) out += fmt::format(",{}", h->x0 + col);
+    out += '\n';
+    for (std::int64_t r = 0; r < h->rows; ++r) {
+      out += fmt::format("{}", h->y0 + r);
+      for (std::int64_t col = 0; col < h->cols; ++col) {
+        out += fmt::format(",{:.9g}", h->values[static_cast<std::size_t>(r * h->cols + col)]);
+      }
+      out += '\n';
+    }
+  } else {
+    const auto& t = std::get<Table>(block);
+    for (std::size_t i = 0; i < t.header.size(); ++i) out += (i ? "," : "") + CsvText(t.header[i]);
+    out += '\n';
+    for (const auto& row : t.rows) {
+      for (std::size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + CsvText(row[i]);
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+std::string FigureDataJson(const Report& report) {
+  std::vector<const Block*> blocks;
+  for (const auto& s : report.sections) {
+    for (const auto& b : s.blocks) blocks.push_back(&b);
+  }
+  return FiguresJson(blocks);
+}
+
+std::string RenderHtml(const Report& report, const ChartLibrary& library) {
+  std::string nav = "<nav>";
+  std::string body;
+  int number = 0;
+  for (const auto& s : report.sections) {
+    ++number;
+    const std::string heading = fmt::format("{}. {}", number, s.title);
+    nav += "<a href=\"#" + s.id + "\">" + Escape(heading) + "</a>";
+    body += "<section id=\"" + s.id + "\"><h2>" + Escape(heading) + "</h2>\n";
+    for (const auto& p : s.paragraphs) body += "<p>" + Escape(p) + "</p>\n";
+    body += "<div class=\"blocks\">\n";
+    for (const auto& b : s.blocks) body += BlockHtml(b) + "\n";
+    body += "</div></section>\n";
+  }
+  nav += "</nav>\n";
+  return Page(report.title, report.subtitle, nav, body, FigureDataJson(report), library);
+}
+
+std::string WriteReport(const Report& report, const ChartLibrary& library,
+                        const std::string& dir) {
+  const fs::path root(dir);
+  std::error_code ec;
+  fs::create_directories(root / "data", ec);
+  if (ec) {
+    throw IoError("-o: cannot create directory '" + (root / "data").string() +
+                  "': " + ec.message());
+  }
+  for (const auto& s : report.sections) {
+    for (const auto& b : s.blocks) WriteText(root / "data" / (BlockId(b) + ".csv"), BlockCsv(b));
+  }
+  const fs::path html = root / "index.html";
+  WriteText(html, RenderHtml(report, library));
+  return html.string();
+}
+
+void WriteSingleFigure(const Block& block, const std::string& subtitle,
+                       const ChartLibrary& library, const std::string& path) {
+  std::string body = "<section><div class=\"blocks\">" + BlockHtml(block) + "</div></section>";
+  // A single page has no data directory: drop the CSV link.
+  const std::string link = " <a href=\"data/" + BlockId(block) + ".csv\">Data (CSV)</a>";
+  if (auto pos = body.find(link); pos != std::string::npos) body.erase(pos, link.size());
+  const std::vector<const Block*> blocks{&block};
+  WriteText(fs::path(path), Page(BlockTitle(block), subtitle, "", body, FiguresJson(blocks),
+                                 library));
+}
+
+}  // namespace posenc::report

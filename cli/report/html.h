@@ -1,0 +1,52 @@
+// Turns a report::Report into one self-contained HTML file (the chart
+// library, styles, data and renderer inlined: it opens offline) and writes
+// the data behind each figure as CSV beside it.
+//
+// The chart library is Vega-Lite + Vega + vega-embed, installed by npm at
+// set-up time (package.json, scripts/setup.sh). Their minified bundles are
+// read from the node_modules directory: $POSENC_NODE_MODULES when set, else
+// the repository's node_modules (compile-time POSENC_NODE_MODULES_DIR).
+#pragma once
+
+#include <string>
+
+#include "model.h"
+
+namespace posenc::report {
+
+// The three minified bundles, in load order.
+struct ChartLibrary {
+  std::string vega;
+  std::string vega_lite;
+  std::string vega_embed;
+};
+
+// The node_modules directory in use (env override or compile-time default).
+std::string NodeModulesDir();
+
+// Reads the bundles; throws posenc::IoError naming the missing file and
+// saying to run scripts/setup.sh.
+ChartLibrary LoadChartLibrary();
+
+// The whole page.
+std::string RenderHtml(const Report& report, const ChartLibrary& library);
+
+// CSV text of one block's data: a chart's records (one column per key), a
+// heatmap's matrix (a header row of column coordinates, then one line per
+// row led by its row coordinate), a table's cells.
+std::string BlockCsv(const Block& block);
+
+// Writes the figure data inlined in the page as JSON text (exposed for the
+// tests: it must be valid JSON and never contain "</").
+std::string FigureDataJson(const Report& report);
+
+// Writes DIR/index.html and DIR/data/<block id>.csv (creating DIR and
+// DIR/data). Returns the HTML file's path. Throws posenc::IoError.
+std::string WriteReport(const Report& report, const ChartLibrary& library,
+                        const std::string& dir);
+
+// Writes a single-figure page (posenc plot) to `path`. Throws IoError.
+void WriteSingleFigure(const Block& block, const std::string& subtitle,
+                       const ChartLibrary& library, const std::string& path);
+
+}  // namespace posenc::report

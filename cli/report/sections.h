@@ -1,0 +1,44 @@
+// The section builders of `posenc report`. Each computes its figures from
+// the public API only (include/posenc/) and returns a Section; sizes depend
+// on ReportDetail so that --quick stays within a few seconds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model.h"
+
+namespace posenc::report {
+
+enum class ReportDetail : std::uint8_t {
+  kFull,   // the report (up to about a minute)
+  kQuick,  // smaller figures for tests (a few seconds)
+};
+std::string_view ReportDetailName(ReportDetail d);  // "full", "quick"
+
+struct ReportOptions {
+  ReportDetail detail = ReportDetail::kFull;
+  std::vector<std::string> configs;  // HF config.json files (--config)
+  int threads = 1;                   // posenc::Context threads
+};
+
+// Sizes used by the builders.
+struct ReportSizes {
+  std::int64_t heatmap_positions;  // rows of position heatmaps
+  std::int64_t similarity;         // PE(i).PE(j) matrix side
+  std::int64_t rope_distance;      // q.k decay: distances [0, N)
+  std::int64_t unique_positions;   // L of the uniqueness / boundedness checks
+  std::int64_t shift_length;       // L of the shift check
+  std::int64_t numerics_samples;   // positions sampled per octave (numerics)
+  int timing_repeats;              // best-of repeats of speed measurements
+};
+ReportSizes SizesFor(ReportDetail detail);
+
+Section SinusoidalSection(const ReportOptions& options);
+Section RopeSection(const ReportOptions& options);
+Section NumericsSection(const ReportOptions& options);
+Section CompareSection(const ReportOptions& options);
+
+}  // namespace posenc::report

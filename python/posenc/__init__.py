@@ -1,0 +1,32 @@
+"""posenc: positional encodings for transformer models.
+
+The C++ library's API for numpy arrays and torch tensors (zero-copy: the
+buffer protocol for numpy, DLPack for torch, float32/float64/bfloat16/
+float16), with the GIL released inside kernels. `posenc.torch` adds autograd
+Functions and nn.Modules. Errors: ValueError for invalid arguments
+(posenc.ConfigError, a ValueError, for bad model configs), posenc.IoError (an
+OSError) for files, RuntimeError otherwise; the message names the argument,
+the value and what is allowed.
+
+Usage notes: python/README.md. Formulas and conventions: the C++ headers in
+include/posenc/ (each family's docblock).
+"""
+from __future__ import annotations
+
+from . import _posenc
+from ._posenc import MAX_POSITION, ConfigError, Context, IoError, simd_target
+from ._absolute import LearnedTable, add_sinusoidal, sinusoidal_inv_freq, sinusoidal_table
+from ._attention import attention
+from ._bias import (alibi_bias, alibi_slopes, bloom_alibi_tensor, deberta_bucket,
+                    deberta_relative_position, relative_matrix, t5_bias, t5_bucket)
+from ._config import inspect, rope_config, rope_inv_freq
+from ._rope import apply_mrope, apply_rope, apply_rope_qk, rope_cos_sin, rope_default_inv_freq
+
+__all__ = [
+    "MAX_POSITION", "ConfigError", "Context", "IoError", "simd_target",
+    "LearnedTable", "add_sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table",
+    "apply_mrope", "apply_rope", "apply_rope_qk", "rope_cos_sin", "rope_default_inv_freq",
+    "inspect", "rope_config", "rope_inv_freq", "attention",
+    "alibi_bias", "alibi_slopes", "bloom_alibi_tensor", "deberta_bucket",
+    "deberta_relative_position", "relative_matrix", "t5_bias", "t5_bucket",
+]

@@ -1,0 +1,59 @@
+"""Hugging Face config.json RoPE: frequencies and attention factor of every
+rope type (default, linear, dynamic, ntk, yarn, llama3, longrope,
+proportional), read as HF's RotaryEmbeddingConfigMixin standardises them
+(posenc/model_config.h, posenc/rope_scaling.h)."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from . import _posenc
+
+
+def _source(config: Any) -> Tuple[str, bool, str]:
+    """(path or JSON text, is_text, name for messages)."""
+    if isinstance(config, dict):
+        return json.dumps(config), True, "<config dict>"
+    if isinstance(config, (str, os.PathLike)):
+        return os.fspath(config), False, os.fspath(config)
+    raise ValueError(f"config: got {type(config).__name__}, expected a dict or a path to "
+                     "config.json")
+
+
+def _seq_len(seq_len: Optional[int]) -> int:
+    return 0 if seq_len is None else int(seq_len)
+
+
+def rope_inv_freq(config: Any, seq_len: Optional[int] = None, *, layer_type: str = "",
+                  numerics: str = "hf") -> Tuple[np.ndarray, float]:
+    """(inv_freq, attention_factor) of a model's RoPE.
+
+    config: a HF config dict or the path of a config.json. seq_len: None for
+    the table at initialisation, else max(position_ids) + 1 of a call (dynamic
+    NTK and longrope depend on it). layer_type: e.g. "sliding_attention" for
+    models with one rope per layer type ("" = full attention / the only one).
+    numerics "hf" reproduces transformers' float32 values; "accurate" is the
+    float64 formula. inv_freq is float64 [rotary_dim / 2]. posenc.ConfigError
+    (a ValueError) names the file, the JSON key and what is expected.
+    """
+    text, is_text, source = _source(config)
+    return _posenc.rope_inv_freq(text, is_text, source, _seq_len(seq_len), layer_type, numerics)
+
+
+def rope_config(config: Any, seq_len: Optional[int] = None, *, layer_type: str = "",
+                numerics: str = "hf") -> Dict[str, Any]:
+    """Everything posenc reads from a config for one layer type: rope_type,
+    head_dim, rotary_dim, theta, pairing, factor, attention_factor, inv_freq,
+    yarn range, DeepSeek softmax factor, warnings, and per-pair details
+    (`pairs`: wavelength, ratio to the default frequency, region)."""
+    text, is_text, source = _source(config)
+    return _posenc.rope_config(text, is_text, source, _seq_len(seq_len), layer_type, numerics)
+
+
+def inspect(config_path: Any, seq_len: Optional[int] = None, *, layer_type: str = "",
+            numerics: str = "hf") -> Dict[str, Any]:
+    """The RoPE of a config.json (path or dict) as a dict: see rope_config."""
+    return rope_config(config_path, seq_len, layer_type=layer_type, numerics=numerics)

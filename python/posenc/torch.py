@@ -1,0 +1,388 @@
+"""posenc.torch: autograd Functions and nn.Modules on top of posenc.
+
+Works with any torch from 1.10 on without a build against it: tensors reach
+the C++ kernels through DLPack (CPU tensors; float32, float64, bfloat16,
+float16), with the GIL released.
+
+Functions (differentiable):
+  apply_rope(q, positions, layout=...)  backward = the transposed rotation
+                                        (ApplyRope with direction "inverse")
+  learned_lookup(weight, positions)     backward = scatter-add (LearnedTable.Backward)
+  t5_bias(table, query_len, key_len)    backward = table gradient (T5BiasTable.AccumulateGrad)
+  attention(q, k, v, scheme=...)        the exact reference attention (float64 inside);
+                                        backward = AttentionReferenceBackward (q, k, v and
+                                        the scheme's tables)
+Modules: SinusoidalPositionalEncoding, LearnedPositionalEmbedding,
+RotaryEmbedding (+ RotaryEmbedding.from_config), ALiBi, T5RelativeBias.
+posenc has no fused attention kernel yet, so `attention` runs the reference
+(exact, slow): use it for checking and small models.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+import posenc as _pe
+
+__all__ = [
+    "apply_rope", "learned_lookup", "t5_bias", "attention",
+    "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding", "RotaryEmbedding", "ALiBi",
+    "T5RelativeBias",
+]
+
+
+def _positions(positions: Any) -> Optional[torch.Tensor]:
+    """Integer position ids as a CPU int64 tensor (None stays None)."""
+    if positions is None:
+        return None
+    if not torch.is_tensor(positions):
+        positions = torch.as_tensor(positions)
+    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+        raise ValueError(f"positions.dtype: got {positions.dtype}, expected an integer dtype")
+    return positions.detach().to(device="cpu", dtype=torch.int64)
+
+
+# --------------------------------------------------------------------------- RoPE
+
+class _ApplyRope(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, positions: Optional[torch.Tensor],
+                kwargs: Dict[str, Any]) -> torch.Tensor:  # type: ignore[override]
+        ctx.positions = positions
+        ctx.kwargs = kwargs
+        return _pe.apply_rope(q.detach(), positions, **kwargs)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
+        # y = a R(p) x  =>  dL/dx = a R(p)^T dL/dy = a R(-p) dL/dy.
+        kwargs = dict(ctx.kwargs)
+        kwargs["direction"] = "inverse" if kwargs.get("direction", "forward") == "forward" \
+            else "forward"
+        return _pe.apply_rope(grad.detach().contiguous(), ctx.positions, **kwargs), None, None
+
+
+def apply_rope(q: torch.Tensor, positions: Any = None, *, layout: str = "bhsd",
+               **kwargs: Any) -> torch.Tensor:
+    """Differentiable posenc.apply_rope (out of place): same keywords
+    (rotary_dim, pairing, theta, config, inv_freq, attention_factor,
+    numerics, direction, offset, ctx)."""
+    if "inplace" in kwargs or "out" in kwargs:
+        raise ValueError("posenc.torch.apply_rope is out of place: inplace/out are not accepted")
+    if kwargs.get("config") is not None:  # resolve once: backward must use the same table
+        info = _pe.rope_config(kwargs.pop("config"),
+                               _seq_len_of(positions, q, layout, kwargs.get("offset", 0)),
+                               numerics=kwargs.get("numerics", "accurate"))
+        kwargs["inv_freq"], kwargs["attention_factor"] = info["inv_freq"], info["attention_factor"]
+        kwargs.setdefault("pairing", info["pairing"])
+    kwargs["layout"] = layout
+    return _ApplyRope.apply(q, _positions(positions), kwargs)
+
+
+def _seq_len_of(positions: Any, q: torch.Tensor, layout: str, offset: int) -> int:
+    if positions is None:
+        return int(offset) + int(q.shape[2 if layout == "bhsd" else 1])
+    return int(_positions(positions).max()) + 1
+
+
+# --------------------------------------------------------------------------- learned
+
+class _LearnedLookup(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, weight: torch.Tensor, positions: torch.Tensor,
+                table: Any) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(positions)
+        ctx.shape = tuple(weight.shape)
+        ctx.table = table
+        flat = positions.reshape(-1)
+        if table is not None and weight.dtype == torch.float32:
+            out = table.lookup(flat, dtype=torch.float32)  # the C++ table shares weight's memory
+        else:  # posenc tables store float32; other dtypes gather here (exact)
+            _check_rows(flat, weight.shape[0])
+            out = weight.detach().index_select(0, flat)
+        return out.reshape(*positions.shape, weight.shape[1])
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
+        (positions,) = ctx.saved_tensors
+        rows, dim = ctx.shape
+        table = ctx.table if ctx.table is not None else _pe.LearnedTable(rows, dim)
+        d_table = torch.zeros(rows, dim, dtype=grad.dtype)
+        table.backward(grad.detach().reshape(-1, dim).contiguous(), positions.reshape(-1),
+                       grad=d_table)
+        return d_table, None, None
+
+
+def _check_rows(flat: torch.Tensor, rows: int) -> None:
+    if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= rows):
+        bad = flat[(flat < 0) | (flat >= rows)][0]
+        raise ValueError(f"positions: got {int(bad)}, expected a position in [0, {rows})")
+
+
+def learned_lookup(weight: torch.Tensor, positions: Any, table: Any = None) -> torch.Tensor:
+    """E[positions] with the gradient scatter-added into weight
+    [max_positions, dim]; positions of any shape. `table`: the
+    posenc.LearnedTable whose values `weight` shares (float32 fast path)."""
+    return _LearnedLookup.apply(weight, _positions(positions), table)
+
+
+# --------------------------------------------------------------------------- T5
+
+class _T5Bias(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, table: torch.Tensor, query_len: int, key_len: int, max_distance: int,
+                bidirectional: bool, query_offset: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.args = (int(table.shape[0]), int(table.shape[1]), max_distance, bidirectional,
+                    query_offset, table.dtype)
+        t = table.detach()
+        if t.dtype == torch.float64:  # the C++ table is float32: gather exactly instead
+            rel = torch.from_numpy(_pe.relative_matrix(query_len, key_len,
+                                                       query_offset=query_offset,
+                                                       sign="key_minus_query"))
+            buckets = _pe.t5_bucket(rel, num_buckets=t.shape[0], max_distance=max_distance,
+                                    bidirectional=bidirectional)
+            return t[buckets].permute(2, 0, 1).contiguous()
+        return _pe.t5_bias(t.contiguous(), query_len, key_len, max_distance=max_distance,
+                           bidirectional=bidirectional, query_offset=query_offset)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
+        num_buckets, heads, max_distance, bidirectional, query_offset, dtype = ctx.args
+        acc = torch.float64 if dtype == torch.float64 else torch.float32
+        d_table = torch.zeros(num_buckets, heads, dtype=acc)
+        _pe._posenc.t5_bias_grad(d_table, grad.detach().contiguous(), num_buckets, max_distance,
+                                 "bidirectional" if bidirectional else "causal", heads, None,
+                                 query_offset, "overwrite")
+        return d_table.to(dtype), None, None, None, None, None
+
+
+def t5_bias(table: torch.Tensor, query_len: int, key_len: Optional[int] = None, *,
+            max_distance: int = 128, bidirectional: bool = True,
+            query_offset: int = 0) -> torch.Tensor:
+    """HF T5 compute_bias without the leading batch axis: [heads, query_len,
+    key_len] from the table [num_buckets, heads], differentiable in the table."""
+    key_len = query_len if key_len is None else key_len
+    return _T5Bias.apply(table, int(query_len), int(key_len), int(max_distance),
+                         bool(bidirectional), int(query_offset))
+
+
+# --------------------------------------------------------------------------- attention
+
+# scheme argument -> name of its gradient in posenc._posenc.attention_backward
+_TABLE_GRADS = {("t5", "table"): "t5_table", ("shaw", "a_key"): "shaw_a_key",
+                ("shaw", "a_value"): "shaw_a_value", ("transformer_xl", "r_w_bias"): "xl_r_w_bias",
+                ("transformer_xl", "r_r_bias"): "xl_r_r_bias", ("transformer_xl", "rw"): "xl_rw",
+                ("deberta", "pos_key"): "deberta_pos_key",
+                ("deberta", "pos_query"): "deberta_pos_query"}
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, options: Dict[str, Any], names: Tuple[str, ...], q: torch.Tensor,
+                k: torch.Tensor, v: torch.Tensor,
+                *tables: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        args = dict(options["scheme_args"])
+        args.update({n: t.detach() for n, t in zip(names, tables)})
+        ctx.options, ctx.names, ctx.args = options, names, args
+        ctx.save_for_backward(q, k, v, *tables)
+        kw = {key: val for key, val in options.items() if key != "scheme_args"}
+        return _pe.attention(q.detach(), k.detach(), v.detach(), **kw, **args)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
+        q, k, v, *tables = ctx.saved_tensors
+        o = ctx.options
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        table_grads = {_TABLE_GRADS[(o["scheme"], n)]: torch.empty_like(t)
+                       for n, t in zip(ctx.names, tables)}
+        _pe._posenc.attention_backward(
+            q.detach(), k.detach(), v.detach(), grad.detach().contiguous(), dq, dk, dv,
+            table_grads, o["layout"], o["mask"],
+            -1 if o["sliding_window"] is None else int(o["sliding_window"]), o["scale"],
+            o["query_positions"], o["key_positions"], o["scheme"], ctx.args)
+        return (None, None, dq, dk, dv, *[table_grads[_TABLE_GRADS[(o["scheme"], n)]]
+                                          for n in ctx.names])
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme: str = "none",
+              layout: str = "bshd", mask: str = "causal", sliding_window: Optional[int] = None,
+              scale: Optional[float] = None, query_positions: Any = None,
+              key_positions: Any = None, **scheme_args: Any) -> torch.Tensor:
+    """Differentiable posenc.attention (the exact reference): gradients for
+    q, k, v and for the scheme's tensor arguments (t5 table, shaw a_key /
+    a_value, transformer_xl r_w_bias / r_r_bias / rw, deberta pos_key /
+    pos_query). Same keywords as posenc.attention (no out / return_probs)."""
+    names = tuple(n for n, val in scheme_args.items()
+                  if (scheme, n) in _TABLE_GRADS and torch.is_tensor(val))
+    tables = [scheme_args.pop(n) for n in names]
+    options = dict(scheme=scheme, layout=layout, mask=mask, sliding_window=sliding_window,
+                   scale=scale, query_positions=_positions(query_positions),
+                   key_positions=_positions(key_positions), scheme_args=scheme_args)
+    return _Attention.apply(options, names, q, k, v, *tables)
+
+
+# --------------------------------------------------------------------------- modules
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """x + PE(positions) with the fixed table of Vaswani et al. (no parameters).
+
+    forward(x [batch, seq, dim], positions=None, offset=0): positions None
+    means offset .. offset + seq - 1; else ids [seq] or [batch, seq].
+    """
+
+    def __init__(self, dim: int, *, base: float = 10000.0, layout: str = "interleaved") -> None:
+        super().__init__()
+        self.dim, self.base, self.layout = int(dim), float(base), layout
+        _pe.sinusoidal_inv_freq(self.dim, base=self.base, layout=layout)  # validates now
+
+    def forward(self, x: torch.Tensor, positions: Any = None, offset: int = 0) -> torch.Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x.shape: got {tuple(x.shape)}, expected [batch, seq, {self.dim}]")
+        pos = _positions(positions)
+        if pos is None:
+            pe = _pe.sinusoidal_table(x.shape[1], self.dim, base=self.base, layout=self.layout,
+                                      offset=offset, dtype=x.dtype)
+            return x + pe.to(x.device)
+        flat = pos.reshape(-1)
+        pe = _pe.sinusoidal_table(None, self.dim, base=self.base, layout=self.layout,
+                                  positions=flat, dtype=x.dtype)
+        return x + pe.reshape(*pos.shape, self.dim).to(x.device)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, base={self.base}, layout={self.layout!r}"
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """A learned table (BERT/GPT-2 wpe): forward(positions) -> [*positions.shape, dim].
+
+    `weight` (float32 [max_positions, dim]) shares memory with a
+    posenc.LearnedTable (`self.table`), so optimisers update the table the C++
+    lookup reads. Initialised N(0, stddev^2) from `seed`.
+    """
+
+    def __init__(self, max_positions: int, dim: int, *, stddev: float = 0.02,
+                 seed: int = 0) -> None:
+        super().__init__()
+        self.table = _pe.LearnedTable.random_normal(max_positions, dim, stddev=stddev, seed=seed)
+        self.weight = nn.Parameter(torch.from_numpy(self.table.values))
+
+    def forward(self, positions: Any) -> torch.Tensor:
+        shares = (self.weight.dtype == torch.float32 and
+                  self.weight.data_ptr() == self.table.values.ctypes.data)
+        return learned_lookup(self.weight, positions, self.table if shares else None)
+
+    def extra_repr(self) -> str:
+        return f"max_positions={self.table.max_positions}, dim={self.table.dim}"
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding for q and k (differentiable).
+
+    forward(q, k, positions=None, offset=0) -> (q_rot, k_rot) in `layout`
+    ("bhsd" or "bshd"). Frequencies: the default theta table, explicit
+    inv_freq/attention_factor, or a HF config (from_config), where dynamic and
+    longrope tables follow seq_len = max(position_ids) + 1 per call, as HF does.
+    """
+
+    def __init__(self, head_dim: int, *, rotary_dim: int = 0, theta: float = 10000.0,
+                 pairing: str = "half_split", numerics: str = "accurate", layout: str = "bhsd",
+                 inv_freq: Any = None, attention_factor: float = 1.0) -> None:
+        super().__init__()
+        self.head_dim, self.rotary_dim, self.theta = int(head_dim), int(rotary_dim), float(theta)
+        self.pairing, self.numerics, self.layout = pairing, numerics, layout
+        self.inv_freq, self.attention_factor = inv_freq, float(attention_factor)
+        self._config: Any = None
+        self._per_call = False
+        self._cache: Dict[int, Tuple[Any, float]] = {}
+
+    @classmethod
+    def from_config(cls, config: Any, *, layer_type: str = "", numerics: str = "hf",
+                    layout: str = "bhsd") -> "RotaryEmbedding":
+        """From a HF config.json path or dict: head_dim, rotary dim, pairing
+        and every rope type posenc.rope_config knows."""
+        info = _pe.rope_config(config, None, layer_type=layer_type, numerics=numerics)
+        module = cls(info["head_dim"], rotary_dim=info["rotary_dim"], theta=info["theta"],
+                     pairing=info["pairing"], numerics=numerics, layout=layout,
+                     inv_freq=info["inv_freq"], attention_factor=info["attention_factor"])
+        module._config = (config, layer_type)
+        module._per_call = info["rope_type"] in ("dynamic", "longrope")
+        module.rope_type = info["rope_type"]
+        return module
+
+    def _frequencies(self, seq_len: int) -> Tuple[Any, float]:
+        if not self._per_call:
+            return self.inv_freq, self.attention_factor
+        if seq_len not in self._cache:
+            config, layer_type = self._config
+            info = _pe.rope_config(config, seq_len, layer_type=layer_type,
+                                   numerics=self.numerics)
+            self._cache[seq_len] = (info["inv_freq"], info["attention_factor"])
+        return self._cache[seq_len]
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, positions: Any = None,
+                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+        pos = _positions(positions)
+        inv_freq, factor = self._frequencies(_seq_len_of(pos, q, self.layout, offset))
+        kw = dict(layout=self.layout, rotary_dim=self.rotary_dim, theta=self.theta,
+                  pairing=self.pairing, numerics=self.numerics, offset=offset)
+        if inv_freq is not None:
+            kw.update(inv_freq=inv_freq, attention_factor=factor)
+        return apply_rope(q, pos, **kw), apply_rope(k, pos, **kw)
+
+    def extra_repr(self) -> str:
+        return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim or self.head_dim}, "
+                f"pairing={self.pairing!r}, numerics={self.numerics!r}, layout={self.layout!r}")
+
+
+class ALiBi(nn.Module):
+    """Adds the ALiBi bias to attention scores [batch, heads, Sq, Sk] (no
+    parameters; queries bottom-right aligned). form "causal" masks the
+    future with -inf; "symmetric" is the encoder form -slope * |i - j|."""
+
+    def __init__(self, num_heads: int, *, max_bias: float = 8.0, convention: str = "reference",
+                 form: str = "causal") -> None:
+        super().__init__()
+        self.num_heads, self.max_bias, self.convention, self.form = \
+            int(num_heads), float(max_bias), convention, form
+        self.register_buffer("slopes", torch.from_numpy(
+            _pe.alibi_slopes(self.num_heads, max_bias=self.max_bias, convention=convention)),
+            persistent=False)
+
+    def bias(self, query_len: int, key_len: Optional[int] = None,
+             dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """[heads, query_len, key_len]."""
+        return _pe.alibi_bias(self.num_heads, query_len, key_len, form=self.form,
+                              max_bias=self.max_bias, convention=self.convention, dtype=dtype)
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        if scores.dim() != 4 or scores.shape[1] != self.num_heads:
+            raise ValueError(f"scores.shape: got {tuple(scores.shape)}, expected "
+                             f"[batch, {self.num_heads}, query_len, key_len]")
+        return scores + self.bias(scores.shape[2], scores.shape[3], scores.dtype).to(scores.device)
+
+
+class T5RelativeBias(nn.Module):
+    """T5's learned relative bias: weight [num_buckets, heads] (HF's
+    relative_attention_bias.weight); forward(query_len, key_len, query_offset)
+    -> [1, heads, query_len, key_len] like HF compute_bias, differentiable."""
+
+    def __init__(self, num_heads: int, *, num_buckets: int = 32, max_distance: int = 128,
+                 bidirectional: bool = True, stddev: float = 1.0, seed: int = 0) -> None:
+        super().__init__()
+        self.num_buckets, self.max_distance = int(num_buckets), int(max_distance)
+        self.bidirectional = bool(bidirectional)
+        _pe.t5_bucket([0], num_buckets=self.num_buckets, max_distance=self.max_distance,
+                      bidirectional=self.bidirectional)  # validates the bucket parameters now
+        gen = torch.Generator().manual_seed(seed)
+        self.weight = nn.Parameter(torch.randn(self.num_buckets, int(num_heads), generator=gen)
+                                   * stddev)
+
+    def forward(self, query_len: int, key_len: Optional[int] = None,
+                query_offset: int = 0) -> torch.Tensor:
+        return t5_bias(self.weight, query_len, key_len, max_distance=self.max_distance,
+                       bidirectional=self.bidirectional, query_offset=query_offset).unsqueeze(0)
+
+    def extra_repr(self) -> str:
+        return (f"num_buckets={self.num_buckets}, heads={self.weight.shape[1]}, "
+                f"max_distance={self.max_distance}, bidirectional={self.bidirectional}")

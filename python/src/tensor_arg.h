@@ -1,0 +1,59 @@
+// python/src/tensor_arg.h: Python objects -> posenc views, without copies.
+//
+// Float tensors (TensorView, zero-copy):
+//  - objects with the buffer protocol (numpy arrays): py::buffer, formats
+//    'f' float32, 'd' float64, 'e' float16 (numpy has no bfloat16);
+//  - objects with __dlpack__ (torch tensors from 1.10 on, anything that
+//    speaks DLPack) and raw DLPack capsules (torch.utils.dlpack.to_dlpack):
+//    the capsule "dltensor" is consumed, renamed "used_dltensor" as the
+//    protocol asks, and its deleter runs when the HeldView dies. float32,
+//    float64, bfloat16, float16; CPU only.
+// The HeldView keeps the buffer / managed tensor alive while the view is
+// used; destroy it with the GIL held (every binding does: views are made
+// before py::gil_scoped_release and die after it).
+//
+// Integer inputs (positions, relative positions) are small and copied into
+// int64 (IntArray), from any integer dtype, a torch tensor or a sequence.
+// Every error is a posenc::InvalidArgument naming the argument.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "posenc/positions.h"
+#include "posenc/tensor.h"
+
+namespace posenc::python {
+
+namespace py = pybind11;
+
+enum class Access : std::uint8_t { kRead, kWrite };
+
+struct HeldView {
+  TensorView view;
+  std::shared_ptr<void> keep;  // Py_buffer or DLManagedTensor owner
+};
+
+// View of a float tensor; `arg` names it in errors.
+HeldView ViewOf(py::handle obj, std::string_view arg, Access access);
+
+// An integer array copied into int64, with its shape.
+struct IntArray {
+  std::vector<std::int64_t> values;
+  std::vector<std::int64_t> shape;
+};
+
+IntArray IntsOf(py::handle obj, std::string_view arg);
+
+// Position ids for a [batch, seq] set of tokens: None -> offset + s, else an
+// integer array of shape [seq] or [batch, seq] (copied). The Positions
+// points into `storage`, which must outlive it.
+Positions PositionsOf(py::handle obj, std::int64_t offset, std::string_view arg,
+                      IntArray& storage);
+
+}  // namespace posenc::python

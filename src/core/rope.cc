@@ -1,0 +1,385 @@
+// Rotary position embedding (RoPE) core: validation, default frequencies,
+// cos/sin tables and the q/k rotation, routed to the kernels.
+//
+// Formula, paper, pairings and numerics: include/posenc/rope.h. Reference
+// implementations matched (tests/golden/rope_init.json, rope_apply.json):
+//  - kHF: HF transformers LlamaRotaryEmbedding.compute_default_rope_parameters,
+//    its forward (float32 cos/sin times attention_scaling) and
+//    apply_rotary_pos_emb / rotate_half (kHalfSplit, GPT-NeoX partial rotary
+//    included); GPT-J create_sinusoidal_positions + rotate_every_two
+//    (kInterleaved). cos/sin within 1 ulp of torch for the same inv_freq.
+//  - kAccurate: the same rotations with float64 angles (error vs float64
+//    truth <= 3e-9 before the final rounding to the storage dtype).
+// Valid positions: [0, 2^24) forward, [-(2^24 - 1), 2^24) inverse.
+// Work split: (position tile [x batch row] x head group) tasks; cos/sin are
+// computed once per token of a tile and reused by every head of q and k.
+#include "posenc/rope.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/scalar/rope.h"
+#include "kernels/simd/rope.h"
+#include "posenc/error.h"
+
+namespace posenc {
+
+std::string_view RopePairingName(RopePairing p) {
+  switch (p) {
+    case RopePairing::kHalfSplit: return "half_split";
+    case RopePairing::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+RopePairing ParseRopePairing(std::string_view text, std::string_view arg) {
+  if (text == "half_split") return RopePairing::kHalfSplit;
+  if (text == "interleaved") return RopePairing::kInterleaved;
+  throw InvalidArgument(ArgMessage(arg, std::string(text),
+                                   "half_split (NeoX/Llama rotate_half) or interleaved (GPT-J)"));
+}
+
+std::string_view RopeNumericsName(RopeNumerics n) {
+  switch (n) {
+    case RopeNumerics::kAccurate: return "accurate";
+    case RopeNumerics::kHF: return "hf";
+  }
+  return "?";
+}
+
+RopeNumerics ParseRopeNumerics(std::string_view text, std::string_view arg) {
+  if (text == "accurate") return RopeNumerics::kAccurate;
+  if (text == "hf") return RopeNumerics::kHF;
+  throw InvalidArgument(ArgMessage(arg, std::string(text), "accurate or hf"));
+}
+
+std::string_view RopeDirectionName(RopeDirection d) {
+  switch (d) {
+    case RopeDirection::kForward: return "forward";
+    case RopeDirection::kInverse: return "inverse";
+  }
+  return "?";
+}
+
+RopeDirection ParseRopeDirection(std::string_view text, std::string_view arg) {
+  if (text == "forward") return RopeDirection::kForward;
+  if (text == "inverse") return RopeDirection::kInverse;
+  throw InvalidArgument(ArgMessage(arg, std::string(text), "forward or inverse"));
+}
+
+namespace {
+
+constexpr std::int64_t kMaxHeadDim = 65536;
+
+void RequireTheta(double theta) {
+  Require(std::isfinite(theta) && theta > 1.0, "theta", theta, "a finite base > 1");
+}
+
+}  // namespace
+
+void ValidateRopeParams(const RopeParams& params) {
+  Require(params.head_dim >= 2 && params.head_dim <= kMaxHeadDim, "head_dim", params.head_dim,
+          "a head dimension in [2, 65536]");
+  const std::string allowed_rd = "0 (meaning head_dim) or an even number in [2, head_dim=" +
+                                 std::to_string(params.head_dim) + "]";
+  Require(params.rotary_dim >= 0 && params.rotary_dim <= params.head_dim, "rotary_dim",
+          params.rotary_dim, allowed_rd);
+  const std::int64_t rd = params.EffectiveRotaryDim();
+  Require(rd >= 2 && rd % 2 == 0, "rotary_dim", params.rotary_dim, allowed_rd);
+  RequireTheta(params.theta);
+  const auto& inv = params.frequencies.inv_freq;
+  if (!inv.empty()) {
+    Require(static_cast<std::int64_t>(inv.size()) == rd / 2, "frequencies.inv_freq.size()",
+            inv.size(),
+            "rotary_dim/2 = " + std::to_string(rd / 2) + " frequencies (or none for the default)");
+    for (std::size_t j = 0; j < inv.size(); ++j) {
+      Require(std::isfinite(inv[j]) && inv[j] >= 0.0,
+              "frequencies.inv_freq[" + std::to_string(j) + "]", inv[j],
+              "a finite frequency >= 0 (radians per position)");
+    }
+  }
+  const double af = params.frequencies.attention_factor;
+  Require(std::isfinite(af) && af > 0.0, "frequencies.attention_factor", af,
+          "a finite factor > 0");
+}
+
+RopeFrequencies RopeDefaultFrequencies(std::int64_t rotary_dim, double theta,
+                                       RopeNumerics numerics) {
+  Require(rotary_dim >= 2 && rotary_dim <= kMaxHeadDim && rotary_dim % 2 == 0, "rotary_dim",
+          rotary_dim, "an even number in [2, 65536]");
+  RequireTheta(theta);
+  RopeFrequencies f;
+  const std::int64_t half = rotary_dim / 2;
+  f.inv_freq.resize(static_cast<std::size_t>(half));
+  for (std::int64_t j = 0; j < half; ++j) {
+    double v;
+    if (numerics == RopeNumerics::kAccurate) {
+      v = std::pow(theta, -static_cast<double>(2 * j) / static_cast<double>(rotary_dim));
+    } else {
+      // torch: 1.0 / (base ** (arange(0, dim, 2).float() / dim)), all float32.
+      const float exponent = static_cast<float>(2 * j) / static_cast<float>(rotary_dim);
+      const float power = static_cast<float>(
+          std::pow(static_cast<double>(static_cast<float>(theta)), static_cast<double>(exponent)));
+      v = 1.0f / power;
+    }
+    f.inv_freq[static_cast<std::size_t>(j)] = v;
+  }
+  return f;
+}
+
+RopeFrequencies ResolveRopeFrequencies(const RopeParams& params) {
+  ValidateRopeParams(params);
+  RopeFrequencies f;
+  if (params.frequencies.inv_freq.empty()) {
+    f = RopeDefaultFrequencies(params.EffectiveRotaryDim(), params.theta, params.numerics);
+  } else {
+    f.inv_freq = params.frequencies.inv_freq;
+    if (params.numerics == RopeNumerics::kHF) {
+      for (double& v : f.inv_freq) v = static_cast<float>(v);
+    }
+  }
+  f.attention_factor = params.frequencies.attention_factor;
+  return f;
+}
+
+namespace {
+
+using kernels::scalar::RopeMath;
+using kernels::scalar::RopePairs;
+
+// Everything a call needs after validation. Not copyable: trig points into freqs.
+struct Plan {
+  explicit Plan(const RopeParams& params) : freqs(ResolveRopeFrequencies(params)) {
+    rotary_dim = params.EffectiveRotaryDim();
+    half = rotary_dim / 2;
+    head_dim = params.head_dim;
+    pairs = params.pairing == RopePairing::kHalfSplit ? RopePairs::kHalfSplit
+                                                      : RopePairs::kInterleaved;
+    trig.inv_freq = freqs.inv_freq.data();
+    trig.half = half;
+    trig.attention_factor = freqs.attention_factor;
+    trig.math = params.numerics == RopeNumerics::kHF ? RopeMath::kHF : RopeMath::kAccurate;
+    trig.round_to = DType::kFloat32;
+  }
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  RopeFrequencies freqs;
+  std::int64_t rotary_dim = 0, half = 0, head_dim = 0;
+  RopePairs pairs = RopePairs::kHalfSplit;
+  kernels::scalar::RopeTrigSpec trig;
+};
+
+char* ElemPtr(const TensorView& v, std::int64_t offset) {
+  return static_cast<char*>(v.data) + offset * static_cast<std::int64_t>(DTypeSize(v.dtype));
+}
+
+// Rows of a cos/sin table per task.
+constexpr std::int64_t kTableTile = 64;
+// Tokens per apply task (their cos/sin are computed once, reused by all heads).
+constexpr std::int64_t kTokenTile = 16;
+
+void CheckTableView(const TensorView& t, const char* arg, std::int64_t count,
+                    std::int64_t rotary_dim) {
+  ValidateView(t, arg, 2, /*writable=*/true);
+  Require(t.shape[0] == count, std::string(arg) + ".shape[0]", t.shape[0],
+          "count (" + std::to_string(count) + " positions)");
+  Require(t.shape[1] == rotary_dim, std::string(arg) + ".shape[1]", t.shape[1],
+          "rotary_dim (" + std::to_string(rotary_dim) + ")");
+}
+
+// One tensor to rotate: input view, output view (== input in place), dims.
+struct Target {
+  TensorView in, out;
+  AttentionDims din{}, dout{};
+  kernels::scalar::RopeRowSpec row;
+};
+
+const char* SeqAxis(AttentionLayout layout) {
+  return layout == AttentionLayout::kBSHD ? ".shape[1] (seq)" : ".shape[2] (seq)";
+}
+
+// Validates one input (and its optional output) against params.
+Target MakeTarget(const Plan& plan, RopeMath math, const TensorView& in, const char* in_arg,
+                  const TensorView* out, const char* out_arg, AttentionLayout layout) {
+  Target t;
+  t.in = in;
+  t.din = GetAttentionDims(in, layout, in_arg);
+  Require(t.din.head_dim == plan.head_dim, std::string(in_arg) + ".shape[3] (head_dim)",
+          t.din.head_dim, "params.head_dim (" + std::to_string(plan.head_dim) + ")");
+  if (out == nullptr) {
+    ValidateView(in, in_arg, 4, /*writable=*/true);
+    t.out = in;
+  } else {
+    ValidateView(*out, out_arg, 4, /*writable=*/true);
+    Require(out->dtype == in.dtype, std::string(out_arg) + ".dtype", DTypeName(out->dtype),
+            std::string(in_arg) + "'s dtype (" + std::string(DTypeName(in.dtype)) + ")");
+    Require(out->shape == in.shape, std::string(out_arg) + ".shape", out->Describe(),
+            std::string(in_arg) + "'s shape (" + in.Describe() + ")");
+    RequireNoOverlap(*out, out_arg, in, in_arg, /*inplace_allowed=*/true);
+    t.out = *out;
+  }
+  t.dout = GetAttentionDims(t.out, layout, out_arg);
+  t.row.half = plan.half;
+  t.row.head_dim = plan.head_dim;
+  t.row.pairs = plan.pairs;
+  t.row.math = math;
+  t.row.dtype = in.dtype;
+  return t;
+}
+
+void RunApply(const Plan& plan, const std::vector<Target>& targets, const Positions& positions,
+              RopeDirection direction, const Context& ctx) {
+  const AttentionDims& d0 = targets.front().din;
+  const std::int64_t batch = d0.batch, seq = d0.seq, half = plan.half;
+  ValidatePositions(positions, batch, seq, "positions",
+                    direction == RopeDirection::kInverse ? -kMaxPosition : 0);
+  if (ctx.backend() != Backend::kScalar && plan.trig.math == RopeMath::kAccurate) {
+    // SIMD fast path (kernels/simd/rope.h); false when it does not cover the call.
+    const kernels::simd::RopeApplySpec fast{
+        plan.freqs.inv_freq.data(), half, plan.head_dim, plan.freqs.attention_factor,
+        direction == RopeDirection::kInverse ? -1.0 : 1.0, plan.pairs, batch, seq, positions};
+    std::vector<kernels::simd::RopeViews> views;
+    for (const Target& t : targets) views.push_back({&t.in, &t.out, &t.din, &t.dout});
+    if (kernels::simd::TryRopeApply(fast, views.data(), static_cast<int>(views.size()), ctx)) {
+      return;
+    }
+  }
+  // Positions shared by all batch rows: one task covers a tile of every row.
+  const bool shared = positions.ids == nullptr || positions.count == seq;
+  const std::int64_t tiles = (seq + kTokenTile - 1) / kTokenTile;
+  const std::int64_t token_tasks = shared ? tiles : batch * tiles;
+  std::int64_t total_heads = 0;
+  for (const Target& t : targets) total_heads += t.din.heads;
+  std::int64_t groups = 1;
+  const std::int64_t want = 4 * static_cast<std::int64_t>(ctx.num_threads());
+  if (ctx.num_threads() > 1 && token_tasks < want) {
+    groups = std::min(total_heads, (want + token_tasks - 1) / token_tasks);
+  }
+  ctx.ParallelFor(token_tasks * groups, [&](std::int64_t task, int) {
+    const std::int64_t token_task = task / groups, group = task % groups;
+    const std::int64_t tile = shared ? token_task : token_task % tiles;
+    const std::int64_t b_first = shared ? 0 : token_task / tiles;
+    const std::int64_t b_end = shared ? batch : b_first + 1;
+    const std::int64_t s0 = tile * kTokenTile, s1 = std::min(seq, s0 + kTokenTile);
+    std::vector<double> cos(static_cast<std::size_t>((s1 - s0) * half));
+    std::vector<double> sin(cos.size());
+    for (std::int64_t s = s0; s < s1; ++s) {
+      double* c = cos.data() + (s - s0) * half;
+      double* sn = sin.data() + (s - s0) * half;
+      kernels::scalar::RopeTrig(plan.trig, positions.At(b_first, s, seq), c, sn);
+      if (direction == RopeDirection::kInverse) {
+        for (std::int64_t j = 0; j < half; ++j) sn[j] = -sn[j];
+      }
+    }
+    const std::int64_t h0 = group * total_heads / groups;
+    const std::int64_t h1 = (group + 1) * total_heads / groups;
+    for (std::int64_t hh = h0; hh < h1; ++hh) {
+      std::int64_t h = hh;
+      std::size_t ti = 0;
+      while (h >= targets[ti].din.heads) h -= targets[ti++].din.heads;
+      const Target& t = targets[ti];
+      for (std::int64_t b = b_first; b < b_end; ++b) {
+        for (std::int64_t s = s0; s < s1; ++s) {
+          const char* in = ElemPtr(t.in, b * t.din.stride_batch + s * t.din.stride_seq +
+                                             h * t.din.stride_head);
+          char* out = ElemPtr(t.out, b * t.dout.stride_batch + s * t.dout.stride_seq +
+                                         h * t.dout.stride_head);
+          kernels::scalar::RopeRotateRow(t.row, cos.data() + (s - s0) * half,
+                                         sin.data() + (s - s0) * half, in, t.din.stride_dim,
+                                         out, t.dout.stride_dim);
+        }
+      }
+    }
+  });
+}
+
+RopeMath MathOf(const RopeParams& params) {
+  return params.numerics == RopeNumerics::kHF ? RopeMath::kHF : RopeMath::kAccurate;
+}
+
+}  // namespace
+
+void RopeCosSin(const RopeParams& params, const Positions& positions, std::int64_t count,
+                const TensorView& cos, const TensorView& sin, const Context& ctx) {
+  const Plan plan(params);
+  Require(count >= 1, "count", count, "at least 1 position");
+  if (positions.ids != nullptr) {
+    Require(positions.count == count, "positions.count", positions.count,
+            "count (" + std::to_string(count) + ") ids, one per table row");
+  }
+  ValidatePositions(positions, 1, count, "positions");
+  CheckTableView(cos, "cos", count, plan.rotary_dim);
+  CheckTableView(sin, "sin", count, plan.rotary_dim);
+  RequireNoOverlap(sin, "sin", cos, "cos", /*inplace_allowed=*/false);
+  if (ctx.backend() != Backend::kScalar && plan.trig.math == RopeMath::kAccurate) {
+    // SIMD fast path (kernels/simd/rope.h); false when it does not cover the call.
+    const kernels::simd::RopeTableSpec fast{plan.freqs.inv_freq.data(), plan.half,
+                                            plan.freqs.attention_factor, plan.pairs, positions,
+                                            count};
+    if (kernels::simd::TryRopeCosSin(fast, cos, sin, ctx)) return;
+  }
+  const std::int64_t half = plan.half;
+  const bool half_split = plan.pairs == RopePairs::kHalfSplit;
+  const std::int64_t tiles = (count + kTableTile - 1) / kTableTile;
+  ctx.ParallelFor(tiles, [&](std::int64_t tile, int) {
+    std::vector<double> c(static_cast<std::size_t>(half)), s(c.size());
+    const std::int64_t end = std::min(count, (tile + 1) * kTableTile);
+    for (std::int64_t r = tile * kTableTile; r < end; ++r) {
+      kernels::scalar::RopeTrig(plan.trig, positions.At(0, r, count), c.data(), s.data());
+      for (std::int64_t j = 0; j < half; ++j) {
+        const std::int64_t col_a = half_split ? j : 2 * j;
+        const std::int64_t col_b = half_split ? j + half : 2 * j + 1;
+        for (const std::int64_t col : {col_a, col_b}) {
+          StoreFromDouble(cos.data, cos.dtype, r * cos.strides[0] + col * cos.strides[1],
+                          c[static_cast<std::size_t>(j)]);
+          StoreFromDouble(sin.data, sin.dtype, r * sin.strides[0] + col * sin.strides[1],
+                          s[static_cast<std::size_t>(j)]);
+        }
+      }
+    }
+  });
+}
+
+void ApplyRope(const RopeParams& params, const TensorView& x, AttentionLayout layout,
+               const Positions& positions, RopeDirection direction, const TensorView* out,
+               const Context& ctx) {
+  const Plan plan(params);
+  std::vector<Target> targets;
+  targets.push_back(MakeTarget(plan, MathOf(params), x, "x", out, "out", layout));
+  RunApply(plan, targets, positions, direction, ctx);
+}
+
+void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView& k,
+                 AttentionLayout layout, const Positions& positions, RopeDirection direction,
+                 const Context& ctx) {
+  ApplyRopeQK(params, q, k, layout, positions, direction, nullptr, nullptr, ctx);
+}
+
+void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView& k,
+                 AttentionLayout layout, const Positions& positions, RopeDirection direction,
+                 const TensorView* q_out, const TensorView* k_out, const Context& ctx) {
+  const Plan plan(params);
+  std::vector<Target> targets;
+  targets.push_back(MakeTarget(plan, MathOf(params), q, "q", q_out, "q_out", layout));
+  targets.push_back(MakeTarget(plan, MathOf(params), k, "k", k_out, "k_out", layout));
+  const AttentionDims& dq = targets[0].din;
+  const AttentionDims& dk = targets[1].din;
+  Require(dk.batch == dq.batch, "k.shape[0] (batch)", dk.batch,
+          "q's batch (" + std::to_string(dq.batch) + ")");
+  Require(dk.seq == dq.seq, std::string("k") + SeqAxis(layout), dk.seq,
+          "q's seq (" + std::to_string(dq.seq) + ")");
+  // Every output must be disjoint from the other tensor's input and output.
+  const TensorView& oq = targets[0].out;
+  const TensorView& ok = targets[1].out;
+  RequireNoOverlap(oq, q_out ? "q_out" : "q", k, "k", /*inplace_allowed=*/false);
+  RequireNoOverlap(ok, k_out ? "k_out" : "k", q, "q", /*inplace_allowed=*/false);
+  if (q_out != nullptr || k_out != nullptr) {
+    RequireNoOverlap(ok, k_out ? "k_out" : "k", oq, q_out ? "q_out" : "q",
+                     /*inplace_allowed=*/false);
+  }
+  RunApply(plan, targets, positions, direction, ctx);
+}
+
+}  // namespace posenc

@@ -1,0 +1,334 @@
+// Per-target RoPE kernels (included once per Highway target by rope.cc).
+// Numerics, conventions and coverage: kernels/simd/rope.h.
+
+#if defined(POSENC_KERNELS_SIMD_ROPE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef POSENC_KERNELS_SIMD_ROPE_INL_H_
+#undef POSENC_KERNELS_SIMD_ROPE_INL_H_
+#else
+#define POSENC_KERNELS_SIMD_ROPE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <hwy/aligned_allocator.h>
+#include <hwy/highway.h>
+
+#include "kernels/simd/rope.h"
+#include "kernels/simd/simd_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc::kernels::simd {
+namespace HWY_NAMESPACE {
+
+namespace rope_detail {
+
+using scalar::RopePairs;
+
+// Tokens per task; their cos/sin rows are computed once and reused by every
+// head of every tensor in the task.
+constexpr std::int64_t kTokenTile = 32;
+
+// Calls fn(d, j) for j = 0, step, ... covering [0, n) with the widest float
+// vectors first, then 8, 4, 2 (and 1 when kMinLanes == 1) lanes.
+template <int kMinLanes, class Fn>
+HWY_INLINE void ForChunks(std::int64_t n, Fn&& fn) {
+  std::int64_t j = 0;
+  const hn::ScalableTag<float> d;
+  const std::int64_t nl = static_cast<std::int64_t>(hn::Lanes(d));
+  for (; j + nl <= n; j += nl) fn(d, j);
+  const hn::CappedTag<float, 8> d8;
+  for (; j + static_cast<std::int64_t>(hn::Lanes(d8)) <= n; j += hn::Lanes(d8)) fn(d8, j);
+  const hn::CappedTag<float, 4> d4;
+  for (; j + static_cast<std::int64_t>(hn::Lanes(d4)) <= n; j += hn::Lanes(d4)) fn(d4, j);
+  const hn::CappedTag<float, 2> d2;
+  for (; j + static_cast<std::int64_t>(hn::Lanes(d2)) <= n; j += hn::Lanes(d2)) fn(d2, j);
+  if constexpr (kMinLanes == 1) {
+    const hn::CappedTag<float, 1> d1;
+    for (; j < n; ++j) fn(d1, j);
+  }
+}
+
+// Rotates one row (rotary part only). c/s: float32 rows of the tile.
+//  kHalfSplit: c[j] = af cos, s[j] = sign af sin, j < half.
+//  kInterleaved: c[2j] = c[2j+1] = af cos, s[2j] = -sign af sin,
+//    s[2j+1] = +sign af sin; out = v*c + swap_pairs(v)*s.
+template <Store S, RopePairs P>
+HWY_INLINE void RotateRow(const float* HWY_RESTRICT c, const float* HWY_RESTRICT s,
+                          const char* in, char* out, std::int64_t half) {
+  constexpr std::int64_t kB = kStoreBytes<S>;
+  if constexpr (P == RopePairs::kHalfSplit) {
+    const std::int64_t yo = half * kB;
+    ForChunks<1>(half, [&](auto d, std::int64_t j) HWY_ATTR {
+      const auto x = LoadF<S>(d, in + j * kB);
+      const auto y = LoadF<S>(d, in + yo + j * kB);
+      const auto vc = hn::LoadU(d, c + j);
+      const auto vs = hn::LoadU(d, s + j);
+      StoreF<S>(d, hn::NegMulAdd(y, vs, hn::Mul(x, vc)), out + j * kB);
+      StoreF<S>(d, hn::MulAdd(x, vs, hn::Mul(y, vc)), out + yo + j * kB);
+    });
+  } else {
+#if HWY_TARGET == HWY_SCALAR
+    const hn::CappedTag<float, 1> d1;
+    for (std::int64_t j = 0; j < 2 * half; j += 2) {
+      const auto x = LoadF<S>(d1, in + j * kB);
+      const auto y = LoadF<S>(d1, in + (j + 1) * kB);
+      StoreF<S>(d1, hn::MulAdd(y, hn::Set(d1, s[j]), hn::Mul(x, hn::Set(d1, c[j]))),
+                out + j * kB);
+      StoreF<S>(d1, hn::MulAdd(x, hn::Set(d1, s[j + 1]), hn::Mul(y, hn::Set(d1, c[j + 1]))),
+                out + (j + 1) * kB);
+    }
+#else
+    ForChunks<2>(2 * half, [&](auto d, std::int64_t j) HWY_ATTR {
+      const auto v = LoadF<S>(d, in + j * kB);
+      const auto r = hn::MulAdd(hn::Reverse2(d, v), hn::LoadU(d, s + j),
+                                hn::Mul(v, hn::LoadU(d, c + j)));
+      StoreF<S>(d, r, out + j * kB);
+    });
+#endif
+  }
+}
+
+struct Tables {
+  std::vector<double> freq, wc0, ws0, wc1, ws1, small_cos, small_sin;
+  TrigCols cols;
+};
+
+// Column description of the float32 rows RotateRow expects.
+void MakeApplyColumns(const RopeApplySpec& spec, Tables& t) {
+  const bool inter = spec.pairs == RopePairs::kInterleaved;
+  const std::int64_t ncols = inter ? 2 * spec.half : spec.half;
+  const std::int64_t pad = PadCols(ncols);
+  for (auto* v : {&t.freq, &t.wc0, &t.ws0, &t.wc1, &t.ws1}) v->assign(pad, 0.0);
+  const double af = spec.attention_factor;
+  for (std::int64_t c = 0; c < ncols; ++c) {
+    const std::int64_t j = inter ? c / 2 : c;
+    t.freq[c] = spec.inv_freq[j];
+    t.wc0[c] = af;                                             // output 0: cos
+    t.ws1[c] = af * spec.sin_sign * ((inter && c % 2 == 0) ? -1.0 : 1.0);  // output 1: sin
+  }
+  t.cols = TrigCols{t.freq.data(), t.wc0.data(), t.ws0.data(), t.wc1.data(), t.ws1.data(),
+                    ncols, pad, nullptr, nullptr};
+  t.small_cos.assign(kSmallRows * pad, 0.0);
+  t.small_sin.assign(kSmallRows * pad, 0.0);
+  FillSmallTable(t.cols, t.small_cos.data(), t.small_sin.data());
+  t.cols.small_cos = t.small_cos.data();
+  t.cols.small_sin = t.small_sin.data();
+}
+
+// Fills float32 rows c/s ([n][pad]) for positions pos_of(r), r < n.
+template <class PosOf>
+HWY_INLINE void FillTrigRows(const TrigCols& cols, std::int64_t n, bool consecutive, PosOf pos_of,
+                             float* HWY_RESTRICT c, float* HWY_RESTRICT s) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> dfh;
+  TrigRows<true>(cols, n, consecutive, pos_of,
+                 [&](std::int64_t r, std::int64_t col, hn::Vec<decltype(dd)> v0,
+                     hn::Vec<decltype(dd)> v1) HWY_ATTR {
+                   hn::StoreU(hn::DemoteTo(dfh, v0), dfh, c + r * cols.pad + col);
+                   hn::StoreU(hn::DemoteTo(dfh, v1), dfh, s + r * cols.pad + col);
+                 });
+}
+
+template <Store S, RopePairs P>
+void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
+                const Context& ctx) {
+  Tables tables;
+  MakeApplyColumns(spec, tables);
+  const TrigCols& cols = tables.cols;
+  const std::int64_t batch = spec.batch, seq = spec.seq, half = spec.half;
+  const Positions& pos = spec.positions;
+  const bool shared = pos.ids == nullptr || pos.count == seq;
+  const std::int64_t tiles = (seq + kTokenTile - 1) / kTokenTile;
+  const std::int64_t token_tasks = shared ? tiles : batch * tiles;
+  std::int64_t total_heads = 0;
+  for (int i = 0; i < num_tensors; ++i) total_heads += tensors[i].heads;
+  std::int64_t groups = 1;
+  const std::int64_t want = 4 * static_cast<std::int64_t>(ctx.num_threads());
+  if (ctx.num_threads() > 1 && token_tasks < want) {
+    groups = std::min(total_heads, (want + token_tasks - 1) / token_tasks);
+  }
+  // Token-major order when heads of one token are closer than tokens (bshd).
+  const bool token_major = tensors[0].in_stride_head < tensors[0].in_stride_seq;
+  constexpr std::int64_t kB = kStoreBytes<S>;
+  const std::int64_t rot_bytes = 2 * half * kB;
+  const std::int64_t tail_bytes = (spec.head_dim - 2 * half) * kB;
+  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<std::size_t>(ctx.num_threads()));
+
+  ctx.ParallelFor(token_tasks * groups, [&](std::int64_t task, int worker) {
+    auto& buf = scratch[static_cast<std::size_t>(worker)];
+    if (!buf) buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * kTokenTile * cols.pad));
+    float* c = buf.get();
+    float* s = c + kTokenTile * cols.pad;
+    const std::int64_t token_task = task / groups, group = task % groups;
+    const std::int64_t tile = shared ? token_task : token_task % tiles;
+    const std::int64_t b_first = shared ? 0 : token_task / tiles;
+    const std::int64_t b_end = shared ? batch : b_first + 1;
+    const std::int64_t s0 = tile * kTokenTile, s1 = std::min(seq, s0 + kTokenTile);
+    const std::int64_t n = s1 - s0;
+    auto pos_of = [&](std::int64_t r) { return pos.At(b_first, s0 + r, seq); };
+    bool consecutive = true;
+    for (std::int64_t r = 1; r < n && consecutive; ++r) consecutive = pos_of(r) == pos_of(0) + r;
+    FillTrigRows(cols, n, consecutive, pos_of, c, s);
+
+    const std::int64_t h0 = group * total_heads / groups;
+    const std::int64_t h1 = (group + 1) * total_heads / groups;
+    auto row = [&](const RopeTensor& t, std::int64_t h, std::int64_t b, std::int64_t si) HWY_ATTR {
+      const char* in = static_cast<const char*>(t.in) +
+                       (b * t.in_stride_batch + si * t.in_stride_seq + h * t.in_stride_head) * kB;
+      char* out = static_cast<char*>(t.out) +
+                  (b * t.out_stride_batch + si * t.out_stride_seq + h * t.out_stride_head) * kB;
+      const std::int64_t r = si - s0;
+      RotateRow<S, P>(c + r * cols.pad, s + r * cols.pad, in, out, half);
+      if (tail_bytes > 0 && in != out) std::memcpy(out + rot_bytes, in + rot_bytes, tail_bytes);
+    };
+    // Global head index hh -> (tensor, head).
+    auto locate = [&](std::int64_t hh, int* ti) {
+      *ti = 0;
+      while (hh >= tensors[*ti].heads) hh -= tensors[(*ti)++].heads;
+      return hh;
+    };
+    if (token_major) {
+      for (std::int64_t b = b_first; b < b_end; ++b) {
+        for (std::int64_t si = s0; si < s1; ++si) {
+          for (std::int64_t hh = h0; hh < h1; ++hh) {
+            int ti;
+            const std::int64_t h = locate(hh, &ti);
+            row(tensors[ti], h, b, si);
+          }
+        }
+      }
+    } else {
+      for (std::int64_t hh = h0; hh < h1; ++hh) {
+        int ti;
+        const std::int64_t h = locate(hh, &ti);
+        for (std::int64_t b = b_first; b < b_end; ++b) {
+          for (std::int64_t si = s0; si < s1; ++si) row(tensors[ti], h, b, si);
+        }
+      }
+    }
+  });
+}
+
+template <Store S>
+void ApplyPairs(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
+                const Context& ctx) {
+  if (spec.pairs == RopePairs::kHalfSplit) {
+    ApplyTyped<S, RopePairs::kHalfSplit>(spec, tensors, num_tensors, ctx);
+  } else {
+    ApplyTyped<S, RopePairs::kInterleaved>(spec, tensors, num_tensors, ctx);
+  }
+}
+
+// Applies to tensors of one dtype at a time (q and k may differ in dtype:
+// then each dtype gets its own pass over its tensors).
+void ApplyOneDType(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
+                   const Context& ctx) {
+  switch (tensors[0].dtype) {
+    case DType::kFloat32: ApplyPairs<Store::kF32>(spec, tensors, num_tensors, ctx); break;
+    case DType::kBFloat16: ApplyPairs<Store::kBF16>(spec, tensors, num_tensors, ctx); break;
+    case DType::kFloat16: ApplyPairs<Store::kF16>(spec, tensors, num_tensors, ctx); break;
+    case DType::kFloat64: break;  // not a fast dtype: RopeApplySupported is false
+  }
+}
+
+// Writes the double vector v's first `cols` lanes (all when cols >= lanes)
+// to out in storage kind S.
+template <Store S, class DD>
+HWY_INLINE void StoreTableChunk(DD dd, hn::Vec<DD> v, char* out, std::int64_t cols) {
+  const hn::Rebind<float, DD> dfh;
+  const auto vf = hn::DemoteTo(dfh, v);
+  const std::int64_t nl = static_cast<std::int64_t>(hn::Lanes(dd));
+  if (cols >= nl) {
+    StoreF<S>(dfh, vf, out);
+    return;
+  }
+  alignas(64) char tmp[kPadLanes * 4];
+  StoreF<S>(dfh, vf, tmp);
+  std::memcpy(out, tmp, static_cast<std::size_t>(cols * kStoreBytes<S>));
+}
+
+template <Store S0, Store S1>
+void CosSinTyped(const RopeTableSpec& spec, const RopeTableOut& cos, const RopeTableOut& sin,
+                 const Context& ctx) {
+  // Columns in HF's layout: cat(f, f) (half split) or f0 f0 f1 f1 ...
+  const bool inter = spec.pairs == RopePairs::kInterleaved;
+  const std::int64_t ncols = 2 * spec.half, pad = PadCols(ncols);
+  Tables t;
+  for (auto* v : {&t.freq, &t.wc0, &t.ws0, &t.wc1, &t.ws1}) v->assign(pad, 0.0);
+  for (std::int64_t col = 0; col < ncols; ++col) {
+    t.freq[col] = spec.inv_freq[inter ? col / 2 : col % spec.half];
+    t.wc0[col] = spec.attention_factor;
+    t.ws1[col] = spec.attention_factor;
+  }
+  t.cols = TrigCols{t.freq.data(), t.wc0.data(), t.ws0.data(), t.wc1.data(), t.ws1.data(),
+                    ncols, pad, nullptr, nullptr};
+  t.small_cos.assign(kSmallRows * pad, 0.0);
+  t.small_sin.assign(kSmallRows * pad, 0.0);
+  FillSmallTable(t.cols, t.small_cos.data(), t.small_sin.data());
+  t.cols.small_cos = t.small_cos.data();
+  t.cols.small_sin = t.small_sin.data();
+  const TrigCols& cols = t.cols;
+
+  constexpr std::int64_t kTile = 64;
+  const std::int64_t tiles = (spec.count + kTile - 1) / kTile;
+  const hn::ScalableTag<double> dd;
+  ctx.ParallelFor(tiles, [&](std::int64_t tile, int) {
+    const std::int64_t r0 = tile * kTile, n = std::min(spec.count, r0 + kTile) - r0;
+    auto pos_of = [&](std::int64_t r) { return spec.positions.At(0, r0 + r, spec.count); };
+    bool consecutive = true;  // consecutive ids: the same path as an offset
+    for (std::int64_t r = 1; r < n && consecutive; ++r) consecutive = pos_of(r) == pos_of(0) + r;
+    TrigRows<true>(cols, n, consecutive, pos_of,
+                   [&](std::int64_t r, std::int64_t col, hn::Vec<decltype(dd)> v0,
+                       hn::Vec<decltype(dd)> v1) HWY_ATTR {
+                     if (col >= ncols) return;
+                     char* oc = static_cast<char*>(cos.data) +
+                                ((r0 + r) * cos.row_stride + col) * kStoreBytes<S0>;
+                     char* os = static_cast<char*>(sin.data) +
+                                ((r0 + r) * sin.row_stride + col) * kStoreBytes<S1>;
+                     StoreTableChunk<S0>(dd, v0, oc, ncols - col);
+                     StoreTableChunk<S1>(dd, v1, os, ncols - col);
+                   });
+  });
+}
+
+template <Store S0>
+void CosSinSecond(const RopeTableSpec& spec, const RopeTableOut& cos, const RopeTableOut& sin,
+                  const Context& ctx) {
+  switch (sin.dtype) {
+    case DType::kFloat32: CosSinTyped<S0, Store::kF32>(spec, cos, sin, ctx); break;
+    case DType::kBFloat16: CosSinTyped<S0, Store::kBF16>(spec, cos, sin, ctx); break;
+    case DType::kFloat16: CosSinTyped<S0, Store::kF16>(spec, cos, sin, ctx); break;
+    case DType::kFloat64: break;  // not supported: RopeCosSinSupported is false
+  }
+}
+
+}  // namespace rope_detail
+
+void RopeApplyImpl(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
+                   const Context& ctx) {
+  if (num_tensors == 2 && tensors[0].dtype != tensors[1].dtype) {
+    rope_detail::ApplyOneDType(spec, tensors, 1, ctx);
+    rope_detail::ApplyOneDType(spec, tensors + 1, 1, ctx);
+    return;
+  }
+  rope_detail::ApplyOneDType(spec, tensors, num_tensors, ctx);
+}
+
+void RopeCosSinImpl(const RopeTableSpec& spec, const RopeTableOut& cos, const RopeTableOut& sin,
+                    const Context& ctx) {
+  using rope_detail::CosSinSecond;
+  switch (cos.dtype) {
+    case DType::kFloat32: CosSinSecond<Store::kF32>(spec, cos, sin, ctx); break;
+    case DType::kBFloat16: CosSinSecond<Store::kBF16>(spec, cos, sin, ctx); break;
+    case DType::kFloat16: CosSinSecond<Store::kF16>(spec, cos, sin, ctx); break;
+    case DType::kFloat64: break;  // not supported: RopeCosSinSupported is false
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc::kernels::simd
+HWY_AFTER_NAMESPACE();
+
+#endif  // POSENC_KERNELS_SIMD_ROPE_INL_H_ toggle

@@ -1,0 +1,122 @@
+// `posenc inspect` and `posenc table rope --config`: text and JSON output
+// against the golden fixtures, warnings on stderr, user errors as one line.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "test_util.h"
+
+namespace posenc::test {
+namespace {
+
+using nlohmann::json;
+
+std::string Cfg(const std::string& name) { return "'" + SourcePath("examples/configs/" + name) + "'"; }
+
+const json& Case(const std::string& name) {
+  for (const json& c : Golden("rope_init.json")["cases"]) {
+    if (c["name"] == name) return c;
+  }
+  throw std::runtime_error("no case " + name);
+}
+
+TEST(InspectCli, JsonKeysAndGoldenValues) {
+  const auto r = RunCli("inspect " + Cfg("llama-3.1-8b.json") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  for (const char* key : {"rope_type", "head_dim", "rotary_dim", "theta", "attention_factor", "inv_freq",
+                          "max_position_embeddings", "original_max_position_embeddings", "pairs"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["rope_type"], "llama3");
+  EXPECT_EQ(j["head_dim"], 128);
+  EXPECT_EQ(j["rotary_dim"], 128);
+  EXPECT_EQ(j["theta"], 500000.0);
+  EXPECT_EQ(j["max_position_embeddings"], 131072);
+  EXPECT_EQ(j["original_max_position_embeddings"], 8192);
+  const json& want = Case("llama3.1_8b_llama3")["inv_freq"];
+  ASSERT_EQ(j["inv_freq"].size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    // float32 values printed in full: parse as double, cast to float.
+    const float got = static_cast<float>(j["inv_freq"][i].get<double>());
+    EXPECT_NEAR(got, want[i].get<double>(), 1e-6 * want[i].get<double>()) << i;
+    EXPECT_EQ(static_cast<double>(got), j["inv_freq"][i].get<double>());
+  }
+  ASSERT_EQ(j["pairs"].size(), 64u);
+  EXPECT_EQ(j["pairs"][0]["region"], "kept");
+  EXPECT_EQ(j["pairs"][63]["region"], "interpolated");
+  EXPECT_NEAR(j["pairs"][63]["ratio_to_default"].get<double>(), 0.125, 1e-7);
+  EXPECT_NEAR(j["pairs"][0]["wavelength"].get<double>(), 2 * M_PI, 1e-12);
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST(InspectCli, TextSummaryAndDeepSeekCorrection) {
+  const auto r = RunCli("inspect " + Cfg("deepseek-v3.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rope type: yarn"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("head dim: 64   rotary dim: 64   pairing: interleaved"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("context: original 4096 -> extended 163840"), std::string::npos);
+  EXPECT_NE(r.out.find("DeepSeek softmax scale: 0.13523377886088"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("yarn correction range (pairs): [10, 23] (truncated)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("blended"), std::string::npos);
+  const auto j = json::parse(RunCli("inspect " + Cfg("deepseek-v3.json") + " --json").out);
+  const json& diag = Case("deepseek_v3_yarn")["derived_diagnostics"]["deepseek_softmax_scale"];
+  EXPECT_NEAR(j["deepseek_softmax_scale"].get<double>(), diag["value"].get<double>(), 1e-15);
+}
+
+TEST(InspectCli, SeqLenLayerTypeAndLongRopePolicy) {
+  auto j = json::parse(RunCli("inspect " + Cfg("phi-3.5-mini-instruct.json") + " --json --seq-len 4096").out);
+  EXPECT_EQ(j["longrope_factors"], "short_factor");
+  j = json::parse(RunCli("inspect " + Cfg("phi-3.5-mini-instruct.json") + " --json --seq-len 4097").out);
+  EXPECT_EQ(j["longrope_factors"], "long_factor");
+  j = json::parse(RunCli("inspect " + Cfg("phi-3.5-mini-instruct.json") +
+                         " --json --seq-len 10 --longrope-switch always_long").out);
+  EXPECT_EQ(j["longrope_factors"], "long_factor");
+  EXPECT_NEAR(j["attention_factor"].get<double>(), 1.1902380714238083, 1e-15);
+  j = json::parse(RunCli("inspect " + Cfg("gemma-3-4b.json") + " --json --layer-type sliding_attention").out);
+  EXPECT_EQ(j["rope_type"], "default");
+  EXPECT_EQ(j["theta"], 10000.0);
+  j = json::parse(RunCli("inspect " + Cfg("gemma-3-4b.json") + " --json").out);
+  EXPECT_EQ(j["rope_type"], "linear");
+  EXPECT_EQ(j["layer_type"], "full_attention");
+}
+
+TEST(InspectCli, WarningsOnStderr) {
+  const std::string dir = TempDir("inspect_warn");
+  std::ofstream(dir + "/c.json") << R"({"head_dim": 64, "max_position_embeddings": 8192,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 4096}})";
+  const auto r = RunCli("inspect '" + dir + "/c.json'");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.err.find("posenc: warning: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("explicit factor 4 differs"), std::string::npos) << r.err;
+}
+
+TEST(InspectCli, UserErrorsAreOneLine) {
+  const std::string dir = TempDir("inspect_bad");
+  std::ofstream(dir + "/bad.json") << R"({"head_dim": 64, "rope_scaling": {"type": "warp"}})";
+  auto r = RunCli("inspect '" + dir + "/bad.json'");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("rope_scaling.type: got \"warp\""), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+  r = RunCli("inspect /nonexistent/config.json");
+  EXPECT_EQ(r.exit_code, 4);
+  r = RunCli("inspect " + Cfg("gemma-3-4b.json") + " --layer-type chunked");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--layer-type: got chunked"), std::string::npos) << r.err;
+  r = RunCli("inspect " + Cfg("llama-3.1-8b.json") + " --seq-len -5");
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunCli("inspect " + Cfg("llama-3.1-8b.json") + " --numerics fast");
+  EXPECT_EQ(r.exit_code, 2);
+  r = RunCli("inspect --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--layer-type"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace posenc::test

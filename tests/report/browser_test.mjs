@@ -1,0 +1,164 @@
+// Browser test of `posenc report` and `posenc plot`: opens the generated pages
+// in headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core)
+// and checks that
+//   - every script and style is inline and the page makes no network request
+//     (all non-file requests are also aborted, so the page must work offline);
+//   - the page logs no console error and throws no page error;
+//   - every figure rendered and has drawn marks (scenegraph items of data
+//     marks), every figure offers "Save as SVG" / "Save as PNG";
+//   - hovering a heatmap shows a tooltip with values;
+//   - a 1024 x 1024 heatmap (posenc plot) renders in under 2 s;
+// and writes full-page screenshots into --out.
+//
+// Usage: node tests/report/browser_test.mjs --posenc build/release/cli/posenc --out DIR
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const HEATMAP_BUDGET_MS = 2000;
+
+function parseArgs(argv) {
+  const args = { posenc: null, out: null, chromium: '/usr/bin/chromium' };
+  for (let i = 2; i < argv.length; i += 2) {
+    const key = argv[i].replace(/^--/, '');
+    if (!(key in args) || i + 1 >= argv.length) {
+      throw new Error(`usage: browser_test.mjs --posenc PATH --out DIR [--chromium PATH]; got ${argv[i]}`);
+    }
+    args[key] = argv[i + 1];
+  }
+  if (!args.posenc || !args.out) throw new Error('usage: browser_test.mjs --posenc PATH --out DIR');
+  return args;
+}
+
+const failures = [];
+function check(ok, what) {
+  if (ok) {
+    console.log(`  ok   ${what}`);
+  } else {
+    console.log(`  FAIL ${what}`);
+    failures.push(what);
+  }
+}
+
+function run(posenc, args) {
+  console.log(`$ posenc ${args.join(' ')}`);
+  const out = execFileSync(posenc, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  process.stdout.write(out.split('\n').map((l) => (l ? '    ' + l : l)).join('\n'));
+}
+
+async function checkPage(context, file, screenshot, expectHeatmapBudget) {
+  const page = await context.newPage();
+  const consoleErrors = [];
+  const network = [];
+  page.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
+  page.on('pageerror', (err) => consoleErrors.push(String(err)));
+  page.on('request', (req) => {
+    const url = req.url();
+    if (!url.startsWith('data:') && !url.startsWith('blob:') && url !== pathToFileURL(file).href) {
+      network.push(url);
+    }
+  });
+  console.log(`page ${file}`);
+  await page.goto(pathToFileURL(file).href, { waitUntil: 'load' });
+  await page.waitForFunction(() => window.posencReport && window.posencReport.done, null,
+                             { timeout: 120000 });
+  const info = await page.evaluate(() => {
+    const r = window.posencReport;
+    return {
+      errors: r.errors,
+      figures: r.figures.map((f) => ({ id: f.id, kind: f.kind, path: f.path, cells: f.cells,
+                                       ms: f.ms, prepMs: f.prepMs, marks: f.marks })),
+      containers: document.querySelectorAll('.chart').length,
+      externalScripts: [...document.querySelectorAll('script[src]')].map((s) => s.src),
+      externalStyles: [...document.querySelectorAll('link[rel=stylesheet]')].map((l) => l.href),
+      exportMenus: [...document.querySelectorAll('.chart')].map((el) => {
+        const labels = [...el.querySelectorAll('.vega-actions a')].map((a) => a.textContent);
+        return labels.some((t) => /SVG/.test(t)) && labels.some((t) => /PNG/.test(t));
+      }),
+    };
+  });
+  check(consoleErrors.length === 0, `no console errors (${consoleErrors.join(' | ') || 'none'})`);
+  check(network.length === 0, `no network requests (${network.join(', ') || 'none'})`);
+  check(info.externalScripts.length === 0 && info.externalStyles.length === 0,
+        'every script and style is inline');
+  check(info.errors.length === 0, `no figure failed (${info.errors.join(' | ') || 'none'})`);
+  check(info.figures.length === info.containers && info.containers > 0,
+        `${info.figures.length} of ${info.containers} figures rendered`);
+  for (const f of info.figures) {
+    check(f.marks > 0, `${f.id}: ${f.marks} marks drawn (${f.kind}${f.path !== 'chart' ? ', ' + f.path : ''}, ${f.ms.toFixed(0)} ms, spec built in ${f.prepMs.toFixed(0)} ms)`);
+    if (f.kind === 'heatmap' && f.cells <= 1024 * 1024) {
+      check(f.ms < HEATMAP_BUDGET_MS, `${f.id}: ${f.cells} cells in ${f.ms.toFixed(0)} ms < ${HEATMAP_BUDGET_MS} ms`);
+    }
+  }
+  check(info.exportMenus.every(Boolean), 'every figure offers Save as SVG and Save as PNG');
+  if (expectHeatmapBudget) {
+    check(info.figures.some((f) => f.kind === 'heatmap' && f.cells >= 1024 * 1024),
+          'a 1024 x 1024 heatmap was rendered');
+  }
+  // Hover the middle of each heatmap's plot area: a tooltip with a value shows.
+  for (const f of info.figures.filter((x) => x.kind === 'heatmap')) {
+    const canvas = page.locator(`#chart-${f.id} canvas`).first();
+    await canvas.scrollIntoViewIfNeeded();
+    const box = await canvas.boundingBox();
+    const origin = await page.evaluate((id) => {
+      const v = window.posencReport.figures.find((x) => x.id === id).view;
+      return { x: v.origin()[0], y: v.origin()[1], w: v.width(), h: v.height() };
+    }, f.id);
+    await page.mouse.move(box.x + origin.x + origin.w * 0.37, box.y + origin.y + origin.h * 0.41);
+    await page.waitForTimeout(150);
+    const tip = await page.evaluate(() => {
+      const el = document.getElementById('vg-tooltip-element');
+      return el && el.classList.contains('visible') ? el.textContent : '';
+    });
+    check(/\d/.test(tip), `${f.id}: hover shows a tooltip (${tip.replace(/\s+/g, ' ').slice(0, 80)})`);
+    await page.mouse.move(0, 0);
+  }
+  await page.screenshot({ path: screenshot, fullPage: true });
+  console.log(`  screenshot ${screenshot}`);
+  await page.close();
+}
+
+async function main() {
+  const args = parseArgs(process.argv);
+  const out = path.resolve(args.out);
+  fs.rmSync(out, { recursive: true, force: true });
+  fs.mkdirSync(out, { recursive: true });
+  const reportDir = path.join(out, 'report');
+  run(args.posenc, ['report', '--quick', '-o', reportDir]);
+  const html = path.join(reportDir, 'index.html');
+  check(fs.existsSync(html), `${html} written`);
+  const plot = path.join(out, 'plot_1024.html');
+  run(args.posenc, ['plot', 'sinusoidal', '--positions', '1024', '--dim', '1024', '-o', plot]);
+
+  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'posenc-chromium-'));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: args.chromium,
+    headless: true,
+    viewport: { width: 1400, height: 900 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    // Anything that is not the local file is refused: the page must work offline.
+    await context.route((url) => url.protocol !== 'file:' && url.protocol !== 'data:',
+                        (route) => route.abort());
+    await checkPage(context, html, path.join(out, 'report.png'), false);
+    await checkPage(context, plot, path.join(out, 'plot_1024.png'), true);
+  } finally {
+    await context.close();
+    fs.rmSync(userDataDir, { recursive: true, force: true });
+  }
+  if (failures.length) {
+    console.log(`browser test: ${failures.length} check(s) failed`);
+    process.exit(1);
+  }
+  console.log('browser test: all checks passed');
+}
+
+main().catch((e) => {
+  console.error(`browser test: ${e.stack || e}`);
+  process.exit(1);
+});
