@@ -58,6 +58,56 @@ Json WithRules(Json spec, const std::string& axis,
   return layered;
 }
 
+Json MatrixSpec(const Axis& x, const Axis& y, const MatrixStyle& s) {
+  auto axis = [&](const Axis& a, bool horizontal) {
+    Json e = {{"field", a.field}, {"type", "ordinal"}, {"title", a.title}};
+    Json ax = Json::object();
+    if (horizontal) ax["labelAngle"] = 0;
+    if (!s.axis_values.empty()) ax["values"] = s.axis_values;
+    e["axis"] = ax;
+    return e;
+  };
+  const Json xe = axis(x, true);
+  const Json ye = axis(y, false);
+  Json color = {{"field", s.value_field}, {"type", "quantitative"}, {"title", s.value_title}};
+  color["scale"] = s.diverging ? Json{{"scheme", "redblue"}, {"reverse", true}, {"domainMid", 0}}
+                               : Json{{"scheme", "viridis"}};
+  Json tooltip = Json::array({{{"field", y.field}, {"type", "ordinal"}, {"title", y.title}},
+                              {{"field", x.field}, {"type", "ordinal"}, {"title", x.title}},
+                              {{"field", s.value_field}, {"type", "quantitative"},
+                               {"title", s.value_title}, {"format", ".5~g"}}});
+  if (!s.facet_field.empty()) {
+    tooltip.insert(tooltip.begin(), Json{{"field", s.facet_field}, {"type", "nominal"}});
+  }
+  if (!s.label_field.empty() && s.label_field != s.value_field) {
+    tooltip.push_back(Json{{"field", s.label_field}, {"type", "nominal"}});
+  }
+  Json rect = {{"mark", {{"type", "rect"}, {"tooltip", true}}},
+               {"encoding", {{"x", xe}, {"y", ye}, {"color", color}, {"tooltip", tooltip}}}};
+  Json inner = rect;
+  if (!s.label_field.empty()) {
+    Json text = {{"mark", {{"type", "text"}, {"fontSize", 10}}},
+                 {"encoding", {{"x", xe}, {"y", ye}, {"text", {{"field", s.label_field}}}}}};
+    text["encoding"]["color"] = {{"value", "#111"}};
+    if (s.light_label_above > 0.0) {
+      text["encoding"]["color"]["condition"] = {
+          {"test", "abs(datum['" + s.value_field + "']) >= " + std::to_string(s.light_label_above)},
+          {"value", "white"}};
+    }
+    inner = Json{{"layer", Json::array({rect, text})}};
+  }
+  inner["width"] = s.size;
+  inner["height"] = s.size;
+  if (s.facet_field.empty()) return inner;
+  Json order = nullptr;
+  if (!s.facet_order.empty()) order = s.facet_order;
+  return Json{{"facet", {{"field", s.facet_field}, {"type", "nominal"}, {"title", nullptr},
+                         {"sort", order}}},
+              {"columns", s.columns},
+              {"resolve", {{"scale", {{"color", "shared"}}}}},
+              {"spec", inner}};
+}
+
 Chart MakeChart(std::string id, std::string title, Json spec) {
   Chart c;
   c.id = std::move(id);

@@ -34,8 +34,8 @@ double RowDot(const std::vector<double>& t, std::int64_t cols, std::int64_t i, s
   return s;
 }
 
-const std::vector<std::int64_t> kShifts = {1, 7, 100};
-constexpr std::int64_t kMaxShift = 100;
+const std::vector<std::int64_t>& kShifts = kCompareShifts;
+constexpr std::int64_t kMaxShift = kCompareMaxShift;
 
 void SetBounded(MethodMeasure& m) {
   m.bounded = m.max_abs_at_4l <= m.max_abs_at_l * (1.0 + 1e-9);
@@ -251,7 +251,9 @@ Section CompareSection(const ReportOptions& options) {
   setup.timing_repeats = sizes.timing_repeats;
   setup.threads = options.threads;
   std::vector<MethodMeasure> rows = {MeasureSinusoidal(setup), MeasureLearned(setup),
-                                     MeasureRope(setup), MeasureAlibi(setup)};
+                                     MeasureRope(setup),       MeasureAlibi(setup),
+                                     MeasureT5(setup),         MeasureShaw(setup),
+                                     MeasureTransformerXL(setup), MeasureDeberta(setup)};
   Table t;
   t.id = "comparison";
   t.title = "Comparison of methods (measured)";
@@ -266,7 +268,9 @@ Section CompareSection(const ReportOptions& options) {
   Section s;
   for (const auto& m : rows) {
     t.rows.push_back(
-        {m.method, m.enters, Thousands(m.extra_params),
+        {m.method, m.enters,
+         m.params_note.empty() ? Thousands(m.extra_params)
+                               : fmt::format("{} ({})", Thousands(m.extra_params), m.params_note),
          fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)", Sci(m.max_abs_at_l),
                      Sci(m.max_abs_at_4l)),
          m.min_code_distance >= 0
@@ -286,7 +290,8 @@ Section CompareSection(const ReportOptions& options) {
       "positions or distances below L and below 4L. unique: smallest Euclidean distance between "
       "the codes of two positions below L (RoPE: the cos/sin rows). relative: max |s(i+t, j+t) - "
       "s(i, j)| / max |s| over i, j < {} and t in {{1, 7, 100}} for the position-only score "
-      "(PE(i).PE(j), E_i.E_j, <R_i q, R_j k>, the bias). d = {}, {} heads, learned table {} rows.",
+      "(PE(i).PE(j), E_i.E_j, <R_i q, R_j k>, the ALiBi / T5 bias, q . a^K[idx], w . R_(i-j), "
+      "q . Kr[c2p]; relative tables random, untrained). d = {}, {} heads, learned table {} rows.",
       setup.shift_length, setup.shape.hidden, setup.shape.heads, setup.shape.max_positions);
   s.id = "comparison";
   s.title = "Comparison table";

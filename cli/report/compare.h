@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "properties.h"
 
@@ -36,11 +37,21 @@ struct MethodMeasure {
   double ns_per_token = 0.0;         // measured here, one thread
   std::string speed_note;
   std::string used_in;
+  std::string params_note;           // how the count is made up ("" for none)
 };
+
+// The common shifts t of the relative check, and the largest.
+inline const std::vector<std::int64_t> kCompareShifts = {1, 7, 100};
+inline constexpr std::int64_t kCompareMaxShift = 100;
 
 MethodMeasure MeasureSinusoidal(const CompareSetup& setup);
 MethodMeasure MeasureLearned(const CompareSetup& setup);
 MethodMeasure MeasureRope(const CompareSetup& setup);
 MethodMeasure MeasureAlibi(const CompareSetup& setup);
+// compare_relative.cc: the score-side relative methods.
+MethodMeasure MeasureT5(const CompareSetup& setup);
+MethodMeasure MeasureShaw(const CompareSetup& setup);
+MethodMeasure MeasureTransformerXL(const CompareSetup& setup);
+MethodMeasure MeasureDeberta(const CompareSetup& setup);
 
 }  // namespace posenc::report

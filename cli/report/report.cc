@@ -18,8 +18,14 @@ struct Builder {
 
 std::vector<Builder> Builders() {
   return {
+      {"permutation", PermutationSection},
       {"sinusoidal", SinusoidalSection},
+      {"learned", LearnedSection},
       {"RoPE", RopeSection},
+      {"ALiBi", AlibiSection},
+      {"relative", RelativeSection},
+      {"attention maps", AttentionSection},
+      {"numerics", NumericsSection},
       {"comparison", CompareSection},
   };
 }

@@ -36,9 +36,15 @@ struct ReportSizes {
 };
 ReportSizes SizesFor(ReportDetail detail);
 
-Section SinusoidalSection(const ReportOptions& options);
-Section RopeSection(const ReportOptions& options);
-Section NumericsSection(const ReportOptions& options);
-Section CompareSection(const ReportOptions& options);
+// In report order (section numbers of the page).
+Section PermutationSection(const ReportOptions& options);  // 1
+Section SinusoidalSection(const ReportOptions& options);   // 2
+Section LearnedSection(const ReportOptions& options);      // 3
+Section RopeSection(const ReportOptions& options);         // 4
+Section AlibiSection(const ReportOptions& options);        // 5
+Section RelativeSection(const ReportOptions& options);     // 6
+Section AttentionSection(const ReportOptions& options);    // 7
+Section NumericsSection(const ReportOptions& options);     // 8
+Section CompareSection(const ReportOptions& options);      // 9
 
 }  // namespace posenc::report

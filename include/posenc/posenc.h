@@ -9,6 +9,7 @@
 #include "posenc/demo.h"
 #include "posenc/dtype.h"
 #include "posenc/error.h"
+#include "posenc/flash_attention.h"
 #include "posenc/learned.h"
 #include "posenc/model_config.h"
 #include "posenc/npy.h"

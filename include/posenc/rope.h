@@ -139,4 +139,43 @@ void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView
                  RopeDirection direction, const TensorView* q_out,
                  const TensorView* k_out, const Context& ctx = Context{});
 
+// Packed variable-length batch (FlashAttention varlen / vLLM flattened
+// tokens): x is [total_tokens, heads, head_dim] (any dtype, any strides)
+// holding num_seqs sequences back to back; sequence s owns tokens
+// [cu_seqlens[s], cu_seqlens[s+1]) and token t of it sits at position
+// seq_offsets[s] + (t - cu_seqlens[s]) (seq_offsets null: every offset 0).
+// cu_seqlens has num_seqs + 1 entries: 0, non-decreasing (empty sequences
+// allowed), last == total_tokens. Positions must stay in [0, 2^24) forward,
+// [-(2^24 - 1), 2^24) inverse. `out` as in ApplyRope. Same numerics as
+// calling ApplyRope on each sequence with Positions::Offset (bit-identical
+// on Backend::kScalar; the SIMD kernel may round a cos/sin differently at a
+// sequence boundary, within its float32 error bound).
+void ApplyRopeVarlen(const RopeParams& params, const TensorView& x,
+                     const std::int64_t* cu_seqlens, std::int64_t num_seqs,
+                     const std::int64_t* seq_offsets,
+                     RopeDirection direction = RopeDirection::kForward,
+                     const TensorView* out = nullptr, const Context& ctx = Context{});
+
+// Precomputed cos/sin cache as the angle source (vLLM's cos_sin_cache):
+// cache is [max_positions, rotary_dim], any dtype and strides; row p holds
+// cos(p * inv_freq[j]) in columns [0, rotary_dim/2) and sin(p * inv_freq[j])
+// in columns [rotary_dim/2, rotary_dim) (j-th frequency at column j of each
+// half, whatever the pairing; values used as stored, so any attention
+// factor is part of the cache). Rotates x like ApplyRope; params supplies
+// head_dim, rotary_dim, pairing and numerics (kAccurate: float64 rotation in
+// the scalar kernel, float32 in the SIMD one; kHF: cache values rounded to
+// float32, then HF's per-op rounding); theta and frequencies are validated
+// but unused. Positions in [0, max_positions) in both directions (kInverse
+// negates sin).
+void ApplyRopeWithCache(const RopeParams& params, const TensorView& x, AttentionLayout layout,
+                        const Positions& positions, const TensorView& cos_sin_cache,
+                        RopeDirection direction = RopeDirection::kForward,
+                        const TensorView* out = nullptr, const Context& ctx = Context{});
+
+// Fills such a cache ([max_positions, rotary_dim], any dtype, writable) for
+// positions 0 .. max_positions-1 with params' frequencies, attention factor
+// and numerics (RopeCosSin's values, cos half | sin half).
+void RopeCosSinCache(const RopeParams& params, const TensorView& cos_sin_cache,
+                     const Context& ctx = Context{});
+
 }  // namespace posenc

@@ -229,17 +229,23 @@ Target MakeTarget(const Plan& plan, RopeMath math, const TensorView& in, const c
   return t;
 }
 
+// cache (ApplyRopeWithCache): non-null data replaces the frequencies as the
+// source of cos/sin (positions already validated against its rows).
 void RunApply(const Plan& plan, const std::vector<Target>& targets, const Positions& positions,
-              RopeDirection direction, const Context& ctx) {
+              RopeDirection direction, const Context& ctx,
+              const kernels::simd::RopeCacheSource& cache = {}) {
   const AttentionDims& d0 = targets.front().din;
   const std::int64_t batch = d0.batch, seq = d0.seq, half = plan.half;
   ValidatePositions(positions, batch, seq, "positions",
-                    direction == RopeDirection::kInverse ? -kMaxPosition : 0);
-  if (ctx.backend() != Backend::kScalar && plan.trig.math == RopeMath::kAccurate) {
+                    direction == RopeDirection::kInverse && cache.data == nullptr ? -kMaxPosition
+                                                                                  : 0);
+  if (ctx.backend() != Backend::kScalar &&
+      (plan.trig.math == RopeMath::kAccurate || cache.data == nullptr)) {
     // SIMD fast path (kernels/simd/rope.h); false when it does not cover the call.
     const kernels::simd::RopeApplySpec fast{
         plan.freqs.inv_freq.data(), half, plan.head_dim, plan.freqs.attention_factor,
-        direction == RopeDirection::kInverse ? -1.0 : 1.0, plan.pairs, batch, seq, positions};
+        direction == RopeDirection::kInverse ? -1.0 : 1.0, plan.pairs, batch, seq, positions,
+        cache, plan.trig.math};
     std::vector<kernels::simd::RopeViews> views;
     for (const Target& t : targets) views.push_back({&t.in, &t.out, &t.din, &t.dout});
     if (kernels::simd::TryRopeApply(fast, views.data(), static_cast<int>(views.size()), ctx)) {
@@ -268,7 +274,20 @@ void RunApply(const Plan& plan, const std::vector<Target>& targets, const Positi
     for (std::int64_t s = s0; s < s1; ++s) {
       double* c = cos.data() + (s - s0) * half;
       double* sn = sin.data() + (s - s0) * half;
-      kernels::scalar::RopeTrig(plan.trig, positions.At(b_first, s, seq), c, sn);
+      const std::int64_t p = positions.At(b_first, s, seq);
+      if (cache.data != nullptr) {
+        for (std::int64_t j = 0; j < half; ++j) {
+          const std::int64_t at = p * cache.row_stride + j * cache.col_stride;
+          c[j] = LoadAsDouble(cache.data, cache.dtype, at);
+          sn[j] = LoadAsDouble(cache.data, cache.dtype, at + half * cache.col_stride);
+          if (plan.trig.math == RopeMath::kHF) {  // HF's float32 cos/sin
+            c[j] = static_cast<float>(c[j]);
+            sn[j] = static_cast<float>(sn[j]);
+          }
+        }
+      } else {
+        kernels::scalar::RopeTrig(plan.trig, p, c, sn);
+      }
       if (direction == RopeDirection::kInverse) {
         for (std::int64_t j = 0; j < half; ++j) sn[j] = -sn[j];
       }
@@ -380,6 +399,133 @@ void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView
                      /*inplace_allowed=*/false);
   }
   RunApply(plan, targets, positions, direction, ctx);
+}
+
+namespace {
+
+// A rank-3 [tokens, heads, head_dim] view as rank-4 [1, tokens, heads, head_dim] (kBSHD).
+TensorView AsBSHD(const TensorView& v) {
+  TensorView r = v;
+  r.rank = 4;
+  r.shape = {1, v.shape[0], v.shape[1], v.shape[2], 0, 0};
+  r.strides = {v.shape[0] * v.strides[0], v.strides[0], v.strides[1], v.strides[2], 0, 0};
+  return r;
+}
+
+}  // namespace
+
+void ApplyRopeVarlen(const RopeParams& params, const TensorView& x,
+                     const std::int64_t* cu_seqlens, std::int64_t num_seqs,
+                     const std::int64_t* seq_offsets, RopeDirection direction,
+                     const TensorView* out, const Context& ctx) {
+  const Plan plan(params);
+  ValidateView(x, "x", 3, /*writable=*/out == nullptr);
+  Require(x.shape[2] == plan.head_dim, "x.shape[2] (head_dim)", x.shape[2],
+          "params.head_dim (" + std::to_string(plan.head_dim) + ")");
+  if (out != nullptr) {
+    ValidateView(*out, "out", 3, /*writable=*/true);
+    Require(out->dtype == x.dtype, "out.dtype", DTypeName(out->dtype),
+            "x's dtype (" + std::string(DTypeName(x.dtype)) + ")");
+    Require(out->shape == x.shape, "out.shape", out->Describe(),
+            "x's shape (" + x.Describe() + ")");
+    RequireNoOverlap(*out, "out", x, "x", /*inplace_allowed=*/true);
+  }
+  const std::int64_t total = x.shape[0];
+  Require(num_seqs >= 1, "num_seqs", num_seqs, "at least 1 sequence");
+  Require(cu_seqlens != nullptr, "cu_seqlens", "null",
+          "num_seqs + 1 cumulative sequence lengths");
+  Require(cu_seqlens[0] == 0, "cu_seqlens[0]", cu_seqlens[0], "0");
+  for (std::int64_t s = 1; s <= num_seqs; ++s) {
+    Require(cu_seqlens[s] >= cu_seqlens[s - 1] && cu_seqlens[s] <= total,
+            "cu_seqlens[" + std::to_string(s) + "]", cu_seqlens[s],
+            "a value in [cu_seqlens[" + std::to_string(s - 1) + "] = " +
+                std::to_string(cu_seqlens[s - 1]) + ", total_tokens = x.shape[0] = " +
+                std::to_string(total) + "] (non-decreasing)");
+  }
+  Require(cu_seqlens[num_seqs] == total, "cu_seqlens[" + std::to_string(num_seqs) + "]",
+          cu_seqlens[num_seqs],
+          "total_tokens = x.shape[0] = " + std::to_string(total) + " (the last entry)");
+  const std::int64_t min_pos = direction == RopeDirection::kInverse ? -kMaxPosition : 0;
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(total));
+  for (std::int64_t s = 0; s < num_seqs; ++s) {
+    const std::int64_t len = cu_seqlens[s + 1] - cu_seqlens[s];
+    const std::int64_t off = seq_offsets == nullptr ? 0 : seq_offsets[s];
+    const std::int64_t max_off = kMaxPosition - std::max<std::int64_t>(len - 1, 0);
+    Require(off >= min_pos && off <= max_off, "seq_offsets[" + std::to_string(s) + "]", off,
+            "an offset in [" + std::to_string(min_pos) + ", " + std::to_string(max_off) +
+                "] (positions of its " + std::to_string(len) + " tokens within [" +
+                std::to_string(min_pos) + ", 2^24 - 1])");
+    for (std::int64_t t = 0; t < len; ++t) {
+      ids[static_cast<std::size_t>(cu_seqlens[s] + t)] = off + t;
+    }
+  }
+  // One batch row of total_tokens tokens with per-token ids: runs of
+  // consecutive positions still take the SIMD kernel's angle-addition path.
+  const TensorView x4 = AsBSHD(x);
+  const TensorView out4 = out == nullptr ? x4 : AsBSHD(*out);
+  std::vector<Target> targets;
+  targets.push_back(MakeTarget(plan, MathOf(params), x4, "x", &out4, "out",
+                               AttentionLayout::kBSHD));
+  RunApply(plan, targets, Positions::Ids(ids.data(), total), direction, ctx);
+}
+
+namespace {
+
+void CheckCacheView(const TensorView& cache, std::int64_t rotary_dim, bool writable) {
+  ValidateView(cache, "cos_sin_cache", 2, writable);
+  Require(cache.shape[1] == rotary_dim, "cos_sin_cache.shape[1]", cache.shape[1],
+          "rotary_dim (" + std::to_string(rotary_dim) + "): cos half | sin half");
+}
+
+}  // namespace
+
+void ApplyRopeWithCache(const RopeParams& params, const TensorView& x, AttentionLayout layout,
+                        const Positions& positions, const TensorView& cos_sin_cache,
+                        RopeDirection direction, const TensorView* out, const Context& ctx) {
+  const Plan plan(params);
+  CheckCacheView(cos_sin_cache, plan.rotary_dim, /*writable=*/false);
+  std::vector<Target> targets;
+  targets.push_back(MakeTarget(plan, MathOf(params), x, "x", out, "out", layout));
+  const AttentionDims& d = targets.front().din;
+  ValidatePositions(positions, d.batch, d.seq, "positions");
+  const std::int64_t rows = cos_sin_cache.shape[0];
+  const std::int64_t n = positions.ids == nullptr ? 0 : positions.count;
+  for (std::int64_t i = 0; i < n; ++i) {
+    Require(positions.ids[i] < rows, "positions.ids[" + std::to_string(i) + "]",
+            positions.ids[i],
+            "a position < cos_sin_cache.shape[0] (" + std::to_string(rows) + " cached rows)");
+  }
+  if (positions.ids == nullptr) {
+    Require(positions.offset + d.seq <= rows, "positions.offset", positions.offset,
+            "at most cos_sin_cache.shape[0] - seq = " + std::to_string(rows) + " - " +
+                std::to_string(d.seq) + " (positions < cached rows)");
+  }
+  const kernels::simd::RopeCacheSource cache{cos_sin_cache.data, cos_sin_cache.dtype,
+                                             cos_sin_cache.strides[0], cos_sin_cache.strides[1]};
+  RunApply(plan, targets, positions, direction, ctx, cache);
+}
+
+void RopeCosSinCache(const RopeParams& params, const TensorView& cos_sin_cache,
+                     const Context& ctx) {
+  const Plan plan(params);
+  CheckCacheView(cos_sin_cache, plan.rotary_dim, /*writable=*/true);
+  const std::int64_t rows = cos_sin_cache.shape[0], half = plan.half;
+  Require(rows <= kMaxPosition + 1, "cos_sin_cache.shape[0]", rows,
+          "at most 2^24 rows (positions [0, 2^24))");
+  const std::int64_t tiles = (rows + kTableTile - 1) / kTableTile;
+  ctx.ParallelFor(tiles, [&](std::int64_t tile, int) {
+    std::vector<double> c(static_cast<std::size_t>(half)), s(c.size());
+    const std::int64_t end = std::min(rows, (tile + 1) * kTableTile);
+    for (std::int64_t r = tile * kTableTile; r < end; ++r) {
+      kernels::scalar::RopeTrig(plan.trig, r, c.data(), s.data());
+      for (std::int64_t j = 0; j < half; ++j) {
+        const std::int64_t at = r * cos_sin_cache.strides[0] + j * cos_sin_cache.strides[1];
+        StoreFromDouble(cos_sin_cache.data, cos_sin_cache.dtype, at, c[static_cast<std::size_t>(j)]);
+        StoreFromDouble(cos_sin_cache.data, cos_sin_cache.dtype,
+                        at + half * cos_sin_cache.strides[1], s[static_cast<std::size_t>(j)]);
+      }
+    }
+  });
 }
 
 }  // namespace posenc

@@ -32,7 +32,10 @@ TEST(ReportCli, QuickReportWritesPageAndData) {
   EXPECT_NE(html.find("id=\"comparison\""), std::string::npos);
   EXPECT_NE(html.find("vegaEmbed"), std::string::npos);  // the library is inlined
   EXPECT_EQ(html.find("<script src"), std::string::npos);
-  for (const char* f : {"sinusoidal_curves", "rope_decay", "rope_scaling", "comparison"}) {
+  for (const char* f : {"permutation", "permutation_pooled", "sinusoidal_curves", "learned_table",
+                        "learned_norm", "rope_decay", "rope_scaling", "alibi_slopes", "alibi_bias",
+                        "alibi_matrix", "relative_matrix", "t5_buckets", "deberta_buckets",
+                        "shaw_clip", "attention_maps", "rope_numerics", "comparison"}) {
     EXPECT_TRUE(fs::exists(fs::path(dir) / "data" / (std::string(f) + ".csv"))) << f;
   }
   // The practice figure's data: 6 dimensions x 100 positions + a header.

@@ -3,17 +3,23 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "compare.h"
+#include "figures.h"
 #include "html.h"
 #include "plot.h"
 #include "posenc/alibi.h"
 #include "posenc/error.h"
+#include "posenc/positions.h"
+#include "posenc/t5.h"
 #include "progress.h"
 #include "properties.h"
+#include "sections.h"
 
 namespace posenc::report {
 namespace {
@@ -125,6 +131,54 @@ TEST(ReportCompare, AlibiGrowsAsSlopeTimesDistance) {
   EXPECT_EQ(m.shift_change, 0.0);
   EXPECT_EQ(m.distinct_distances, s.length);  // one value per |i - j|
   EXPECT_EQ(m.attention_bytes, 12.0 * 256 * 256 * 4);
+}
+
+TEST(ReportCompare, T5IsRelativeAndSaturates) {
+  const CompareSetup s = SmallSetup();
+  const MethodMeasure m = MeasureT5(s);
+  EXPECT_EQ(m.extra_params, 32 * 12);  // one [32 buckets, 12 heads] table for all layers
+  EXPECT_TRUE(m.bounded);
+  EXPECT_GT(m.max_abs_at_l, 0.0);
+  // One bias value per bucket reached by the distances (-L, L).
+  const auto buckets = T5Buckets(T5BucketParams{}, -(s.length - 1), 2 * s.length - 1);
+  EXPECT_EQ(m.distinct_distances, static_cast<std::int64_t>(std::set<std::int64_t>(buckets.begin(), buckets.end()).size()));
+  EXPECT_EQ(m.shift_change, 0.0);
+  EXPECT_EQ(m.past_end, PastEnd::kSaturates);
+  EXPECT_EQ(m.attention_bytes, 12.0 * 256 * 256 * 4);
+  EXPECT_GT(m.ns_per_token, 0.0);
+}
+
+TEST(ReportCompare, ShawHasTwoKPlusOneDistinctTerms) {
+  const MethodMeasure m = MeasureShaw(SmallSetup());
+  EXPECT_EQ(m.extra_params, 2 * 33 * 64 * 12);  // a^K, a^V [2k+1, D] per layer, k = 16
+  EXPECT_TRUE(m.bounded);
+  EXPECT_EQ(m.distinct_distances, 33);  // clip(j - i, -16, 16): 33 rows, L = 64 > 16
+  EXPECT_EQ(m.shift_change, 0.0);
+  EXPECT_EQ(m.past_end, PastEnd::kSaturates);
+  EXPECT_EQ(m.attention_bytes, 12.0 * 256 * 33 * 4);
+}
+
+TEST(ReportCompare, TransformerXLIsBoundedRelativeAndDistinctPerDistance) {
+  const CompareSetup s = SmallSetup();
+  const MethodMeasure m = MeasureTransformerXL(s);
+  EXPECT_EQ(m.extra_params, (768 * 768 + 2 * 768) * 12);
+  EXPECT_TRUE(m.bounded);
+  EXPECT_LE(m.max_abs_at_4l, 1.0);
+  // Each distance 0..L-1 its own value, every future key (i < j) none: L + 1.
+  EXPECT_EQ(m.distinct_distances, s.length + 1);
+  EXPECT_EQ(m.shift_change, 0.0);
+  EXPECT_EQ(m.past_end, PastEnd::kExtrapolates);
+}
+
+TEST(ReportCompare, DebertaIsExactNearAndClampsFar) {
+  const CompareSetup s = SmallSetup();
+  const MethodMeasure m = MeasureDeberta(s);
+  EXPECT_EQ(m.extra_params, 512 * 768);
+  EXPECT_TRUE(m.bounded);
+  EXPECT_EQ(m.distinct_distances, 2 * s.length - 1);  // |i - j| < 64 <= 128: exact buckets
+  EXPECT_EQ(m.shift_change, 0.0);
+  EXPECT_EQ(m.past_end, PastEnd::kSaturates);
+  EXPECT_NE(m.past_end_detail.find("512 rows"), std::string::npos) << m.past_end_detail;
 }
 
 TEST(ReportPlot, ParsesConsecutiveTable) {
@@ -246,6 +300,201 @@ TEST(ReportProgress, SilentWhenNotATerminal) {
   p.Step("a");
   p.Step("b");
   EXPECT_EQ(p.done(), 2);
+}
+
+// ---- sections 1, 3, 5-8: the measured figures ----
+
+ReportOptions Quick() {
+  ReportOptions o;
+  o.detail = ReportDetail::kQuick;
+  return o;
+}
+
+template <typename T>
+const T& Find(const Section& s, const std::string& id) {
+  for (const auto& b : s.blocks) {
+    if (BlockId(b) == id) return std::get<T>(b);
+  }
+  throw std::logic_error("no block " + id);
+}
+
+TEST(ReportSections, PermutationOnlyNoPositionsIsOrderBlind) {
+  const Section s = PermutationSection(Quick());
+  const Table& t = Find<Table>(s, "permutation");
+  ASSERT_EQ(t.rows.size(), 9u);
+  for (const auto& row : t.rows) {
+    EXPECT_EQ(row[3], row[0] == "none" ? "no" : "yes") << row[0];
+    if (row[0] == "none") {
+      EXPECT_LE(std::stod(row[1]), 1e-12);
+    }
+  }
+  const Chart& c = Find<Chart>(s, "permutation_pooled");
+  ASSERT_EQ(c.records.size(), 9u);
+  for (const auto& r : c.records) {
+    EXPECT_EQ(r["order_aware"] == "yes", r["measured"].get<double>() > 1e-9) << r.dump();
+  }
+}
+
+TEST(ReportSections, AlibiTwelveHeadsInterleaveTheSixteenHeadSeries) {
+  const Section s = AlibiSection(Quick());
+  std::map<std::string, std::vector<double>> slopes;
+  for (const auto& r : Find<Chart>(s, "alibi_slopes").records) {
+    slopes[r["heads"].get<std::string>()].push_back(r["slope"].get<double>());
+  }
+  ASSERT_EQ(slopes["8 heads"].size(), 8u);
+  ASSERT_EQ(slopes["12 heads"].size(), 12u);
+  for (int h = 0; h < 8; ++h) {
+    EXPECT_DOUBLE_EQ(slopes["8 heads"][h], std::exp2(-(h + 1)));
+    EXPECT_DOUBLE_EQ(slopes["12 heads"][h], slopes["8 heads"][h]);
+  }
+  for (int h = 8; h < 12; ++h) EXPECT_NEAR(slopes["12 heads"][h], std::exp2(-0.5 - (h - 8)), 1e-15);
+  // Causal 64 x 64 matrix of head 3 (slope 1/8): masked cells are absent.
+  const Chart& m = Find<Chart>(s, "alibi_matrix");
+  ASSERT_EQ(m.records.size(), 64u * 65 / 2);
+  for (const auto& r : m.records) {
+    const auto i = r["query"].get<std::int64_t>(), j = r["key"].get<std::int64_t>();
+    ASSERT_LE(j, i);
+    EXPECT_DOUBLE_EQ(r["bias"].get<double>(), -0.125 * double(i - j));
+  }
+}
+
+TEST(ReportSections, RelativeBucketsAndClipping) {
+  const Section s = RelativeSection(Quick());
+  for (const auto& r : Find<Chart>(s, "relative_matrix").records) {
+    EXPECT_EQ(r["rel"].get<std::int64_t>(), r["i"].get<std::int64_t>() - r["j"].get<std::int64_t>());
+  }
+  std::map<std::pair<std::string, std::int64_t>, std::int64_t> t5;
+  for (const auto& r : Find<Chart>(s, "t5_buckets").records) {
+    t5[{r["direction"].get<std::string>(), r["relative"].get<std::int64_t>()}] = r["bucket"].get<std::int64_t>();
+  }
+  EXPECT_EQ(t5.size(), 2u * 601);
+  EXPECT_EQ((t5[{"bidirectional", 0}]), 0);
+  EXPECT_EQ((t5[{"bidirectional", 5}]), 16 + 5);   // exact below max_exact = 8
+  EXPECT_EQ((t5[{"bidirectional", -300}]), 15);   // saturated, negative half
+  EXPECT_EQ((t5[{"bidirectional", 300}]), 31);    // saturated, positive half
+  EXPECT_EQ((t5[{"causal", 300}]), 0);            // future keys: bucket 0
+  EXPECT_EQ((t5[{"causal", -300}]), 31);
+  std::map<std::int64_t, std::int64_t> deberta;
+  for (const auto& r : Find<Chart>(s, "deberta_buckets").records) {
+    deberta[r["relative"].get<std::int64_t>()] = r["bucket"].get<std::int64_t>();
+  }
+  ASSERT_EQ(deberta.size(), 1201u);
+  for (const auto& [rel, b] : deberta) {
+    EXPECT_EQ(b, -deberta[-rel]) << rel;          // odd
+    if (std::abs(rel) <= 128) {
+      EXPECT_EQ(b, rel);  // exact near
+    }
+  }
+  EXPECT_LT(deberta[600], 600);                   // logarithmic far
+  for (const auto& r : Find<Chart>(s, "shaw_clip").records) {
+    const auto d = r["j"].get<std::int64_t>() - r["i"].get<std::int64_t>();
+    EXPECT_EQ(r["index"].get<std::int64_t>(), std::clamp<std::int64_t>(d, -4, 4) + 4);
+  }
+}
+
+TEST(ReportSections, LearnedRowNormsAndPastEndMessage) {
+  LearnedInitParams p;
+  p.max_positions = 512;
+  p.dim = 768;
+  p.seed = 1;
+  const LearnedTable t = LearnedTable::RandomNormal(p);
+  const auto norms = LearnedRowNorms(t);
+  ASSERT_EQ(norms.size(), 512u);
+  double sum = 0.0;
+  for (double n : norms) sum += n;
+  EXPECT_NEAR(sum / 512, 0.02 * std::sqrt(768.0), 0.01);  // E|x| ~ sigma sqrt(d)
+  double row7 = 0.0;
+  for (std::int64_t c = 0; c < 768; ++c) row7 += double(t.At(7, c)) * t.At(7, c);
+  EXPECT_NEAR(norms[7], std::sqrt(row7), 1e-12);
+  const std::string msg = LearnedPastEndMessage(t);
+  EXPECT_NE(msg.find("512"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[0, 511]"), std::string::npos) << msg;
+  const Section s = LearnedSection(Quick());
+  EXPECT_EQ(Find<Chart>(s, "learned_norm").records.size(), 512u);
+}
+
+TEST(ReportSections, AttentionMapsAreCausalDistributions) {
+  AttentionMapSetup setup;
+  setup.tokens = 12;
+  setup.dim = 8;
+  const auto none = AttentionMap(PositionScheme::Kind::kNone, setup);
+  for (PositionScheme::Kind kind : AttentionMapKinds()) {
+    const auto p = AttentionMap(kind, setup);
+    ASSERT_EQ(p.size(), 144u);
+    double change = 0.0;
+    for (int i = 0; i < 12; ++i) {
+      double row = 0.0;
+      for (int j = 0; j < 12; ++j) {
+        const double v = p[static_cast<std::size_t>(i * 12 + j)];
+        if (j > i) {
+          EXPECT_EQ(v, 0.0);  // causal
+        }
+        row += v;
+        change = std::max(change, std::abs(v - none[static_cast<std::size_t>(i * 12 + j)]));
+      }
+      EXPECT_NEAR(row, 1.0, 1e-12);
+    }
+    if (kind != PositionScheme::Kind::kNone) {
+      EXPECT_GT(change, 1e-3) << PositionSchemeKindName(kind);
+    }
+  }
+  EXPECT_EQ(AttentionMap(PositionScheme::Kind::kNone, setup), none);  // deterministic
+}
+
+TEST(ReportSections, AttentionMapRejectsTooFewTokens) {
+  AttentionMapSetup setup;
+  setup.tokens = 1;
+  EXPECT_THROW(AttentionMap(PositionScheme::Kind::kNone, setup), InvalidArgument);
+}
+
+TEST(ReportSections, AttentionMapRejectsOddDim) {
+  AttentionMapSetup setup;
+  setup.dim = 7;
+  EXPECT_THROW(AttentionMap(PositionScheme::Kind::kRope, setup), InvalidArgument);
+}
+
+TEST(ReportSections, LogSpacedPositionsCoverOneToMax) {
+  const auto p = LogSpacedPositions(kMaxPosition, 8);
+  EXPECT_EQ(p.front(), 1);
+  EXPECT_EQ(p.back(), kMaxPosition);
+  for (std::size_t i = 1; i < p.size(); ++i) EXPECT_GT(p[i], p[i - 1]);
+  EXPECT_GT(p.size(), 150u);  // 24 octaves x 8, less the duplicates of small p
+  EXPECT_EQ(LogSpacedPositions(1, 4), std::vector<std::int64_t>{1});
+}
+
+TEST(ReportSections, LogSpacedPositionsRejectsBadMax) {
+  EXPECT_THROW(LogSpacedPositions(0, 8), InvalidArgument);
+  EXPECT_THROW(LogSpacedPositions(kMaxPosition + 1, 8), InvalidArgument);
+}
+
+TEST(ReportSections, LogSpacedPositionsRejectsBadDensity) {
+  EXPECT_THROW(LogSpacedPositions(100, 0), InvalidArgument);
+}
+
+TEST(ReportSections, RopeCosSinErrorByPolicy) {
+  const std::vector<std::int64_t> pos = {1, 1000, 65536, kMaxPosition};
+  const auto acc32 = RopeCosSinError(RopeNumerics::kAccurate, DType::kFloat32, 64, pos);
+  for (double e : acc32) EXPECT_LE(e, std::exp2(-24) + 1e-8);  // rope.h: storage rounding only
+  for (double e : RopeCosSinError(RopeNumerics::kAccurate, DType::kBFloat16, 64, pos)) {
+    EXPECT_LE(e, std::exp2(-9) + 1e-9);                         // bfloat16: 8 significant bits
+    EXPECT_GT(e, 1e-5);
+  }
+  const auto hf32 = RopeCosSinError(RopeNumerics::kHF, DType::kFloat32, 64, pos);
+  EXPECT_LT(hf32[0], 1e-6);   // small angles: float32 is enough
+  EXPECT_GT(hf32[3], 0.1);    // float32 angle p * inv_freq at p ~ 2^24: O(1) error
+  EXPECT_GT(hf32[2], hf32[1]);
+}
+
+TEST(ReportSections, RopeCosSinErrorRejectsOddHeadDim) {
+  EXPECT_THROW(RopeCosSinError(RopeNumerics::kAccurate, DType::kFloat32, 63, {1}), InvalidArgument);
+}
+
+TEST(ReportSections, NumericsSectionHasFourSeries) {
+  const Section s = NumericsSection(Quick());
+  std::set<std::string> series;
+  for (const auto& r : Find<Chart>(s, "rope_numerics").records) series.insert(r["series"].get<std::string>());
+  EXPECT_EQ(series, (std::set<std::string>{"accurate, float32", "accurate, bfloat16", "hf, float32",
+                                           "hf, bfloat16"}));
 }
 
 }  // namespace

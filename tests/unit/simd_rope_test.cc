@@ -4,7 +4,8 @@
 // hwy::SetSupportedTargetsForTest and checked through DispatchedTargetName).
 // Coverage: head_dim 64/80/96/128/256, seq 1/7/217 (and sampled 4099),
 // positions up to 2^24 - 1 (offsets, shared and per-row ids), both pairings,
-// both layouts, partial rotary, float32/bfloat16/float16, in place and out of
+// both layouts, partial rotary (incl. head_dim 10 / rotary_dim 8 with explicit
+// frequencies and attention_factor 1.25), float32/bfloat16/float16, in place and out of
 // place, forward and inverse, q and k in one pass, threads.
 #include <algorithm>
 #include <cmath>
@@ -137,12 +138,13 @@ TEST_P(SimdRope, MatchesScalarAcrossHeadDims) {
   for (const std::int64_t hd : {64, 80, 96, 128, 256}) {
     for (const RopePairing pairing : {RopePairing::kHalfSplit, RopePairing::kInterleaved}) {
       for (const DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
-        for (const std::int64_t seq : {1, 7, 217}) {
-          const AttentionLayout layout = seed % 2 ? AttentionLayout::kBSHD : AttentionLayout::kBHSD;
-          const PosKind pk = static_cast<PosKind>(seed % 3);
-          const RopeDirection dir = seed % 5 == 0 ? RopeDirection::kInverse : RopeDirection::kForward;
-          CheckApply({hd, 0, 2, seq, 2, pairing, dtype, layout}, pk, dir, seed++);
-        }
+        // A sample, not the cross product (fast under ASan): seq, layout,
+        // position kind and direction rotate with the seed.
+        const std::int64_t seq = std::vector<std::int64_t>{1, 7, 217}[seed % 3];
+        const AttentionLayout layout = seed % 2 ? AttentionLayout::kBSHD : AttentionLayout::kBHSD;
+        const PosKind pk = static_cast<PosKind>(seed / 3 % 3);
+        const RopeDirection dir = seed % 5 == 0 ? RopeDirection::kInverse : RopeDirection::kForward;
+        CheckApply({hd, 0, 2, seq, 2, pairing, dtype, layout}, pk, dir, seed++);
       }
     }
   }
@@ -159,6 +161,76 @@ TEST_P(SimdRope, PartialRotaryAndOddTails) {
           CheckApply({hd, rd, 1, 7, 3, pairing, dtype, layout}, PosKind::kSharedIds,
                      RopeDirection::kForward, seed++);
         }
+      }
+    }
+  }
+}
+
+TEST_P(SimdRope, PartialRotaryWithFrequenciesAndAttentionFactor) {
+  // Reported case: head_dim 10, rotary_dim 8, explicit frequencies with
+  // attention_factor 1.25; the 2 pass-through dims must be untouched.
+  RopeParams params;
+  params.head_dim = 10;
+  params.rotary_dim = 8;
+  params.frequencies = RopeDefaultFrequencies(8, 10000.0, RopeNumerics::kAccurate);
+  params.frequencies.attention_factor = 1.25;
+  for (const AttentionLayout layout : {AttentionLayout::kBSHD, AttentionLayout::kBHSD}) {
+    for (const RopePairing pairing : {RopePairing::kHalfSplit, RopePairing::kInterleaved}) {
+      params.pairing = pairing;
+      Buffer x(DType::kFloat32, 2 * 6 * 3 * 10, 21), y = x;
+      const std::vector<double> orig = x.Values();
+      ApplyRope(params, x.View(layout, 2, 6, 3, 10), layout, Positions::Offset(40),
+                RopeDirection::kForward, nullptr, Context(1, Backend::kScalar));
+      ApplyRope(params, y.View(layout, 2, 6, 3, 10), layout, Positions::Offset(40),
+                RopeDirection::kForward, nullptr, Context(1, Backend::kSimd));
+      const std::string what = std::string(LayoutName(layout)) + " " +
+                               std::string(RopePairingName(pairing));
+      ExpectClose(y.Values(), x.Values(), Tol(DType::kFloat32, 1.25), what);
+      const std::vector<double> got = y.Values();
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        if (i % 10 >= 8) {
+          ASSERT_EQ(got[i], orig[i]) << what << " pass-through dim " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SimdRope, HFNumericsBitIdenticalToScalar) {
+  // The hf fast path rounds like the scalar hf reference (float32 angle,
+  // cos/sin rounded to float32 then to the dtype, every product and sum
+  // rounded): the results must be the same bytes. A sample of shapes,
+  // pairings, dtypes, layouts, positions (up to 2^24 - 1) and directions.
+  std::uint32_t seed = 300;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> any_pos(0, kMaxPosition);
+  for (const auto& [hd, rd] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {64, 0}, {80, 40}, {128, 0}, {10, 8}}) {
+    for (const RopePairing pairing : {RopePairing::kHalfSplit, RopePairing::kInterleaved}) {
+      for (const DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+        RopeParams params;
+        params.head_dim = hd;
+        params.rotary_dim = rd;
+        params.pairing = pairing;
+        params.numerics = RopeNumerics::kHF;
+        if (seed % 2 == 0) params.frequencies.attention_factor = 1.25;
+        if (seed % 3 == 0) params.theta = 500000.0;
+        const AttentionLayout layout = seed % 2 ? AttentionLayout::kBSHD : AttentionLayout::kBHSD;
+        const RopeDirection dir = seed % 4 == 1 ? RopeDirection::kInverse : RopeDirection::kForward;
+        const std::int64_t b = 2, sq = 37, h = 2, n = b * sq * h * hd;
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(b * sq));
+        for (auto& p : ids) p = any_pos(rng);
+        const Positions pos = seed % 3 == 1 ? Positions::Ids(ids.data(), b * sq)
+                                            : Positions::Offset(kMaxPosition + 1 - sq);
+        Buffer ref(dtype, n, seed), fast(dtype, n, seed);
+        ApplyRope(params, ref.View(layout, b, sq, h, hd), layout, pos, dir, nullptr,
+                  Context(1, Backend::kScalar));
+        ApplyRope(params, fast.View(layout, b, sq, h, hd), layout, pos, dir, nullptr,
+                  Context(2, Backend::kSimd));
+        ASSERT_EQ(fast.bytes, ref.bytes)
+            << "hd=" << hd << " rd=" << rd << " " << RopePairingName(pairing) << " "
+            << DTypeName(dtype) << " " << LayoutName(layout) << " seed " << seed;
+        ++seed;
       }
     }
   }
@@ -261,8 +333,8 @@ TEST_P(SimdRope, NegativePositionsInverse) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, SimdRope, testing::ValuesIn(Targets()),
-                         [](const testing::TestParamInfo<std::int64_t>& info) {
-                           return std::string(hwy::TargetName(info.param));
+                         [](const testing::TestParamInfo<std::int64_t>& param_info) {
+                           return std::string(hwy::TargetName(param_info.param));
                          });
 
 }  // namespace

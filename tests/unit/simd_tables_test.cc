@@ -205,8 +205,8 @@ TEST_P(SimdTables, RopeCosSinWithinDocumentedBound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, SimdTables, testing::ValuesIn(Targets()),
-                         [](const testing::TestParamInfo<std::int64_t>& info) {
-                           return std::string(hwy::TargetName(info.param));
+                         [](const testing::TestParamInfo<std::int64_t>& param_info) {
+                           return std::string(hwy::TargetName(param_info.param));
                          });
 
 }  // namespace

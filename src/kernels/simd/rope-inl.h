@@ -90,6 +90,109 @@ HWY_INLINE void RotateRow(const float* HWY_RESTRICT c, const float* HWY_RESTRICT
   }
 }
 
+// Rounds float32 lanes to storage kind S and back (identity for float32).
+template <Store S, class DF>
+HWY_INLINE hn::Vec<DF> RoundF(DF df, hn::Vec<DF> v) {
+  if constexpr (S == Store::kF32) {
+    return v;
+  } else if constexpr (S == Store::kBF16) {
+    return BF16BitsToF32(df, F32ToBF16Bits(df, v));
+  } else {
+    return F16BitsToF32(df, F32ToF16Bits(df, v));
+  }
+}
+
+// HF numerics (scalar RotateRowT kHF): c/s already rounded to the storage
+// type; every product and the sum rounded to it, no FMA (rope.cc is built
+// with -ffp-contract=off so Mul + Add are never fused).
+template <Store S, RopePairs P>
+HWY_INLINE void RotateRowHF(const float* HWY_RESTRICT c, const float* HWY_RESTRICT s,
+                            const char* in, char* out, std::int64_t half) {
+  constexpr std::int64_t kB = kStoreBytes<S>;
+  if constexpr (P == RopePairs::kHalfSplit) {
+    const std::int64_t yo = half * kB;
+    ForChunks<1>(half, [&](auto d, std::int64_t j) HWY_ATTR {
+      const auto x = LoadF<S>(d, in + j * kB);
+      const auto y = LoadF<S>(d, in + yo + j * kB);
+      const auto vc = hn::LoadU(d, c + j);
+      const auto vs = hn::LoadU(d, s + j);
+      const auto xc = RoundF<S>(d, hn::Mul(x, vc)), ys = RoundF<S>(d, hn::Neg(hn::Mul(y, vs)));
+      const auto yc = RoundF<S>(d, hn::Mul(y, vc)), xs = RoundF<S>(d, hn::Mul(x, vs));
+      StoreF<S>(d, hn::Add(xc, ys), out + j * kB);
+      StoreF<S>(d, hn::Add(yc, xs), out + yo + j * kB);
+    });
+  } else {
+#if HWY_TARGET == HWY_SCALAR
+    const hn::CappedTag<float, 1> d1;
+    for (std::int64_t j = 0; j < 2 * half; j += 2) {
+      const auto x = LoadF<S>(d1, in + j * kB);
+      const auto y = LoadF<S>(d1, in + (j + 1) * kB);
+      const auto xc = RoundF<S>(d1, hn::Mul(x, hn::Set(d1, c[j])));
+      const auto ys = RoundF<S>(d1, hn::Mul(y, hn::Set(d1, s[j])));
+      const auto yc = RoundF<S>(d1, hn::Mul(y, hn::Set(d1, c[j + 1])));
+      const auto xs = RoundF<S>(d1, hn::Mul(x, hn::Set(d1, s[j + 1])));
+      StoreF<S>(d1, hn::Add(xc, ys), out + j * kB);
+      StoreF<S>(d1, hn::Add(yc, xs), out + (j + 1) * kB);
+    }
+#else
+    ForChunks<2>(2 * half, [&](auto d, std::int64_t j) HWY_ATTR {
+      const auto v = LoadF<S>(d, in + j * kB);
+      const auto vc = RoundF<S>(d, hn::Mul(v, hn::LoadU(d, c + j)));
+      const auto vs = RoundF<S>(d, hn::Mul(hn::Reverse2(d, v), hn::LoadU(d, s + j)));
+      StoreF<S>(d, hn::Add(vc, vs), out + j * kB);
+    });
+#endif
+  }
+}
+
+// Column description of the HF rows: float32-valued frequencies, the sign
+// of each sin column (interleaved: -, + per pair; times sin_sign).
+struct HfCols {
+  std::vector<double> freq;
+  std::vector<float> sign;
+  float factor = 1.0f;
+  std::int64_t pad = 0;
+};
+
+void MakeHfColumns(const RopeApplySpec& spec, HfCols& h) {
+  const bool inter = spec.pairs == RopePairs::kInterleaved;
+  const std::int64_t ncols = inter ? 2 * spec.half : spec.half;
+  h.pad = PadCols(ncols);
+  h.freq.assign(static_cast<std::size_t>(h.pad), 0.0);
+  h.sign.assign(static_cast<std::size_t>(h.pad), 0.0f);
+  h.factor = static_cast<float>(spec.attention_factor);
+  for (std::int64_t col = 0; col < ncols; ++col) {
+    h.freq[col] = static_cast<float>(spec.inv_freq[inter ? col / 2 : col]);
+    h.sign[col] = static_cast<float>(spec.sin_sign * ((inter && col % 2 == 0) ? -1.0 : 1.0));
+  }
+}
+
+// HF cos/sin rows (scalar RopeTrig kHF, then the cast to storage S):
+// angle = float32(p) * inv_freq in float32 (the exact double product demoted
+// once), cos/sin of that angle by SinCos in float64 rounded to float32,
+// times the factor in float32, rounded to S; sin times its column sign.
+template <Store S, class PosOf>
+HWY_INLINE void FillHfRows(const HfCols& h, std::int64_t n, PosOf pos_of, float* HWY_RESTRICT c,
+                           float* HWY_RESTRICT s) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> dfh;
+  const std::int64_t nl = static_cast<std::int64_t>(hn::Lanes(dd));
+  for (std::int64_t r = 0; r < n; ++r) {
+    const auto p = hn::Set(dd, static_cast<double>(static_cast<float>(pos_of(r))));
+    for (std::int64_t col = 0; col < h.pad; col += nl) {
+      const auto angle =
+          hn::PromoteTo(dd, hn::DemoteTo(dfh, hn::Mul(p, hn::LoadU(dd, h.freq.data() + col))));
+      hn::Vec<decltype(dd)> sv, cv;
+      SinCos(dd, angle, sv, cv);
+      const auto f = hn::Set(dfh, h.factor);
+      const auto cf = RoundF<S>(dfh, hn::Mul(hn::DemoteTo(dfh, cv), f));
+      const auto sf = RoundF<S>(dfh, hn::Mul(hn::DemoteTo(dfh, sv), f));
+      hn::StoreU(cf, dfh, c + r * h.pad + col);
+      hn::StoreU(hn::Mul(sf, hn::LoadU(dfh, h.sign.data() + col)), dfh, s + r * h.pad + col);
+    }
+  }
+}
+
 struct Tables {
   std::vector<double> freq, wc0, ws0, wc1, ws1, small_cos, small_sin;
   TrigCols cols;
@@ -131,12 +234,47 @@ HWY_INLINE void FillTrigRows(const TrigCols& cols, std::int64_t n, bool consecut
                  });
 }
 
-template <Store S, RopePairs P>
+// Fills float32 rows c/s ([n][pad], RotateRow's layout) from the cache rows
+// pos_of(r), r < n. Per token, not per head: a scalar loop is enough.
+template <class PosOf>
+HWY_INLINE void FillCacheRows(const RopeApplySpec& spec, std::int64_t pad, std::int64_t n,
+                              PosOf pos_of, float* HWY_RESTRICT c, float* HWY_RESTRICT s) {
+  const RopeCacheSource& k = spec.cache;
+  const bool inter = spec.pairs == RopePairs::kInterleaved;
+  for (std::int64_t r = 0; r < n; ++r) {
+    const std::int64_t base = pos_of(r) * k.row_stride;
+    float* cr = c + r * pad;
+    float* sr = s + r * pad;
+    for (std::int64_t j = 0; j < spec.half; ++j) {
+      const float cv = static_cast<float>(LoadAsDouble(k.data, k.dtype, base + j * k.col_stride));
+      const float sv = static_cast<float>(
+          spec.sin_sign * LoadAsDouble(k.data, k.dtype, base + (spec.half + j) * k.col_stride));
+      if (inter) {
+        cr[2 * j] = cr[2 * j + 1] = cv;
+        sr[2 * j] = -sv;
+        sr[2 * j + 1] = sv;
+      } else {
+        cr[j] = cv;
+        sr[j] = sv;
+      }
+    }
+  }
+}
+
+template <Store S, RopePairs P, bool kHF>
 void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
                 const Context& ctx) {
   Tables tables;
-  MakeApplyColumns(spec, tables);
+  HfCols hf;
+  const bool from_cache = spec.cache.data != nullptr;
+  if (kHF) {
+    MakeHfColumns(spec, hf);
+  } else if (!from_cache) {
+    MakeApplyColumns(spec, tables);
+  }
   const TrigCols& cols = tables.cols;
+  const std::int64_t pad =
+      PadCols(spec.pairs == RopePairs::kInterleaved ? 2 * spec.half : spec.half);
   const std::int64_t batch = spec.batch, seq = spec.seq, half = spec.half;
   const Positions& pos = spec.positions;
   const bool shared = pos.ids == nullptr || pos.count == seq;
@@ -158,9 +296,9 @@ void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_te
 
   ctx.ParallelFor(token_tasks * groups, [&](std::int64_t task, int worker) {
     auto& buf = scratch[static_cast<std::size_t>(worker)];
-    if (!buf) buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * kTokenTile * cols.pad));
+    if (!buf) buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * kTokenTile * pad));
     float* c = buf.get();
-    float* s = c + kTokenTile * cols.pad;
+    float* s = c + kTokenTile * pad;
     const std::int64_t token_task = task / groups, group = task % groups;
     const std::int64_t tile = shared ? token_task : token_task % tiles;
     const std::int64_t b_first = shared ? 0 : token_task / tiles;
@@ -168,9 +306,15 @@ void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_te
     const std::int64_t s0 = tile * kTokenTile, s1 = std::min(seq, s0 + kTokenTile);
     const std::int64_t n = s1 - s0;
     auto pos_of = [&](std::int64_t r) { return pos.At(b_first, s0 + r, seq); };
-    bool consecutive = true;
-    for (std::int64_t r = 1; r < n && consecutive; ++r) consecutive = pos_of(r) == pos_of(0) + r;
-    FillTrigRows(cols, n, consecutive, pos_of, c, s);
+    if constexpr (kHF) {
+      FillHfRows<S>(hf, n, pos_of, c, s);
+    } else if (from_cache) {
+      FillCacheRows(spec, pad, n, pos_of, c, s);
+    } else {
+      bool consecutive = true;
+      for (std::int64_t r = 1; r < n && consecutive; ++r) consecutive = pos_of(r) == pos_of(0) + r;
+      FillTrigRows(cols, n, consecutive, pos_of, c, s);
+    }
 
     const std::int64_t h0 = group * total_heads / groups;
     const std::int64_t h1 = (group + 1) * total_heads / groups;
@@ -180,7 +324,11 @@ void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_te
       char* out = static_cast<char*>(t.out) +
                   (b * t.out_stride_batch + si * t.out_stride_seq + h * t.out_stride_head) * kB;
       const std::int64_t r = si - s0;
-      RotateRow<S, P>(c + r * cols.pad, s + r * cols.pad, in, out, half);
+      if constexpr (kHF) {
+        RotateRowHF<S, P>(c + r * pad, s + r * pad, in, out, half);
+      } else {
+        RotateRow<S, P>(c + r * pad, s + r * pad, in, out, half);
+      }
       if (tail_bytes > 0 && in != out) std::memcpy(out + rot_bytes, in + rot_bytes, tail_bytes);
     };
     // Global head index hh -> (tensor, head).
@@ -214,10 +362,17 @@ void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_te
 template <Store S>
 void ApplyPairs(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
                 const Context& ctx) {
+  const bool hf = spec.math == scalar::RopeMath::kHF;
   if (spec.pairs == RopePairs::kHalfSplit) {
-    ApplyTyped<S, RopePairs::kHalfSplit>(spec, tensors, num_tensors, ctx);
+    if (hf) {
+      ApplyTyped<S, RopePairs::kHalfSplit, true>(spec, tensors, num_tensors, ctx);
+    } else {
+      ApplyTyped<S, RopePairs::kHalfSplit, false>(spec, tensors, num_tensors, ctx);
+    }
+  } else if (hf) {
+    ApplyTyped<S, RopePairs::kInterleaved, true>(spec, tensors, num_tensors, ctx);
   } else {
-    ApplyTyped<S, RopePairs::kInterleaved>(spec, tensors, num_tensors, ctx);
+    ApplyTyped<S, RopePairs::kInterleaved, false>(spec, tensors, num_tensors, ctx);
   }
 }
 

@@ -33,7 +33,7 @@ bool RopeApplySupported(const RopeApplySpec& spec, const RopeTensor* tensors, in
   for (int i = 0; i < num_tensors; ++i) {
     if (!RopeFastDType(tensors[i].dtype)) return false;
   }
-  return FreqsInRange(spec.inv_freq, spec.half);
+  return spec.cache.data != nullptr || FreqsInRange(spec.inv_freq, spec.half);
 }
 
 void RopeApply(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,

@@ -2,7 +2,7 @@
 //
 // Same formulas, pairings and conventions as the scalar reference
 // (kernels/scalar/rope.h, the executable spec; paper and conventions in
-// include/posenc/rope.h), kAccurate numerics only:
+// include/posenc/rope.h). kAccurate numerics:
 //  - cos/sin: angle p * inv_freq[j] in float64, SinCos of simd_math-inl.h
 //    (range-reduced in float64, within 4e-16 of the float64 angle's sin/cos),
 //    times attention_factor in float64, then rounded to float32. So every
@@ -14,6 +14,15 @@
 //    Versus the float64 reference: |error| <= (|x| + |y|) * 2^-23 before
 //    the storage rounding, so float32 results are within a few ulp and
 //    16-bit results within 1 ulp of the storage type.
+// kHF numerics (apply only): the scalar kHF recipe step for step, float32
+// angle float32(p) * inv_freq, cos/sin of it by SinCos (float64, 4e-16)
+// rounded to float32, times the factor in float32, rounded to the storage
+// type; each product and the sum rounded to it, no FMA (-ffp-contract=off).
+// Bit-identical to the scalar kernel unless a float64 cos/sin lies within
+// 4e-16 of a float32 rounding boundary (~1e-8 of values: then 1 ulp of
+// float32 in that cos/sin). Tested bit for bit on every target.
+// Cache source (RopeApplySpec::cache, kAccurate): cos/sin read from the
+// cache rows, rounded to float32, then the kAccurate rotation.
 // Pairings: kHalfSplit (j, j + d/2) and kInterleaved (2j, 2j+1); partial
 // rotary (dims >= rotary_dim copied or left in place); both layouts (any
 // batch/seq/head strides, unit stride along head_dim); several tensors (q and
@@ -47,8 +56,16 @@ struct RopeTensor {
   std::int64_t out_stride_batch = 0, out_stride_seq = 0, out_stride_head = 0;
 };
 
+// A precomputed cos/sin cache ([rows, 2*half]: cos in columns [0, half),
+// sin in [half, 2*half)) used instead of inv_freq when data is non-null.
+struct RopeCacheSource {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::int64_t row_stride = 0, col_stride = 0;  // elements
+};
+
 struct RopeApplySpec {
-  const double* inv_freq = nullptr;  // half frequencies
+  const double* inv_freq = nullptr;  // half frequencies (unused with a cache)
   std::int64_t half = 0;             // rotary_dim / 2
   std::int64_t head_dim = 0;
   double attention_factor = 1.0;
@@ -56,13 +73,19 @@ struct RopeApplySpec {
   scalar::RopePairs pairs = scalar::RopePairs::kHalfSplit;
   std::int64_t batch = 0, seq = 0;
   Positions positions;               // validated for [batch, seq]
+  // Non-null data: cos/sin of position p are cache row p (validated rows),
+  // times sin_sign; attention_factor is not applied (the cache holds it).
+  RopeCacheSource cache;
+  // kHF: HF's float32 recipe (scalar::RopeTrig / RopeRotateRow kHF); not
+  // combined with a cache (the caller keeps that case on the scalar kernel).
+  scalar::RopeMath math = scalar::RopeMath::kAccurate;
 };
 
 // True when dtype is float32, bfloat16 or float16.
 bool RopeFastDType(DType dtype);
 
 // True when the fast kernel covers the call: fast dtypes, at most 2 tensors,
-// every inv_freq <= kMaxFastInvFreq.
+// every inv_freq <= kMaxFastInvFreq (or a cache as the angle source).
 bool RopeApplySupported(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors);
 
 // Rotates every tensor; one dynamic dispatch, then ctx.ParallelFor over

@@ -1,0 +1,35 @@
+// KV-cache re-rotation for RoPE caches (include/posenc/flash_attention.h,
+// ShiftRopeKeys): R(p + delta) = R(delta) R(p), so moving every cached key by
+// delta positions is one rotation by the constant angle delta * inv_freq,
+// done by posenc::ApplyRope with every token at position |delta| (forward for
+// delta >= 0, inverse for delta < 0). RoFormer (Su et al. 2021) eq. 13-16:
+// the rotation matrices form a one-parameter group. Error: one more
+// rotation's rounding in the storage dtype. Valid |delta| <= 2^24 - 1.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "posenc/error.h"
+#include "posenc/flash_attention.h"
+
+namespace posenc {
+
+void ShiftRopeKeys(const RopeParams& params, const TensorView& k, AttentionLayout layout,
+                   std::int64_t delta, const Context& ctx) {
+  Require(delta >= -kMaxPosition && delta <= kMaxPosition, "delta", delta,
+          "a shift in [-" + std::to_string(kMaxPosition) + ", " + std::to_string(kMaxPosition) + "]");
+  ValidateRopeParams(params);
+  const double factor = ResolveRopeFrequencies(params).attention_factor;
+  Require(factor == 1.0, "params.frequencies.attention_factor", factor,
+          "1 for a re-rotation (the cached keys already carry the factor)");
+  ValidateView(k, "k", 4, /*writable=*/true);
+  const AttentionDims d = GetAttentionDims(k, layout, "k");
+  Require(d.head_dim == params.head_dim, "k head_dim", d.head_dim,
+          "params.head_dim (" + std::to_string(params.head_dim) + ")");
+  if (delta == 0) return;
+  const std::vector<std::int64_t> ids(static_cast<std::size_t>(d.seq), std::llabs(delta));
+  ApplyRope(params, k, layout, Positions::Ids(ids.data(), d.seq),
+            delta > 0 ? RopeDirection::kForward : RopeDirection::kInverse, nullptr, ctx);
+}
+
+}  // namespace posenc
