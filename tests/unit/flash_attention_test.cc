@@ -26,6 +26,7 @@
 #include "kernels/simd/targets.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
+#include "simd_target_fixture.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -444,24 +445,8 @@ TEST(FlashAttention, ScalarBackendMatchesReference) {
   }
 }
 
-// Every compiled Highway target the CPU supports runs the tile kernels.
-std::vector<std::int64_t> Targets() {
-  std::vector<std::int64_t> out;
-  for (std::int64_t bits = hwy::SupportedTargets() & kernels::simd::CompiledTargets(); bits != 0;
-       bits &= bits - 1) {
-    out.push_back(bits & -bits);
-  }
-  return out;
-}
-
-class FlashSimdTarget : public testing::TestWithParam<std::int64_t> {
- protected:
-  void SetUp() override {
-    hwy::SetSupportedTargetsForTest(GetParam());
-    ASSERT_EQ(kernels::simd::DispatchedTargetName(), hwy::TargetName(GetParam()));
-  }
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
-};
+// Runs once per compiled Highway target (tests/unit/simd_target_fixture.h).
+class FlashSimdTarget : public test::PerSimdTarget {};
 
 TEST_P(FlashSimdTarget, MatchesReferenceAndScalarBackend) {
   for (Kind kind : {Kind::kAlibi, Kind::kShaw}) {
@@ -479,10 +464,7 @@ TEST_P(FlashSimdTarget, MatchesReferenceAndScalarBackend) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, FlashSimdTarget, testing::ValuesIn(Targets()),
-                         [](const testing::TestParamInfo<std::int64_t>& param_info) {
-                           return std::string(hwy::TargetName(param_info.param));
-                         });
+POSENC_INSTANTIATE_PER_SIMD_TARGET(FlashSimdTarget);
 
 // ---- KV-cache re-rotation ----
 

@@ -20,28 +20,14 @@
 #include "kernels/simd/targets.h"
 #include "posenc/context.h"
 #include "posenc/rope.h"
+#include "simd_target_fixture.h"
 #include "test_util.h"
 
 namespace posenc {
 namespace {
 
-std::vector<std::int64_t> Targets() {
-  std::vector<std::int64_t> out;
-  for (std::int64_t bits = hwy::SupportedTargets() & kernels::simd::CompiledTargets(); bits != 0;
-       bits &= bits - 1) {
-    out.push_back(bits & -bits);
-  }
-  return out;
-}
-
-class SimdRope : public testing::TestWithParam<std::int64_t> {
- protected:
-  void SetUp() override {
-    hwy::SetSupportedTargetsForTest(GetParam());
-    ASSERT_EQ(kernels::simd::DispatchedTargetName(), hwy::TargetName(GetParam()));
-  }
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
-};
+// Runs once per compiled Highway target (tests/unit/simd_target_fixture.h).
+class SimdRope : public test::PerSimdTarget {};
 
 // A tensor's bytes with its dtype; values uniform in [-1, 1] (rounded to dtype).
 struct Buffer {
@@ -332,10 +318,7 @@ TEST_P(SimdRope, NegativePositionsInverse) {
   ExpectClose(y.Values(), x.Values(), Tol(DType::kFloat16), "negative positions");
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, SimdRope, testing::ValuesIn(Targets()),
-                         [](const testing::TestParamInfo<std::int64_t>& param_info) {
-                           return std::string(hwy::TargetName(param_info.param));
-                         });
+POSENC_INSTANTIATE_PER_SIMD_TARGET(SimdRope);
 
 }  // namespace
 }  // namespace posenc

@@ -18,28 +18,14 @@
 #include "posenc/error.h"
 #include "posenc/rope.h"
 #include "posenc/rope_scaling.h"
+#include "simd_target_fixture.h"
 #include "test_util.h"
 
 namespace posenc {
 namespace {
 
-std::vector<std::int64_t> Targets() {
-  std::vector<std::int64_t> out;
-  for (std::int64_t bits = hwy::SupportedTargets() & kernels::simd::CompiledTargets(); bits != 0;
-       bits &= bits - 1) {
-    out.push_back(bits & -bits);
-  }
-  return out;
-}
-
-class SimdRopeVarlen : public testing::TestWithParam<std::int64_t> {
- protected:
-  void SetUp() override {
-    hwy::SetSupportedTargetsForTest(GetParam());
-    ASSERT_EQ(kernels::simd::DispatchedTargetName(), hwy::TargetName(GetParam()));
-  }
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
-};
+// Runs once per compiled Highway target (tests/unit/simd_target_fixture.h).
+class SimdRopeVarlen : public test::PerSimdTarget {};
 
 // Bytes of a tensor; values uniform in [-1, 1] rounded to the dtype.
 struct Buffer {
@@ -225,10 +211,7 @@ TEST(RopeCache, HFNumericsCacheReproducesApplyRope) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, SimdRopeVarlen, testing::ValuesIn(Targets()),
-                         [](const testing::TestParamInfo<std::int64_t>& param_info) {
-                           return std::string(hwy::TargetName(param_info.param));
-                         });
+POSENC_INSTANTIATE_PER_SIMD_TARGET(SimdRopeVarlen);
 
 // --- bad inputs: one test per case -----------------------------------------
 

@@ -15,28 +15,14 @@
 #include "posenc/context.h"
 #include "posenc/rope.h"
 #include "posenc/sinusoidal.h"
+#include "simd_target_fixture.h"
 #include "test_util.h"
 
 namespace posenc {
 namespace {
 
-std::vector<std::int64_t> Targets() {
-  std::vector<std::int64_t> out;
-  for (std::int64_t bits = hwy::SupportedTargets() & kernels::simd::CompiledTargets(); bits != 0;
-       bits &= bits - 1) {
-    out.push_back(bits & -bits);
-  }
-  return out;
-}
-
-class SimdTables : public testing::TestWithParam<std::int64_t> {
- protected:
-  void SetUp() override {
-    hwy::SetSupportedTargetsForTest(GetParam());
-    ASSERT_EQ(kernels::simd::DispatchedTargetName(), hwy::TargetName(GetParam()));
-  }
-  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
-};
+// Runs once per compiled Highway target (tests/unit/simd_target_fixture.h).
+class SimdTables : public test::PerSimdTarget {};
 
 std::vector<double> Read(const std::vector<unsigned char>& bytes, DType dtype) {
   std::vector<double> v(bytes.size() / DTypeSize(dtype));
@@ -204,10 +190,7 @@ TEST_P(SimdTables, RopeCosSinWithinDocumentedBound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, SimdTables, testing::ValuesIn(Targets()),
-                         [](const testing::TestParamInfo<std::int64_t>& param_info) {
-                           return std::string(hwy::TargetName(param_info.param));
-                         });
+POSENC_INSTANTIATE_PER_SIMD_TARGET(SimdTables);
 
 }  // namespace
 }  // namespace posenc
