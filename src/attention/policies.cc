@@ -347,5 +347,42 @@ void Policy::Backward(std::int64_t h, const double* q, const double* k, std::int
   }
 }
 
+CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q,
+                            const TensorView& k, const TensorView& v) {
+  CallShape c;
+  c.qd = GetAttentionDims(q, params.layout, "q");
+  c.kd = GetAttentionDims(k, params.layout, "k");
+  c.vd = GetAttentionDims(v, params.layout, "v");
+  const auto& qd = c.qd;
+  const auto& kd = c.kd;
+  const auto& vd = c.vd;
+  Require(kd.batch == qd.batch, "k batch", kd.batch, "q's batch (" + std::to_string(qd.batch) + ")");
+  Require(vd.batch == qd.batch, "v batch", vd.batch, "q's batch (" + std::to_string(qd.batch) + ")");
+  Require(kd.head_dim == qd.head_dim, "k head_dim", kd.head_dim,
+          "q's head_dim (" + std::to_string(qd.head_dim) + ")");
+  Require(vd.seq == kd.seq, "v seq", vd.seq, "k's seq (" + std::to_string(kd.seq) + ")");
+  Require(vd.heads == kd.heads, "v heads", vd.heads, "k's heads (" + std::to_string(kd.heads) + ")");
+  Require(qd.heads % kd.heads == 0, "k heads", kd.heads,
+          "a divisor of q's heads (" + std::to_string(qd.heads) + ", grouped-query attention)");
+  c.dims = Dims{qd.batch, qd.heads, kd.heads, qd.seq, kd.seq, qd.head_dim, vd.head_dim};
+  if (params.sliding_window.has_value()) {
+    Require(*params.sliding_window >= 1, "sliding_window", *params.sliding_window,
+            "a window of at least 1 key (or no window)");
+    c.window = *params.sliding_window;
+  }
+  if (params.query_positions.has_value()) {
+    c.query_positions = *params.query_positions;
+  } else {
+    Require(qd.seq <= kd.seq, "query_positions", "default (bottom-right: Sk - Sq + i)",
+            "explicit query positions when Sq (" + std::to_string(qd.seq) + ") > Sk (" +
+                std::to_string(kd.seq) + ")");
+    c.query_positions = Positions::Offset(kd.seq - qd.seq);
+  }
+  c.key_positions = params.key_positions.value_or(Positions::Offset(0));
+  ValidatePositions(c.query_positions, qd.batch, qd.seq, "query_positions");
+  ValidatePositions(c.key_positions, qd.batch, kd.seq, "key_positions");
+  return c;
+}
+
 }  // namespace attention_internal
 }  // namespace posenc

@@ -18,6 +18,21 @@ struct Dims {
   std::int64_t Group() const { return heads / kv_heads; }
 };
 
+// The shapes, mask window and token positions of one attention call,
+// validated once for every attention (reference and fused).
+struct CallShape {
+  AttentionDims qd, kd, vd;
+  Dims dims;
+  std::int64_t window = 0;  // 0: no sliding window
+  Positions query_positions, key_positions;
+};
+
+// Checks q, k, v against each other (batch, head_dim, seq, GQA grouping), the
+// sliding window and the positions (default: queries bottom-right aligned);
+// throws InvalidArgument naming the argument.
+CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q,
+                            const TensorView& k, const TensorView& v);
+
 // Gradients of the position terms of one (query, key) pair, accumulated in
 // float64 (the table gradients of AttentionReferenceBackward).
 struct TableGrads {

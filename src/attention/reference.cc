@@ -116,39 +116,16 @@ struct Problem {
 Problem Setup(const AttentionParams& params, const TensorView& q, const TensorView& k,
               const TensorView& v) {
   Problem p;
-  p.qd = GetAttentionDims(q, params.layout, "q");
-  p.kd = GetAttentionDims(k, params.layout, "k");
-  p.vd = GetAttentionDims(v, params.layout, "v");
-  const auto& qd = p.qd;
-  const auto& kd = p.kd;
-  const auto& vd = p.vd;
-  Require(kd.batch == qd.batch, "k batch", kd.batch, "q's batch (" + std::to_string(qd.batch) + ")");
-  Require(vd.batch == qd.batch, "v batch", vd.batch, "q's batch (" + std::to_string(qd.batch) + ")");
-  Require(kd.head_dim == qd.head_dim, "k head_dim", kd.head_dim,
-          "q's head_dim (" + std::to_string(qd.head_dim) + ")");
-  Require(vd.seq == kd.seq, "v seq", vd.seq, "k's seq (" + std::to_string(kd.seq) + ")");
-  Require(vd.heads == kd.heads, "v heads", vd.heads, "k's heads (" + std::to_string(kd.heads) + ")");
-  Require(qd.heads % kd.heads == 0, "k heads", kd.heads,
-          "a divisor of q's heads (" + std::to_string(qd.heads) + ", grouped-query attention)");
-  p.dims = Dims{qd.batch, qd.heads, kd.heads, qd.seq, kd.seq, qd.head_dim, vd.head_dim};
-  p.scale = EffectiveAttentionScale(params, qd.head_dim);
+  attention_internal::CallShape shape = attention_internal::ValidateCallShape(params, q, k, v);
+  p.qd = shape.qd;
+  p.kd = shape.kd;
+  p.vd = shape.vd;
+  p.dims = shape.dims;
+  p.window = shape.window;
+  p.query_positions = shape.query_positions;
+  p.key_positions = shape.key_positions;
+  p.scale = EffectiveAttentionScale(params, p.qd.head_dim);
   p.mask = params.mask;
-  if (params.sliding_window.has_value()) {
-    Require(*params.sliding_window >= 1, "sliding_window", *params.sliding_window,
-            "a window of at least 1 key (or no window)");
-    p.window = *params.sliding_window;
-  }
-  if (params.query_positions.has_value()) {
-    p.query_positions = *params.query_positions;
-  } else {
-    Require(qd.seq <= kd.seq, "query_positions", "default (bottom-right: Sk - Sq + i)",
-            "explicit query positions when Sq (" + std::to_string(qd.seq) + ") > Sk (" +
-                std::to_string(kd.seq) + ")");
-    p.query_positions = Positions::Offset(kd.seq - qd.seq);
-  }
-  p.key_positions = params.key_positions.value_or(Positions::Offset(0));
-  ValidatePositions(p.query_positions, qd.batch, qd.seq, "query_positions");
-  ValidatePositions(p.key_positions, qd.batch, kd.seq, "key_positions");
   p.policy.emplace(params.scheme, p.dims);
   const Dims& d = p.dims;
   p.qpos.resize(static_cast<std::size_t>(d.batch * d.query_len));
@@ -166,9 +143,9 @@ Problem Setup(const AttentionParams& params, const TensorView& q, const TensorVi
         const auto kp = p.kpos[static_cast<std::size_t>(b * d.key_len + j)];
         if (p.Visible(qp, kp)) p.policy->CheckPair(qp, kp);
       }
-  p.q = Load(q, qd);
-  p.k = Load(k, kd);
-  p.v = Load(v, vd);
+  p.q = Load(q, p.qd);
+  p.k = Load(k, p.kd);
+  p.v = Load(v, p.vd);
   if (params.scheme.kind == PositionScheme::Kind::kRope) {
     // Rotated float64 copies, in [B, H, S, D] (the bhsd layout).
     ApplyRope(params.scheme.rope,
