@@ -4,7 +4,7 @@
 Usage: torch_baseline.py SPEC.json  -> JSON on stdout.
 
 SPEC: {"threads": N, "reps": R, "warmup": W, "cases": [{"id": I, "kernel": K,
-"dtype": "float32"|"bfloat16", "shape": [...]}, ...]} with kernel one of
+"dtype": "float32"|"bfloat16"|"float16", "shape": [...]}, ...]} with kernel one of
   rope         HF transformers apply_rotary_pos_emb (Llama): q*cos +
                rotate_half(q)*sin for q and k [b, h, s, d] (bhsd), cos/sin
                [b, s, d] precomputed in q's dtype (only the apply is timed)
@@ -13,12 +13,25 @@ SPEC: {"threads": N, "reps": R, "warmup": W, "cases": [{"id": I, "kernel": K,
   sinusoidal   the best of numpy variants of the lesson's table
                (sin/cos of pos * inv_freq into a preallocated [rows, dim]
                float32 array) and the torch equivalent; shape [rows, dim]
+  alibi        the materialised causal ALiBi bias [H, S, S] in torch eager
+               (x-transformers AlibiPositionalBias / HF-style): -slope *
+               |i - j| from arange differences (paper slopes, float32),
+               masked_fill(-inf) above the diagonal, cast to dtype;
+               shape [H, S, S]
+  t5_bias      HF T5Attention.compute_bias(S, S) verbatim (bidirectional,
+               32 buckets, max distance 128): _relative_position_bucket on
+               the [S, S] relative positions, then nn.Embedding(32, H) in
+               dtype; it materialises the H * S * S values as [S, S, H]
+               (HF returns the permuted [1, H, S, S] view); shape [H, S, S]
+A case whose ops torch cannot run on the CPU for its dtype reports
+"ms": null and the error in "variant" (never a made-up figure).
 Each case: inputs allocated and touched once, W warm-up calls, then R timed
 calls; reports the median in ms. Run it with jemalloc preloaded
 (LD_PRELOAD=libjemalloc.so.2, MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1)
 so torch's fresh outputs reuse memory instead of faulting new pages.
 """
 import json
+import math
 import statistics
 import sys
 import time
@@ -41,8 +54,22 @@ def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
     return q_embed, k_embed
 
 
+# Cases slower than this budget per measurement (e.g. torch float16 on the
+# CPU, which has no vectorised kernels for some ops) run fewer timed calls:
+# at least 3, reported in the variant as "(N reps)".
+BUDGET_MS = 30000.0
+LAST_REPS = {"reps": None}
+
+
 def median_ms(fn, reps, warmup):
-    for _ in range(warmup):
+    t0 = time.perf_counter()
+    fn()  # the first warm-up call also sizes the run
+    first_ms = (time.perf_counter() - t0) * 1e3
+    LAST_REPS["reps"] = None
+    if first_ms * (reps + warmup) > BUDGET_MS and reps > 3:
+        reps, warmup = max(3, int(BUDGET_MS / first_ms)), 0
+        LAST_REPS["reps"] = reps
+    for _ in range(warmup - 1):
         fn()
     times = []
     for _ in range(reps):
@@ -130,6 +157,82 @@ def case_sinusoidal(c, reps, warmup):
     return best[1], best[0]
 
 
+def alibi_slopes(n_heads):
+    """The paper's get_slopes (ofirpress/attention_with_linear_biases)."""
+    def power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n_heads).is_integer():
+        return power_of_2(n_heads)
+    closest = 2 ** math.floor(math.log2(n_heads))
+    return power_of_2(closest) + alibi_slopes(2 * closest)[0::2][: n_heads - closest]
+
+
+def case_alibi(c, reps, warmup):
+    h, sq, sk = c["shape"]
+    dt = DTYPES[c["dtype"]]
+    slopes = torch.tensor(alibi_slopes(h), dtype=torch.float32)[:, None, None]
+
+    def run():
+        context = torch.arange(sq)[:, None] + (sk - sq)  # bottom-right aligned queries
+        memory = torch.arange(sk)[None, :]
+        distance = context - memory  # [Sq, Sk] int64, i - j
+        bias = slopes * -distance.abs().float()[None]  # [H, Sq, Sk] float32
+        bias.masked_fill_((distance < 0)[None], float("-inf"))
+        return bias.to(dt)
+
+    with torch.no_grad():
+        return median_ms(run, reps, warmup)
+
+
+def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32,
+                             max_distance=128):
+    """HF transformers T5Attention._relative_position_bucket (verbatim)."""
+    relative_buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+        relative_position = torch.abs(relative_position)
+    else:
+        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    relative_position_if_large = max_exact + (
+        torch.log(relative_position.float() / max_exact)
+        / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).to(torch.long)
+    relative_position_if_large = torch.min(
+        relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
+    relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
+    return relative_buckets
+
+
+def case_t5_bias(c, reps, warmup):
+    h, sq, sk = c["shape"]
+    dt = DTYPES[c["dtype"]]
+    emb = torch.nn.Embedding(32, h).to(dt)
+
+    def compute_bias():  # HF T5Attention.compute_bias
+        context_position = torch.arange(sq, dtype=torch.long)[:, None]
+        memory_position = torch.arange(sk, dtype=torch.long)[None, :]
+        relative_position = memory_position - context_position
+        bucket = relative_position_bucket(relative_position, True, 32, 128)
+        values = emb(bucket)  # [Sq, Sk, H]
+        return values.permute([2, 0, 1]).unsqueeze(0)
+
+    with torch.no_grad():
+        return median_ms(compute_bias, reps, warmup)
+
+
+def run_case(fn, c, reps, warmup):
+    """fn's median ms, or the error text when torch cannot run the case."""
+    try:
+        return fn(c, reps, warmup)
+    except (RuntimeError, NotImplementedError) as e:
+        return str(e).splitlines()[0][:200]
+
+
 def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
@@ -139,14 +242,24 @@ def main():
     for c in spec["cases"]:
         variant = "hf_apply_rotary_pos_emb"
         if c["kernel"] == "rope":
-            ms = case_rope(c, reps, warmup)
+            ms = run_case(case_rope, c, reps, warmup)
         elif c["kernel"] == "rope_cos_sin":
             ms = case_rope_cos_sin(c, reps, warmup)
             variant = "hf_llama_rotary_embedding"
         elif c["kernel"] == "sinusoidal":
             ms, variant = case_sinusoidal(c, reps, warmup)
+        elif c["kernel"] == "alibi":
+            variant = "xtransformers_alibi_causal_masked"
+            ms = run_case(case_alibi, c, reps, warmup)
+        elif c["kernel"] == "t5_bias":
+            variant = "hf_t5_compute_bias"
+            ms = run_case(case_t5_bias, c, reps, warmup)
         else:
             raise SystemExit("torch_baseline.py: unknown kernel " + repr(c["kernel"]))
+        if isinstance(ms, str):  # torch has no CPU kernel for an op in this dtype
+            variant, ms = variant + " unsupported: " + ms, None
+        elif LAST_REPS["reps"] is not None:
+            variant += " (%d reps)" % LAST_REPS["reps"]
         results.append({"id": c["id"], "ms": ms, "variant": variant})
     json.dump({"torch": torch.__version__, "numpy": np.__version__,
                "torch_threads": torch.get_num_threads(), "results": results}, sys.stdout)

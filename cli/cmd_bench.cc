@@ -1,4 +1,4 @@
-// `posenc bench [rope|tables|all] [--threads N] [--json]`: times posenc's
+// `posenc bench [rope|tables|bias|all] [--threads N] [--json]`: times posenc's
 // memory-bound kernels against the machine's bandwidth (STREAM-like kernels
 // of posenc/bandwidth.h over the same bytes, same threads) and against the
 // PyTorch-eager / numpy baselines (bench/torch_baseline.py run by
@@ -6,7 +6,8 @@
 //  - Buffers are allocated and touched once (pre-faulted), then reused.
 //  - Each measurement: warm-up calls, then --reps timed calls; the median.
 //  - GB/s counts bytes read + written once: RoPE in place or out of place
-//    2 x bytes(q + k); tables: bytes written.
+//    2 x bytes(q + k); tables and bias matrices (cmd_bench_bias.cc): bytes
+//    written.
 //  - fraction_of_bandwidth: GB/s over the matching ceiling measured in the
 //    same run: read-modify-write (RoPE in place), copy (out of place), write
 //    (tables).
@@ -30,68 +31,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_attention.h"
+#include "bench_common.h"
 #include "commands.h"
 #include "posenc/bandwidth.h"
 #include "posenc/error.h"
 #include "posenc/rope.h"
 #include "posenc/sinusoidal.h"
 
-#ifndef POSENC_BENCH_SCRIPT
-#define POSENC_BENCH_SCRIPT "bench/torch_baseline.py"
-#endif
-
 namespace posenc::cli {
 namespace {
-
-struct BenchOptions {
-  std::string what = "all";
-  int threads = 0;  // 0: hardware threads
-  bool json = false;
-  int reps = 10;
-  int warmup = 3;
-  std::int64_t max_seq = 16384;
-  bool torch = true;
-  std::string python = "/usr/bin/python3";
-  std::string script = POSENC_BENCH_SCRIPT;
-  std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
-};
-
-struct Result {
-  std::string kernel, dtype, ceiling;
-  std::vector<std::int64_t> shape;
-  bool inplace = true;
-  double ms = 0, bytes = 0, ceiling_ms = 0;
-  std::optional<double> torch_ms;
-  std::string torch_variant;
-  nlohmann::json TorchCase(int id) const {
-    return {{"id", id}, {"kernel", kernel}, {"dtype", dtype}, {"shape", shape}};
-  }
-};
-
-double MedianMs(const std::function<void()>& fn, int reps, int warmup) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-}
-
-// Pre-faulted buffer of floats (bytes / 4, rounded up) filled with values in [-1, 1].
-std::vector<float> Buffer(std::int64_t bytes, std::uint32_t seed) {
-  std::vector<float> v(static_cast<std::size_t>((bytes + 3) / 4));
-  std::uint32_t state = seed * 2654435761u + 1u;  // xorshift32: cheap, fills 512 MB quickly
-  for (auto& x : v) {
-    state ^= state << 13;
-    state ^= state >> 17;
-    state ^= state << 5;
-    x = static_cast<float>(state) * 0x1p-31f - 1.0f;  // [-1, 1], also sane as 16-bit pairs
-  }
-  return v;
-}
 
 void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& out) {
   const std::int64_t heads = 32, hd = 128;
@@ -102,7 +51,7 @@ void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
   if (o.max_seq > 1 && o.max_seq < 4096) seqs.push_back(o.max_seq);  // --max-seq smoke runs
   RopeParams params;
   params.head_dim = hd;
-  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     for (const std::int64_t seq : seqs) {
       const std::int64_t elems = heads * seq * hd;
       const std::int64_t tensor_bytes = elems * static_cast<std::int64_t>(DTypeSize(dtype));
@@ -230,8 +179,14 @@ nlohmann::json RunTorch(const BenchOptions& o, int threads, std::vector<Result>&
   } catch (const nlohmann::json::exception&) {
     throw IoError("--torch-script: '" + o.script + "' did not print JSON");
   }
-  std::map<int, std::pair<double, std::string>> by_id;
-  for (const auto& r : reply.at("results")) by_id[r.at("id").get<int>()] = {r.at("ms").get<double>(), r.at("variant").get<std::string>()};
+  // "ms": null when torch cannot run the case (e.g. an op without a CPU
+  // kernel for the dtype): the row reports no baseline, never a made-up one.
+  std::map<int, std::pair<std::optional<double>, std::string>> by_id;
+  for (const auto& r : reply.at("results")) {
+    const auto& ms = r.at("ms");
+    by_id[r.at("id").get<int>()] = {ms.is_null() ? std::nullopt : std::optional<double>(ms.get<double>()),
+                                    r.at("variant").get<std::string>()};
+  }
   for (Result& r : results) {
     const auto& [ms, variant] = by_id.at(ids.at(r.TorchCase(0).dump()));
     r.torch_ms = ms;
@@ -256,15 +211,29 @@ void Run(const BenchOptions& o) {
   Require(o.warmup >= 0 && o.warmup <= 1000, "--warmup", o.warmup, "0 to 1000");
   Require(o.max_seq >= 1 && o.max_seq <= 16384, "--max-seq", o.max_seq, "1 to 16384");
   const int threads = o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
-  const Context ctx(threads, Backend::kAuto);
+  // `attention` forks its measuring children (cli/cmd_bench_attention.cc):
+  // the parent must not hold pool threads at fork time (a thread inside
+  // the allocator would leave its lock held in the child), so it gets none.
+  const Context ctx(o.what == "attention" ? 1 : threads, Backend::kAuto);
   std::vector<Result> results;
   if (o.what == "rope" || o.what == "all") BenchRope(o, ctx, results);
   if (o.what == "tables" || o.what == "all") BenchTables(o, ctx, results);
+  if (o.what == "bias" || o.what == "all") BenchBias(o, ctx, results);
   nlohmann::json machine = {{"cpu", CpuModel()},
                             {"hardware_threads", std::thread::hardware_concurrency()},
                             {"simd_target", std::string(SimdTargetName())},
                             {"posenc", "0.1.0"}};
-  if (o.torch) machine.update(RunTorch(o, threads, results));
+  if (o.torch && !results.empty()) machine.update(RunTorch(o, threads, results));
+  // `attention` (cli/cmd_bench_attention.cc; its torch script is
+  // torch_attention.py next to --torch-script) is not part of `all`: its
+  // S = 16384 cases take minutes.
+  std::vector<nlohmann::json> attention;
+  if (o.what == "attention") {
+    const std::string dir = o.script.substr(0, o.script.find_last_of('/') + 1);
+    attention = RunAttentionBench({threads, o.reps, o.warmup, o.max_seq, o.torch, o.python,
+                                   dir + "torch_attention.py", o.jemalloc},
+                                  machine);
+  }
   if (o.json) {
     nlohmann::json j = {{"machine", machine}, {"results", nlohmann::json::array()}};
     for (const Result& r : results) {
@@ -277,11 +246,14 @@ void Run(const BenchOptions& o) {
                               {"torch_variant", r.torch_variant},
                               {"speedup_vs_torch", r.torch_ms ? nlohmann::json(*r.torch_ms / r.ms) : nlohmann::json()}});
     }
+    for (const nlohmann::json& e : attention) j["results"].push_back(e);
     std::cout << j.dump(2) << '\n';
     return;
   }
   std::cout << fmt::format("posenc bench: {} ({} threads, SIMD target {})\n", CpuModel(), threads,
                            SimdTargetName());
+  if (!attention.empty()) PrintAttentionTable(attention, std::cout);
+  if (results.empty()) return;
   std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8}\n", "kernel",
                            "dtype", "shape", "inplace", "ms", "GB/s", "ceiling GB/s", "frac", "torch ms",
                            "speedup");
@@ -302,8 +274,10 @@ void RegisterBenchCommand(CLI::App& app) {
   auto opts = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Time posenc's kernels against memory bandwidth and the PyTorch-eager baseline");
-  cmd->add_option("what", opts->what, "rope, tables or all")
-      ->check(CLI::IsMember({"rope", "tables", "all"}));
+  cmd->add_option("what", opts->what,
+                  "rope, tables, bias, all (= rope + tables + bias) or attention (fused attention "
+                  "vs torch; not in all)")
+      ->check(CLI::IsMember({"rope", "tables", "bias", "all", "attention"}));
   cmd->add_option("--threads", opts->threads, "Threads for posenc and torch (0: all hardware threads)");
   cmd->add_flag("--json", opts->json, "Print JSON ({machine, results}) instead of a table");
   cmd->add_option("--reps", opts->reps, "Timed calls per measurement (median reported)");

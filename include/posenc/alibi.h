@@ -93,12 +93,17 @@ struct AlibiTile {
 // Computes one tile of the bias on demand: out is [rows, cols] (any dtype,
 // strided allowed), out[r, c] = bias of query row row_begin + r and key
 // col_begin + c of head tile.head. slopes has one entry per head.
+// ctx.backend(): kScalar = the reference loops; kAuto/kSimd = the Highway
+// kernel (bit-identical; used when out's columns are contiguous), split
+// into 64-row tasks over ctx's threads.
 void AlibiBiasTile(const std::vector<double>& slopes, const AlibiGeometry& geometry,
-                   const AlibiTile& tile, const TensorView& out);
+                   const AlibiTile& tile, const TensorView& out,
+                   const Context& ctx = Context{});
 
 // Fills the whole bias, out is [H, Sq, Sk] (any dtype). Only for callers
-// that want it materialised (pictures, the CLI, comparisons); attention
-// computes tiles on demand.
+// that want it materialised (pictures, the CLI, comparisons, HF-style
+// materialised masks); attention computes tiles on demand. Backend and
+// threads as AlibiBiasTile (tasks: heads x 64-row tiles).
 void AlibiBiasMatrix(const std::vector<double>& slopes, const AlibiGeometry& geometry,
                      const TensorView& out, const Context& ctx = Context{});
 

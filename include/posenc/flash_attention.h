@@ -9,8 +9,10 @@
 // accumulator O, rescaled by exp(m_old - m_new) whenever the max grows
 // (Milakov & Gimelshein 2018). O / l is stored at the end. The logits and
 // probabilities of one tile live in a [query_tile, key_tile] scratch; no
-// [Sq, Sk] array is ever allocated: extra memory per worker is
-// O(query_tile * (key_tile + D + Dv) + key_tile * (D + Dv)) floats.
+// [Sq, Sk] array is ever allocated: extra memory is the float32 K/V tiles
+// packed once per call (converted, RoPE-rotated, transposed; at most 16 MiB
+// per group of kv heads, or one (batch, kv head)'s K/V if larger) plus
+// O(query_tile * (key_tile + D + Dv)) floats per worker.
 //
 // Contract: the same formula, shapes, layouts, positions, masks, GQA/MQA and
 // validation as AttentionReference (posenc/attention.h): read that header for
@@ -39,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "posenc/attention.h"
@@ -71,6 +74,78 @@ void FlashAttention(const AttentionParams& params, const TensorView& q, const Te
                     const TensorView& v, const TensorView& out,
                     const FlashAttentionOptions& options = FlashAttentionOptions{},
                     const Context& ctx = Context{});
+
+// Packed variable-length batches (flash-attn's flash_attn_varlen_func
+// convention): the sequences of a batch are concatenated along the token
+// axis. q [total_q, H, D], k [total_k, Hkv, D], v [total_k, Hkv, Dv], out
+// [total_q, H, Dv] (rank 3, any strides and float dtypes; params.layout is
+// not read). cu_seqlens_q / cu_seqlens_k: batch + 1 offsets (batch >= 1),
+// nondecreasing, first 0, last total_q / total_k; sequence b owns query rows
+// [cu_seqlens_q[b], cu_seqlens_q[b + 1]) and key rows [cu_seqlens_k[b],
+// cu_seqlens_k[b + 1]). Every sequence is attended independently with the
+// same params: mask, window, scheme (RoPE/ALiBi/T5/Shaw as in
+// FlashAttention), GQA; positions restart at 0 in every sequence: key j of
+// sequence b sits at j and query i at Sk_b - Sq_b + i (bottom-right
+// alignment, flash-attn's causal convention when Sk_b > Sq_b), so Sq_b <=
+// Sk_b is required. A sequence with Sq_b = 0 is allowed (nothing is written
+// for it; its keys are ignored); Sk_b = 0 needs Sq_b = 0. Throws
+// InvalidArgument naming the argument for a malformed cu_seqlens (size,
+// first, last, decreasing, different batch in the two lists, Sq_b > Sk_b),
+// for params.query_positions / key_positions (must be unset), total_k >
+// 2^24, and for everything FlashAttention rejects. Same numerics and memory
+// bound as FlashAttention.
+void FlashAttentionVarlen(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out,
+                          std::span<const std::int64_t> cu_seqlens_q,
+                          std::span<const std::int64_t> cu_seqlens_k,
+                          const FlashAttentionOptions& options = FlashAttentionOptions{},
+                          const Context& ctx = Context{});
+
+// The forward that also writes the row log-sum-exp the backward needs:
+// lse [B, H, Sq] float32 (any strides, writable, no overlap with q, k, v,
+// out), lse(b, h, i) = log sum_j exp(logits(i, j)) over the keys visible
+// from query i (natural log, logits scaled and biased as above, float32);
+// -inf for a query that sees no key. out is as in FlashAttention.
+void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q,
+                           const TensorView& k, const TensorView& v, const TensorView& out,
+                           const TensorView& lse,
+                           const FlashAttentionOptions& options = FlashAttentionOptions{},
+                           const Context& ctx = Context{});
+
+// Backward of the fused attention (FlashAttention-2, Dao 2023, Alg. 2) by
+// recomputation: P is rebuilt tile by tile from lse (no stored
+// probabilities; extra memory O(B * H * Sq) at most, never [Sq, Sk]).
+//   D_i = dO_i . O_i;  P_ij = exp(logit_ij - lse_i);  dV_j += P_ij dO_i;
+//   dP_ij = dO_i . (v_j + a^V_ij);  dS_ij = P_ij (dP_ij - D_i);
+//   dQ_i += scale dS_ij (k_j + a^K_ij);  dK_j += scale dS_ij q_i.
+// Inputs: q, k, v as given to the forward (same params and options.rope_keys),
+// out its output ([B, Sq, H, Dv], any float dtype: D_i is computed from it,
+// so a 16-bit out limits D's precision to that dtype), dout like out, lse
+// the forward's FlashAttentionWithLse output, or a view with null data to
+// recompute it here (one extra forward-like pass, O(B * H * Sq) floats).
+// Gradients: the same semantics, shapes and rules as
+// AttentionReferenceBackward (posenc/attention.h): grads.dq, dk, dv have the
+// shapes of q, k, v (any float dtype, layout params.layout) and are
+// overwritten; grads.t5_table ([num_buckets, H], kT5) and grads.shaw_a_key /
+// shaw_a_value (the table shapes, kShaw) are overwritten when their data is
+// non-null; the tables of other schemes are ignored, as in the reference.
+// ALiBi slopes are fixed (no gradient). RoPE: dq and dk are gradients with
+// respect to the unrotated q and k (rotated back by the inverse rotation);
+// with rope_keys == kPreRotated dk is with respect to the given (rotated)
+// keys. Keys no query sees and queries that see no key get zero gradients.
+// Numerics: float32 tiles and accumulation (table gradients: float64
+// per-worker sums), rounded once to each output dtype; error against the
+// float64 reference within 2x a plain float32 backward's error.
+// Throws InvalidArgument naming the argument for every input FlashAttention
+// rejects and for: out, dout, lse or a gradient of the wrong shape/dtype, a
+// gradient that is not writable, and any gradient overlapping an input or
+// another gradient.
+void FlashAttentionBackward(const AttentionParams& params, const TensorView& q,
+                            const TensorView& k, const TensorView& v, const TensorView& out,
+                            const TensorView& dout, const TensorView& lse,
+                            const AttentionGrads& grads,
+                            const FlashAttentionOptions& options = FlashAttentionOptions{},
+                            const Context& ctx = Context{});
 
 // KV-cache re-rotation: keys in a RoPE cache, rotated at positions p, are
 // moved in place to positions p + delta (e.g. after evicting the first

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "posenc/context.h"
 #include "posenc/positions.h"
 #include "posenc/relative.h"
 #include "posenc/tensor.h"
@@ -63,6 +64,7 @@ class T5Bucketer {
   const T5BucketParams& params() const { return params_; }
   std::int64_t max_exact() const { return max_exact_; }
   std::int64_t half_buckets() const { return nb_; }  // nb
+  float log_denominator() const { return log_denominator_; }
 
  private:
   T5BucketParams params_;
@@ -105,13 +107,17 @@ class T5BiasTable {
 
   // Tile form for attention kernels: out[r * ld + c] (=|+=) bias(head,
   // query_pos[r], key_pos[c]) for r < nq, c < nk. Unchecked (head in range,
-  // ld >= nk, buffers large enough): callers validate once per call.
+  // ld >= nk, buffers large enough, positions in [0, 2^24)): callers
+  // validate once per call. backend kScalar = the reference loop; kAuto /
+  // kSimd = the Highway kernel (kernels/simd/bias.h: identical buckets and
+  // values; consecutive keys take the per-distance line, others a vector
+  // bucket per element). Runs on the calling thread, allocates nothing.
   void BiasTile(std::int64_t head, const std::int64_t* query_pos, std::int64_t nq,
                 const std::int64_t* key_pos, std::int64_t nk, float* out, std::int64_t ld,
-                BiasWrite write) const noexcept;
+                BiasWrite write, Backend backend = Backend::kAuto) const noexcept;
   void BiasTile(std::int64_t head, const std::int64_t* query_pos, std::int64_t nq,
                 const std::int64_t* key_pos, std::int64_t nk, double* out, std::int64_t ld,
-                BiasWrite write) const noexcept;
+                BiasWrite write, Backend backend = Backend::kAuto) const noexcept;
 
   // Backward of the tile: d_table[bucket(key_pos[c] - query_pos[r]), head] +=
   // d_bias[r * ld + c]. d_table is [num_buckets, heads] row-major (float32
@@ -127,8 +133,10 @@ class T5BiasTable {
   // key_len] of any dtype (strided allowed); queries at query_positions
   // (ids with count == query_len, or an offset), keys at 0..key_len-1.
   // HF compute_bias(query_length, key_length) is query offset = past length.
+  // ctx: backend as BiasTile (the SIMD path needs contiguous columns) and
+  // threads (tasks: 64-row tiles x head groups).
   void FillBias(const Positions& query_positions, std::int64_t query_len, std::int64_t key_len,
-                const TensorView& out) const;
+                const TensorView& out, const Context& ctx = Context{}) const;
   // d_table (+)= scatter of d_bias [heads, query_len, key_len] (any dtype);
   // d_table is [num_buckets, heads] float32 or float64.
   void AccumulateGrad(const Positions& query_positions, const TensorView& d_bias,

@@ -103,3 +103,23 @@ class LearnedTable:
                  grad: ArrayLike, ctx: Optional[Context]) -> None: ...
     def sgd_step(self, grad: ArrayLike, learning_rate: float) -> None: ...
     def resized(self, new_max_positions: int, alignment: str) -> "LearnedTable": ...
+
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
+              probs: Optional[ArrayLike], layout: str, mask: str, sliding_window: int,
+              scale: Optional[float], query_positions: Optional[ArrayLike],
+              key_positions: Optional[ArrayLike], scheme: str, scheme_args: dict,
+              ctx: Optional[Context]) -> None: ...
+def flash_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
+                    lse: Optional[ArrayLike], layout: str, mask: str, sliding_window: int,
+                    scale: Optional[float], query_positions: Optional[ArrayLike],
+                    key_positions: Optional[ArrayLike], scheme: str, scheme_args: dict,
+                    query_tile: int = ..., key_tile: int = ..., rope_keys: str = ...,
+                    ctx: Optional[Context] = ...) -> None: ...
+def flash_attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
+                             dout: ArrayLike, lse: Optional[ArrayLike], dq: ArrayLike,
+                             dk: ArrayLike, dv: ArrayLike, table_grads: dict, layout: str,
+                             mask: str, sliding_window: int, scale: Optional[float],
+                             query_positions: Optional[ArrayLike],
+                             key_positions: Optional[ArrayLike], scheme: str,
+                             scheme_args: dict, query_tile: int = ..., key_tile: int = ...,
+                             rope_keys: str = ..., ctx: Optional[Context] = ...) -> None: ...

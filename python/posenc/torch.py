@@ -9,13 +9,16 @@ Functions (differentiable):
                                         (ApplyRope with direction "inverse")
   learned_lookup(weight, positions)     backward = scatter-add (LearnedTable.Backward)
   t5_bias(table, query_len, key_len)    backward = table gradient (T5BiasTable.AccumulateGrad)
-  attention(q, k, v, scheme=...)        the exact reference attention (float64 inside);
-                                        backward = AttentionReferenceBackward (q, k, v and
-                                        the scheme's tables)
+  attention(q, k, v, scheme=...)        fused flash attention (float32 inside) for none,
+                                        absolute, rope, alibi, t5, shaw with 32/16-bit inputs:
+                                        forward = FlashAttentionWithLse, backward =
+                                        FlashAttentionBackward by recomputation; the exact
+                                        reference (float64 inside, AttentionReferenceBackward)
+                                        for float64 inputs, transformer_xl and deberta, or
+                                        kernel="reference"
 Modules: SinusoidalPositionalEncoding, LearnedPositionalEmbedding,
 RotaryEmbedding (+ RotaryEmbedding.from_config), ALiBi, T5RelativeBias.
-posenc has no fused attention kernel yet, so `attention` runs the reference
-(exact, slow): use it for checking and small models.
+The reference is exact and slow: use it for checking and small models.
 """
 from __future__ import annotations
 
@@ -177,6 +180,15 @@ _TABLE_GRADS = {("t5", "table"): "t5_table", ("shaw", "a_key"): "shaw_a_key",
                 ("deberta", "pos_query"): "deberta_pos_query"}
 
 
+# Schemes the fused flash kernel evaluates (posenc/flash_attention.h).
+FLASH_SCHEMES = ("none", "absolute", "rope", "alibi", "t5", "shaw")
+KERNELS = ("auto", "flash", "reference")
+
+
+def _window(o: Dict[str, Any]) -> int:
+    return -1 if o["sliding_window"] is None else int(o["sliding_window"])
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, options: Dict[str, Any], names: Tuple[str, ...], q: torch.Tensor,
@@ -185,22 +197,43 @@ class _Attention(torch.autograd.Function):
         args = dict(options["scheme_args"])
         args.update({n: t.detach() for n, t in zip(names, tables)})
         ctx.options, ctx.names, ctx.args = options, names, args
-        ctx.save_for_backward(q, k, v, *tables)
-        kw = {key: val for key, val in options.items() if key != "scheme_args"}
-        return _pe.attention(q.detach(), k.detach(), v.detach(), **kw, **args)
+        o = options
+        if not o["flash"]:
+            ctx.save_for_backward(q, k, v, *tables)
+            kw = {key: val for key, val in options.items() if key not in ("scheme_args", "flash")}
+            return _pe.attention(q.detach(), k.detach(), v.detach(), **kw, **args)
+        b, h = q.shape[0], (q.shape[2] if o["layout"] == "bshd" else q.shape[1])
+        sq = q.shape[1] if o["layout"] == "bshd" else q.shape[2]
+        shape = list(q.shape)
+        shape[3] = v.shape[3]
+        out = torch.empty(shape, dtype=q.dtype)
+        lse = torch.empty((b, h, sq), dtype=torch.float32)
+        _pe._posenc.flash_attention(
+            q.detach(), k.detach(), v.detach(), out, lse, o["layout"], o["mask"], _window(o),
+            o["scale"], o["query_positions"], o["key_positions"], o["scheme"], args)
+        ctx.save_for_backward(q, k, v, out, lse, *tables)
+        return out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
-        q, k, v, *tables = ctx.saved_tensors
         o = ctx.options
+        if o["flash"]:
+            q, k, v, out, lse, *tables = ctx.saved_tensors
+        else:
+            q, k, v, *tables = ctx.saved_tensors
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         table_grads = {_TABLE_GRADS[(o["scheme"], n)]: torch.empty_like(t)
                        for n, t in zip(ctx.names, tables)}
-        _pe._posenc.attention_backward(
-            q.detach(), k.detach(), v.detach(), grad.detach().contiguous(), dq, dk, dv,
-            table_grads, o["layout"], o["mask"],
-            -1 if o["sliding_window"] is None else int(o["sliding_window"]), o["scale"],
-            o["query_positions"], o["key_positions"], o["scheme"], ctx.args)
+        if o["flash"]:
+            _pe._posenc.flash_attention_backward(
+                q.detach(), k.detach(), v.detach(), out, grad.detach().contiguous(), lse, dq,
+                dk, dv, table_grads, o["layout"], o["mask"], _window(o), o["scale"],
+                o["query_positions"], o["key_positions"], o["scheme"], ctx.args)
+        else:
+            _pe._posenc.attention_backward(
+                q.detach(), k.detach(), v.detach(), grad.detach().contiguous(), dq, dk, dv,
+                table_grads, o["layout"], o["mask"], _window(o), o["scale"],
+                o["query_positions"], o["key_positions"], o["scheme"], ctx.args)
         return (None, None, dq, dk, dv, *[table_grads[_TABLE_GRADS[(o["scheme"], n)]]
                                           for n in ctx.names])
 
@@ -208,17 +241,32 @@ class _Attention(torch.autograd.Function):
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme: str = "none",
               layout: str = "bshd", mask: str = "causal", sliding_window: Optional[int] = None,
               scale: Optional[float] = None, query_positions: Any = None,
-              key_positions: Any = None, **scheme_args: Any) -> torch.Tensor:
-    """Differentiable posenc.attention (the exact reference): gradients for
-    q, k, v and for the scheme's tensor arguments (t5 table, shaw a_key /
-    a_value, transformer_xl r_w_bias / r_r_bias / rw, deberta pos_key /
-    pos_query). Same keywords as posenc.attention (no out / return_probs)."""
+              key_positions: Any = None, kernel: str = "auto",
+              **scheme_args: Any) -> torch.Tensor:
+    """Differentiable posenc.attention: gradients for q, k, v and for the
+    scheme's tensor arguments (t5 table, shaw a_key / a_value,
+    transformer_xl r_w_bias / r_r_bias / rw, deberta pos_key / pos_query).
+    Same keywords as posenc.attention (no out / return_probs), plus kernel:
+      "flash": the fused kernel (float32 arithmetic, O(N) memory; the
+               backward recomputes the probabilities from the saved row
+               log-sum-exp); schemes none, absolute, rope, alibi, t5, shaw;
+      "reference": the exact float64 reference (every scheme);
+      "auto": flash for those schemes unless q is float64 (kept exact, e.g.
+              for gradcheck), else the reference."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel: got {kernel!r}, expected one of {', '.join(KERNELS)}")
+    if kernel == "flash" and scheme not in FLASH_SCHEMES:
+        raise ValueError(f"kernel: got 'flash' with scheme {scheme!r}, expected a scheme in "
+                         f"{', '.join(FLASH_SCHEMES)} (or kernel='reference')")
+    flash = kernel == "flash" or (kernel == "auto" and scheme in FLASH_SCHEMES
+                                  and q.dtype != torch.float64)
     names = tuple(n for n, val in scheme_args.items()
                   if (scheme, n) in _TABLE_GRADS and torch.is_tensor(val))
     tables = [scheme_args.pop(n) for n in names]
     options = dict(scheme=scheme, layout=layout, mask=mask, sliding_window=sliding_window,
                    scale=scale, query_positions=_positions(query_positions),
-                   key_positions=_positions(key_positions), scheme_args=scheme_args)
+                   key_positions=_positions(key_positions), scheme_args=scheme_args,
+                   flash=flash)
     return _Attention.apply(options, names, q, k, v, *tables)
 
 

@@ -19,6 +19,7 @@
 #include "bindings.h"
 #include "posenc/alibi.h"
 #include "posenc/attention.h"
+#include "posenc/flash_attention.h"
 
 namespace posenc::python {
 namespace {
@@ -180,6 +181,47 @@ std::int64_t HeadsOf(const TensorView& q, const std::string& layout) {
   return ParseLayout(layout, "layout") == AttentionLayout::kBSHD ? q.shape[2] : q.shape[1];
 }
 
+// Head dims the scheme dict may leave out default to q's.
+void DefaultHeadDims(Call& call, const TensorView& q, const py::dict& args) {
+  auto& scheme = call.params.scheme;
+  if (scheme.kind == PositionScheme::Kind::kRope && scheme.rope.head_dim == 0) {
+    scheme.rope.head_dim = q.shape[3];
+  }
+  if (scheme.kind == PositionScheme::Kind::kDeBERTa && !args.contains("head_dim")) {
+    scheme.deberta.params.head_dim = q.shape[3];
+  }
+}
+
+FlashAttentionOptions FlashOptionsOf(std::int64_t query_tile, std::int64_t key_tile,
+                                     const std::string& rope_keys) {
+  FlashAttentionOptions o;
+  o.query_tile = query_tile;
+  o.key_tile = key_tile;
+  o.rope_keys = ParseFlashRopeKeys(rope_keys, "rope_keys");
+  return o;
+}
+
+// The table gradient outputs named in `table_grads` (keys as in AttentionGrads).
+void TableGradViews(const py::dict& table_grads, AttentionGrads& g, std::vector<HeldView>& held) {
+  for (auto item : table_grads) {
+    const auto key = item.first.cast<std::string>();
+    TensorView* target = key == "t5_table"         ? &g.t5_table
+                         : key == "shaw_a_key"      ? &g.shaw_a_key
+                         : key == "shaw_a_value"    ? &g.shaw_a_value
+                         : key == "xl_r_w_bias"     ? &g.xl_r_w_bias
+                         : key == "xl_r_r_bias"     ? &g.xl_r_r_bias
+                         : key == "xl_rw"           ? &g.xl_rw
+                         : key == "deberta_pos_key" ? &g.deberta_pos_key
+                         : key == "deberta_pos_query" ? &g.deberta_pos_query
+                                                      : nullptr;
+    Require(target != nullptr, "table_grads", key,
+            "t5_table, shaw_a_key, shaw_a_value, xl_r_w_bias, xl_r_r_bias, xl_rw, "
+            "deberta_pos_key or deberta_pos_query");
+    held.push_back(ViewOf(item.second, key, Access::kWrite));
+    *target = held.back().view;
+  }
+}
+
 }  // namespace
 
 void BindAttention(py::module_& m) {
@@ -269,6 +311,85 @@ void BindAttention(py::module_& m) {
       py::arg("dv"), py::arg("table_grads"), py::arg("layout"), py::arg("mask"),
       py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"));
+
+  // Fused attention (posenc/flash_attention.h): forward, with the row
+  // log-sum-exp when lse is not None (float32 [B, H, Sq]).
+  m.def(
+      "flash_attention",
+      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse,
+         const std::string& layout, const std::string& mask, std::int64_t sliding_window,
+         py::handle scale, py::handle query_positions, py::handle key_positions,
+         const std::string& scheme, const py::dict& scheme_args, std::int64_t query_tile,
+         std::int64_t key_tile, const std::string& rope_keys, py::handle ctx) {
+        const Context& c = ContextOf(ctx);
+        HeldView qv = ViewOf(q, "q", Access::kRead);
+        HeldView kv = ViewOf(k, "k", Access::kRead);
+        HeldView vv = ViewOf(v, "v", Access::kRead);
+        HeldView ov = ViewOf(out, "out", Access::kWrite);
+        std::optional<HeldView> lv;
+        if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kWrite);
+        std::unique_ptr<Call> call = Build(layout, mask, sliding_window, scale, query_positions,
+                                           key_positions, scheme, scheme_args,
+                                           HeadsOf(qv.view, layout));
+        DefaultHeadDims(*call, qv.view, scheme_args);
+        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys);
+        py::gil_scoped_release release;
+        if (lv) {
+          FlashAttentionWithLse(call->params, qv.view, kv.view, vv.view, ov.view, lv->view, o, c);
+        } else {
+          FlashAttention(call->params, qv.view, kv.view, vv.view, ov.view, o, c);
+        }
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
+      py::arg("layout"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
+      py::arg("query_positions"), py::arg("key_positions"), py::arg("scheme"),
+      py::arg("scheme_args"), py::arg("query_tile") = 64, py::arg("key_tile") = 64,
+      py::arg("rope_keys") = "rotate", py::arg("ctx") = py::none());
+
+  // FlashAttentionBackward: lse None recomputes it; table_grads as in
+  // attention_backward (t5_table, shaw_a_key, shaw_a_value are computed).
+  m.def(
+      "flash_attention_backward",
+      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle dout,
+         py::handle lse, py::handle dq, py::handle dk, py::handle dv,
+         const py::dict& table_grads, const std::string& layout, const std::string& mask,
+         std::int64_t sliding_window, py::handle scale, py::handle query_positions,
+         py::handle key_positions, const std::string& scheme, const py::dict& scheme_args,
+         std::int64_t query_tile, std::int64_t key_tile, const std::string& rope_keys,
+         py::handle ctx) {
+        const Context& c = ContextOf(ctx);
+        HeldView qv = ViewOf(q, "q", Access::kRead);
+        HeldView kv = ViewOf(k, "k", Access::kRead);
+        HeldView vv = ViewOf(v, "v", Access::kRead);
+        HeldView ov = ViewOf(out, "out", Access::kRead);
+        HeldView dov = ViewOf(dout, "dout", Access::kRead);
+        std::optional<HeldView> lv;
+        if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kRead);
+        std::unique_ptr<Call> call = Build(layout, mask, sliding_window, scale, query_positions,
+                                           key_positions, scheme, scheme_args,
+                                           HeadsOf(qv.view, layout));
+        DefaultHeadDims(*call, qv.view, scheme_args);
+        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys);
+        std::vector<HeldView> held;
+        held.reserve(16);
+        AttentionGrads g;
+        held.push_back(ViewOf(dq, "dq", Access::kWrite));
+        g.dq = held.back().view;
+        held.push_back(ViewOf(dk, "dk", Access::kWrite));
+        g.dk = held.back().view;
+        held.push_back(ViewOf(dv, "dv", Access::kWrite));
+        g.dv = held.back().view;
+        TableGradViews(table_grads, g, held);
+        py::gil_scoped_release release;
+        FlashAttentionBackward(call->params, qv.view, kv.view, vv.view, ov.view, dov.view,
+                               lv ? lv->view : TensorView{}, g, o, c);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("dout"),
+      py::arg("lse"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("table_grads"),
+      py::arg("layout"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
+      py::arg("query_positions"), py::arg("key_positions"), py::arg("scheme"),
+      py::arg("scheme_args"), py::arg("query_tile") = 64, py::arg("key_tile") = 64,
+      py::arg("rope_keys") = "rotate", py::arg("ctx") = py::none());
 }
 
 }  // namespace posenc::python

@@ -90,3 +90,30 @@ def test_attention_errors():
         posenc.attention(q, k, v, mask="full")
     with pytest.raises(ValueError):
         posenc.attention(q, k[:, :, :1].repeat(1, 1, 3, 1), v, scheme="none")  # 4 % 3 heads
+
+
+@pytest.mark.parametrize("scheme,args", [
+    ("none", {}),
+    ("alibi", {"max_bias": 8.0}),
+    ("rope", {"theta": 10000.0}),
+    ("t5", {"table": np.random.default_rng(3).normal(size=(32, 4)).astype(np.float32)}),
+])
+@pytest.mark.parametrize("mask", ["causal", "bidirectional"])
+def test_flash_attention_numpy_matches_reference(scheme, args, mask):
+    rng = np.random.default_rng(11)
+    q = rng.normal(size=(2, 37, 4, 16)).astype(np.float32)
+    k = rng.normal(size=(2, 45, 2, 16)).astype(np.float32)
+    v = rng.normal(size=(2, 45, 2, 16)).astype(np.float32)
+    ref = posenc.attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
+                           scheme=scheme, mask=mask, **args)
+    out, lse = posenc.flash_attention(q, k, v, scheme=scheme, mask=mask, return_lse=True,
+                                      query_tile=16, key_tile=8, **args)
+    assert out.dtype == np.float32 and lse.shape == (2, 4, 37) and lse.dtype == np.float32
+    np.testing.assert_allclose(out, ref, atol=2e-5, rtol=0)
+    assert np.isfinite(lse).all()
+
+
+def test_flash_attention_numpy_rejects_reference_only_scheme():
+    q = np.zeros((1, 4, 2, 8), np.float32)
+    with pytest.raises(ValueError, match="scheme.kind"):
+        posenc.flash_attention(q, q, q, scheme="deberta")

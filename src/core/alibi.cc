@@ -6,12 +6,16 @@
 // Numerics: slopes in float64 (kReference exact to 1 ulp of float64;
 // kBloomFloat32 holds float32 values); biases formed in float64 and rounded
 // once to the output dtype. Valid positions [0, 2^24).
+// Routing: Backend::kScalar runs FillTile below (the reference); kAuto/kSimd
+// run the Highway kernels of kernels/simd/bias.h (bit-identical, threaded
+// over heads x 64-row tiles) whenever the columns are contiguous.
 #include "posenc/alibi.h"
 
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "kernels/simd/bias.h"
 #include "posenc/error.h"
 #include "posenc/positions.h"
 
@@ -142,10 +146,15 @@ void FillTile(double slope, const AlibiGeometry& g, std::int64_t row0, std::int6
   }
 }
 
+kernels::simd::BiasMask KernelMask(AlibiForm form) {
+  return form == AlibiForm::kCausal ? kernels::simd::BiasMask::kCausal
+                                    : kernels::simd::BiasMask::kNone;
+}
+
 }  // namespace
 
 void AlibiBiasTile(const std::vector<double>& slopes, const AlibiGeometry& geometry,
-                   const AlibiTile& tile, const TensorView& out) {
+                   const AlibiTile& tile, const TensorView& out, const Context& ctx) {
   ValidateSlopes(slopes);
   ValidateGeometry(geometry);
   const auto heads = static_cast<std::int64_t>(slopes.size());
@@ -163,6 +172,14 @@ void AlibiBiasTile(const std::vector<double>& slopes, const AlibiGeometry& geome
   const std::int64_t rows = tile.row_end - tile.row_begin, cols = tile.col_end - tile.col_begin;
   Require(out.shape[0] == rows && out.shape[1] == cols, "out", out.Describe(),
           "shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] (the tile)");
+  if (ctx.backend() != Backend::kScalar && kernels::simd::BiasSupported(out.dtype, out.strides[1])) {
+    const kernels::simd::AlibiRowsSpec spec{&slopes[static_cast<std::size_t>(tile.head)], 1,
+                                            KernelMask(geometry.form),
+                                            geometry.key_len - geometry.query_len + tile.row_begin,
+                                            rows, tile.col_begin, cols};
+    kernels::simd::AlibiRows(spec, out.data, out.dtype, 0, out.strides[0], ctx);  // SIMD fast path
+    return;
+  }
   FillTile(slopes[static_cast<std::size_t>(tile.head)], geometry, tile.row_begin, rows,
            tile.col_begin, cols, out.data, out.dtype, out.strides[0], out.strides[1]);
 }
@@ -179,6 +196,14 @@ void AlibiBiasMatrix(const std::vector<double>& slopes, const AlibiGeometry& geo
           "shape [heads = " + std::to_string(heads) + ", query_len = " +
               std::to_string(geometry.query_len) + ", key_len = " +
               std::to_string(geometry.key_len) + "]");
+  if (ctx.backend() != Backend::kScalar && kernels::simd::BiasSupported(out.dtype, out.strides[2])) {
+    const kernels::simd::AlibiRowsSpec spec{slopes.data(), heads, KernelMask(geometry.form),
+                                            geometry.key_len - geometry.query_len,
+                                            geometry.query_len, 0, geometry.key_len};
+    kernels::simd::AlibiRows(spec, out.data, out.dtype, out.strides[0], out.strides[1],
+                             ctx);  // SIMD fast path
+    return;
+  }
   const std::size_t elem = DTypeSize(out.dtype);
   ctx.ParallelFor(heads, [&](std::int64_t h, int) {
     void* base = static_cast<char*>(out.data) +

@@ -2,12 +2,16 @@
 // Formula, paper, conventions: include/posenc/t5.h.
 // Matches HF T5Attention._relative_position_bucket bit for bit (the log
 // branch in float32, truncated), tests/golden/t5_buckets.json.
+// Routing: Backend::kScalar runs the loops below (the reference); kAuto /
+// kSimd run kernels/simd/bias.h (identical buckets and values, threaded
+// FillBias) when the output's columns are contiguous.
 #include "posenc/t5.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <string>
 
+#include "kernels/simd/bias.h"
 #include "posenc/dtype.h"
 #include "posenc/error.h"
 
@@ -139,6 +143,33 @@ void Tile(const T5Bucketer& b, const float* table, std::int64_t heads, std::int6
   }
 }
 
+// The reference bucket, called by the SIMD kernel for boundary lanes.
+std::int64_t ScalarBucket(const void* bucketer, std::int64_t rel) {
+  return static_cast<const T5Bucketer*>(bucketer)->Bucket(rel);
+}
+
+kernels::simd::T5TableSpec KernelSpec(const T5Bucketer& b, const float* table,
+                                      std::int64_t heads) {
+  kernels::simd::T5TableSpec spec;
+  spec.buckets.sign = b.params().direction == T5Direction::kBidirectional
+                          ? kernels::simd::T5Sign::kBidirectional
+                          : kernels::simd::T5Sign::kCausal;
+  spec.buckets.nb = b.half_buckets();
+  spec.buckets.max_exact = b.max_exact();
+  spec.buckets.log_denominator = b.log_denominator();
+  spec.buckets.scalar_bucket = &ScalarBucket;
+  spec.buckets.bucketer = &b;
+  spec.table = table;
+  spec.num_buckets = b.params().num_buckets;
+  spec.heads = heads;
+  return spec;
+}
+
+kernels::simd::TileWrite KernelWrite(BiasWrite write) {
+  return write == BiasWrite::kAdd ? kernels::simd::TileWrite::kAdd
+                                  : kernels::simd::TileWrite::kOverwrite;
+}
+
 template <typename T>
 void Grad(const T5Bucketer& b, std::int64_t heads, std::int64_t head, const std::int64_t* qp,
           std::int64_t nq, const std::int64_t* kp, std::int64_t nk, const T* d_bias,
@@ -153,12 +184,22 @@ void Grad(const T5Bucketer& b, std::int64_t heads, std::int64_t head, const std:
 
 void T5BiasTable::BiasTile(std::int64_t head, const std::int64_t* query_pos, std::int64_t nq,
                            const std::int64_t* key_pos, std::int64_t nk, float* out,
-                           std::int64_t ld, BiasWrite write) const noexcept {
+                           std::int64_t ld, BiasWrite write, Backend backend) const noexcept {
+  if (backend != Backend::kScalar) {
+    kernels::simd::T5Tile(KernelSpec(bucketer_, table_.data(), heads_), head, query_pos, nq,
+                          key_pos, nk, out, DType::kFloat32, ld, KernelWrite(write));
+    return;
+  }
   Tile(bucketer_, table_.data(), heads_, head, query_pos, nq, key_pos, nk, out, ld, write);
 }
 void T5BiasTable::BiasTile(std::int64_t head, const std::int64_t* query_pos, std::int64_t nq,
                            const std::int64_t* key_pos, std::int64_t nk, double* out,
-                           std::int64_t ld, BiasWrite write) const noexcept {
+                           std::int64_t ld, BiasWrite write, Backend backend) const noexcept {
+  if (backend != Backend::kScalar) {
+    kernels::simd::T5Tile(KernelSpec(bucketer_, table_.data(), heads_), head, query_pos, nq,
+                          key_pos, nk, out, DType::kFloat64, ld, KernelWrite(write));
+    return;
+  }
   Tile(bucketer_, table_.data(), heads_, head, query_pos, nq, key_pos, nk, out, ld, write);
 }
 void T5BiasTable::GradTile(std::int64_t head, const std::int64_t* query_pos, std::int64_t nq,
@@ -181,7 +222,8 @@ std::int64_t Offset3(const TensorView& v, std::int64_t a, std::int64_t b, std::i
 }  // namespace
 
 void T5BiasTable::FillBias(const Positions& query_positions, std::int64_t query_len,
-                           std::int64_t key_len, const TensorView& out) const {
+                           std::int64_t key_len, const TensorView& out,
+                           const Context& ctx) const {
   Require(query_len >= 1, "query_len", query_len, "at least 1 (an empty query sequence has no bias)");
   Require(key_len >= 1 && key_len <= kMaxPosition + 1, "key_len", key_len,
           "at least 1 (an empty key sequence has no bias) and <= 2^24");
@@ -193,14 +235,20 @@ void T5BiasTable::FillBias(const Positions& query_positions, std::int64_t query_
           "query_len (" + std::to_string(query_len) + ")");
   Require(out.shape[2] == key_len, "out.shape[2]", out.shape[2],
           "key_len (" + std::to_string(key_len) + ")");
-  for (std::int64_t h = 0; h < heads_; ++h) {
+  if (ctx.backend() != Backend::kScalar && kernels::simd::BiasSupported(out.dtype, out.strides[2])) {
+    kernels::simd::T5FillRows(KernelSpec(bucketer_, table_.data(), heads_), query_positions,
+                              query_len, key_len, out.data, out.dtype, out.strides[0],
+                              out.strides[1], ctx);  // SIMD fast path
+    return;
+  }
+  ctx.ParallelFor(heads_, [&](std::int64_t h, int) {
     for (std::int64_t i = 0; i < query_len; ++i) {
       const std::int64_t qp = query_positions.At(0, i, query_len);
       for (std::int64_t j = 0; j < key_len; ++j) {
         StoreFromDouble(out.data, out.dtype, Offset3(out, h, i, j), Bias(h, qp, j));
       }
     }
-  }
+  });
 }
 
 void T5BiasTable::AccumulateGrad(const Positions& query_positions, const TensorView& d_bias,

@@ -31,9 +31,10 @@ TEST(BenchCli, SmokeJsonHasEveryKey) {
                 row["gbps"].get<double>() / row["bandwidth_gbps"].get<double>(), 1e-9);
     EXPECT_TRUE(row["speedup_vs_torch"].is_null());  // --no-torch
   }
-  EXPECT_EQ(kernels, (std::set<std::string>{"rope", "rope_cos_sin", "sinusoidal"}));
-  // rope: decode (seq 1) and the --max-seq shape, float32 and bfloat16, in and out of place.
-  EXPECT_EQ(j["results"].size(), 2u * 2u * 2u + 4u);
+  EXPECT_EQ(kernels, (std::set<std::string>{"rope", "rope_cos_sin", "sinusoidal", "alibi", "t5_bias"}));
+  // rope: decode (seq 1) and the --max-seq shape, float32, bfloat16 and float16, in and out
+  // of place; tables: 2 x 2; bias: {alibi, t5_bias} x 2 dtypes at S = --max-seq.
+  EXPECT_EQ(j["results"].size(), 2u * 3u * 2u + 4u + 4u);
 }
 
 TEST(BenchCli, TextTable) {

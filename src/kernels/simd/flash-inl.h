@@ -20,41 +20,47 @@ namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Register blocking: kRows query rows x up to two vectors of keys per
-// step (2 loads and kRows broadcasts feed 2 * kRows independent FMAs);
-// ld is a multiple of the lane count on every target (kFlashPad is).
+// Register blocking of the logits: kRows query rows x kVecs vectors of key
+// columns per step (kVecs loads and kRows broadcasts feed kRows * kVecs
+// independent FMAs). AVX-512 has 32 vector registers: 4 x 4 accumulators
+// (a 64-key tile row in one pass); narrower targets with 16 registers use
+// 4 x 2. ld is a multiple of the lane count on every target (kFlashPad is).
+#if HWY_TARGET <= HWY_AVX3
+inline constexpr int kFlashVecs = 4;
+#else
+inline constexpr int kFlashVecs = 2;
+#endif
+
+template <int kRows, int kVecs>
+HWY_INLINE void LogitsBlock(const float* q, const float* kt, std::int64_t dim, std::int64_t ld,
+                            std::int64_t j, float* s) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> a[kRows][kVecs];
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) a[r][c] = hn::Zero(d);
+  for (std::int64_t x = 0; x < dim; ++x) {
+    hn::Vec<decltype(d)> k[kVecs];
+    for (int c = 0; c < kVecs; ++c) k[c] = hn::LoadU(d, kt + x * ld + j + c * N);
+    for (int r = 0; r < kRows; ++r) {
+      const auto qx = hn::Set(d, q[r * dim + x]);
+      for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(qx, k[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) hn::StoreU(a[r][c], d, s + r * ld + j + c * N);
+}
+
 template <int kRows>
 HWY_INLINE void LogitsRows(const float* q, const float* kt, std::int64_t dim, std::int64_t ld,
                            float* s) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t j = 0;
-  for (; j + 2 * N <= ld; j += 2 * N) {
-    hn::Vec<decltype(d)> a0[kRows], a1[kRows];
-    for (int r = 0; r < kRows; ++r) a0[r] = a1[r] = hn::Zero(d);
-    for (std::int64_t x = 0; x < dim; ++x) {
-      const auto k0 = hn::LoadU(d, kt + x * ld + j);
-      const auto k1 = hn::LoadU(d, kt + x * ld + j + N);
-      for (int r = 0; r < kRows; ++r) {
-        const auto qx = hn::Set(d, q[r * dim + x]);
-        a0[r] = hn::MulAdd(qx, k0, a0[r]);
-        a1[r] = hn::MulAdd(qx, k1, a1[r]);
-      }
-    }
-    for (int r = 0; r < kRows; ++r) {
-      hn::StoreU(a0[r], d, s + r * ld + j);
-      hn::StoreU(a1[r], d, s + r * ld + j + N);
-    }
+  for (; j + kFlashVecs * N <= ld; j += kFlashVecs * N) {
+    LogitsBlock<kRows, kFlashVecs>(q, kt, dim, ld, j, s);
   }
-  for (; j < ld; j += N) {
-    hn::Vec<decltype(d)> a0[kRows];
-    for (int r = 0; r < kRows; ++r) a0[r] = hn::Zero(d);
-    for (std::int64_t x = 0; x < dim; ++x) {
-      const auto k0 = hn::LoadU(d, kt + x * ld + j);
-      for (int r = 0; r < kRows; ++r) a0[r] = hn::MulAdd(hn::Set(d, q[r * dim + x]), k0, a0[r]);
-    }
-    for (int r = 0; r < kRows; ++r) hn::StoreU(a0[r], d, s + r * ld + j);
-  }
+  for (; j < ld; j += N) LogitsBlock<kRows, 1>(q, kt, dim, ld, j, s);
 }
 
 void FlashTileLogitsImpl(const float* q, const float* kt, std::int64_t nq, std::int64_t dim,
@@ -62,6 +68,79 @@ void FlashTileLogitsImpl(const float* q, const float* kt, std::int64_t nq, std::
   std::int64_t i = 0;
   for (; i + 4 <= nq; i += 4) LogitsRows<4>(q + i * dim, kt, dim, ld, s + i * ld);
   for (; i < nq; ++i) LogitsRows<1>(q + i * dim, kt, dim, ld, s + i * ld);
+}
+
+// row[j] = row[j] * scale + bias[j] (+ 0 without bias) for j < nk, -inf for
+// nk <= j < ld; returns the max of the first nk entries. bias (when given)
+// holds ld finite or -inf entries.
+float FlashScaleRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scale,
+                        const float* bias) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto vscale = hn::Set(d, scale);
+  auto vmax = neg_inf;
+  for (std::int64_t j = 0; j < ld; j += N) {
+    auto x = hn::Mul(hn::LoadU(d, row + j), vscale);
+    if (bias != nullptr) x = hn::Add(x, hn::LoadU(d, bias + j));
+    if (j + N > nk) {
+      const std::int64_t valid = nk > j ? nk - j : 0;
+      x = hn::IfThenElse(hn::FirstN(d, static_cast<std::size_t>(valid)), x, neg_inf);
+    }
+    hn::StoreU(x, d, row + j);
+    vmax = hn::Max(vmax, x);
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, vmax));
+}
+
+// ALiBi: row[j] = row[j] * scale - slope * |qpos - kpos[j]| for j < nk
+// (positions as float32: exact below 2^24), -inf for nk <= j < ld; returns
+// the max of the first nk entries. kpos holds ld entries.
+float FlashScaleAlibiRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scale,
+                             float slope, float qpos, const float* kpos) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto vscale = hn::Set(d, scale), vslope = hn::Set(d, slope), vq = hn::Set(d, qpos);
+  auto vmax = neg_inf;
+  for (std::int64_t j = 0; j < ld; j += N) {
+    const auto dist = hn::Abs(hn::Sub(vq, hn::LoadU(d, kpos + j)));
+    auto x = hn::NegMulAdd(vslope, dist, hn::Mul(hn::LoadU(d, row + j), vscale));
+    if (j + N > nk) {
+      const std::int64_t valid = nk > j ? nk - j : 0;
+      x = hn::IfThenElse(hn::FirstN(d, static_cast<std::size_t>(valid)), x, neg_inf);
+    }
+    hn::StoreU(x, d, row + j);
+    vmax = hn::Max(vmax, x);
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, vmax));
+}
+
+// exp(y) for y <= 0 (softmax arguments x - max), Cephes expf (S. Moshier):
+// n = round(y log2 e), r = y - n ln 2 (two-constant Cody-Waite split,
+// |r| <= ln2 / 2), exp(r) = 1 + r + r^2 P(r) with the degree-5 Cephes
+// polynomial, times 2^n built in the exponent bits. Max error ~1 ulp in
+// float32 (Cephes: 1.0e-7 relative peak over [-87, 0]), ~14 vector ops
+// instead of Highway's general Exp. y is clamped to >= -87 (exp(-87) =
+// 1.6e-38, a normal float) so that 2^n stays representable; inputs below
+// contribute < 2^-125 of a row sum >= 1.
+template <class D, class V>
+HWY_INLINE V ExpNonPositive(D d, V y) {
+  const hn::RebindToSigned<D> di;
+  y = hn::Max(y, hn::Set(d, -87.0f));
+  const auto n = hn::Round(hn::Mul(y, hn::Set(d, 1.44269504088896341f)));
+  auto r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), y);
+  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+  auto poly = hn::Set(d, 1.9875691500e-4f);
+  poly = hn::MulAdd(poly, r, hn::Set(d, 1.3981999507e-3f));
+  poly = hn::MulAdd(poly, r, hn::Set(d, 8.3334519073e-3f));
+  poly = hn::MulAdd(poly, r, hn::Set(d, 4.1665795894e-2f));
+  poly = hn::MulAdd(poly, r, hn::Set(d, 1.6666665459e-1f));
+  poly = hn::MulAdd(poly, r, hn::Set(d, 5.0000001201e-1f));
+  const auto e = hn::Add(hn::MulAdd(hn::Mul(r, r), poly, r), hn::Set(d, 1.0f));
+  const auto pow2n = hn::BitCast(
+      d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
+  return hn::Mul(e, pow2n);
 }
 
 float FlashExpRowImpl(float* row, std::int64_t n, float max) {
@@ -73,57 +152,66 @@ float FlashExpRowImpl(float* row, std::int64_t n, float max) {
   for (std::int64_t j = 0; j < n; j += N) {
     const auto x = hn::LoadU(d, row + j);
     const auto visible = hn::Gt(x, neg_inf);
-    const auto e = hn::IfThenElseZero(visible, hn::Exp(d, hn::Sub(x, vmax)));
+    const auto e = hn::IfThenElseZero(visible, ExpNonPositive(d, hn::Sub(x, vmax)));
     hn::StoreU(e, d, row + j);
     sum = hn::Add(sum, e);
   }
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
-// Same blocking for P . V: kRows probability rows x up to two vectors of
-// value columns per step.
+// The same blocking for P . V: kRows probability rows x kVecs vectors of
+// value columns; each accumulator row is first multiplied by alpha[r] (the
+// online-softmax rescale), when alpha is given.
+template <int kRows, int kVecs>
+HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::int64_t nk,
+                        std::int64_t ldv, std::int64_t x, const float* alpha, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> a[kRows][kVecs];
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kVecs; ++c) a[r][c] = hn::LoadU(d, acc + r * ldv + x + c * N);
+    if (alpha != nullptr) {
+      const auto al = hn::Set(d, alpha[r]);
+      for (int c = 0; c < kVecs; ++c) a[r][c] = hn::Mul(a[r][c], al);
+    }
+  }
+  for (std::int64_t j = 0; j < nk; ++j) {
+    hn::Vec<decltype(d)> vj[kVecs];
+    for (int c = 0; c < kVecs; ++c) vj[c] = hn::LoadU(d, v + j * ldv + x + c * N);
+    for (int r = 0; r < kRows; ++r) {
+      const auto pj = hn::Set(d, p[r * ldp + j]);
+      for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(pj, vj[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) hn::StoreU(a[r][c], d, acc + r * ldv + x + c * N);
+}
+
 template <int kRows>
 HWY_INLINE void PVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t nk,
-                       std::int64_t ldv, float* acc) {
+                       std::int64_t ldv, const float* alpha, float* acc) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t x = 0;
-  for (; x + 2 * N <= ldv; x += 2 * N) {
-    hn::Vec<decltype(d)> a0[kRows], a1[kRows];
-    for (int r = 0; r < kRows; ++r) {
-      a0[r] = hn::LoadU(d, acc + r * ldv + x);
-      a1[r] = hn::LoadU(d, acc + r * ldv + x + N);
-    }
-    for (std::int64_t j = 0; j < nk; ++j) {
-      const auto v0 = hn::LoadU(d, v + j * ldv + x);
-      const auto v1 = hn::LoadU(d, v + j * ldv + x + N);
-      for (int r = 0; r < kRows; ++r) {
-        const auto pj = hn::Set(d, p[r * ldp + j]);
-        a0[r] = hn::MulAdd(pj, v0, a0[r]);
-        a1[r] = hn::MulAdd(pj, v1, a1[r]);
-      }
-    }
-    for (int r = 0; r < kRows; ++r) {
-      hn::StoreU(a0[r], d, acc + r * ldv + x);
-      hn::StoreU(a1[r], d, acc + r * ldv + x + N);
-    }
+  for (; x + kFlashVecs * N <= ldv; x += kFlashVecs * N) {
+    PVBlock<kRows, kFlashVecs>(p, ldp, v, nk, ldv, x, alpha, acc);
   }
-  for (; x < ldv; x += N) {
-    hn::Vec<decltype(d)> a0[kRows];
-    for (int r = 0; r < kRows; ++r) a0[r] = hn::LoadU(d, acc + r * ldv + x);
-    for (std::int64_t j = 0; j < nk; ++j) {
-      const auto v0 = hn::LoadU(d, v + j * ldv + x);
-      for (int r = 0; r < kRows; ++r) a0[r] = hn::MulAdd(hn::Set(d, p[r * ldp + j]), v0, a0[r]);
-    }
-    for (int r = 0; r < kRows; ++r) hn::StoreU(a0[r], d, acc + r * ldv + x);
+  for (; x < ldv; x += N) PVBlock<kRows, 1>(p, ldp, v, nk, ldv, x, alpha, acc);
+}
+
+void FlashAccumulatePVScaledImpl(const float* p, std::int64_t ldp, const float* v,
+                                 std::int64_t nq, std::int64_t nk, std::int64_t ldv,
+                                 const float* alpha, float* acc) {
+  std::int64_t i = 0;
+  for (; i + 4 <= nq; i += 4) {
+    PVRows<4>(p + i * ldp, ldp, v, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
   }
+  for (; i < nq; ++i) PVRows<1>(p + i * ldp, ldp, v, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
 }
 
 void FlashAccumulatePVImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                            std::int64_t nk, std::int64_t ldv, float* acc) {
-  std::int64_t i = 0;
-  for (; i + 4 <= nq; i += 4) PVRows<4>(p + i * ldp, ldp, v, nk, ldv, acc + i * ldv);
-  for (; i < nq; ++i) PVRows<1>(p + i * ldp, ldp, v, nk, ldv, acc + i * ldv);
+  FlashAccumulatePVScaledImpl(p, ldp, v, nq, nk, ldv, nullptr, acc);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -15,6 +15,9 @@ namespace posenc::kernels::simd {
 HWY_EXPORT(FlashTileLogitsImpl);
 HWY_EXPORT(FlashExpRowImpl);
 HWY_EXPORT(FlashAccumulatePVImpl);
+HWY_EXPORT(FlashAccumulatePVScaledImpl);
+HWY_EXPORT(FlashScaleRowImpl);
+HWY_EXPORT(FlashScaleAlibiRowImpl);
 
 void FlashTileLogits(const float* q, const float* kt, std::int64_t nq, std::int64_t dim,
                      std::int64_t ld, float* s) {
@@ -28,6 +31,20 @@ float FlashExpRow(float* row, std::int64_t n, float max) {
 void FlashAccumulatePV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                        std::int64_t nk, std::int64_t ldv, float* acc) {
   HWY_DYNAMIC_DISPATCH(FlashAccumulatePVImpl)(p, ldp, v, nq, nk, ldv, acc);
+}
+
+void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                             std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc) {
+  HWY_DYNAMIC_DISPATCH(FlashAccumulatePVScaledImpl)(p, ldp, v, nq, nk, ldv, alpha, acc);
+}
+
+float FlashScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale, const float* bias) {
+  return HWY_DYNAMIC_DISPATCH(FlashScaleRowImpl)(row, nk, ld, scale, bias);
+}
+
+float FlashScaleAlibiRow(float* row, std::int64_t nk, std::int64_t ld, float scale, float slope,
+                         float qpos, const float* kpos) {
+  return HWY_DYNAMIC_DISPATCH(FlashScaleAlibiRowImpl)(row, nk, ld, scale, slope, qpos, kpos);
 }
 
 }  // namespace posenc::kernels::simd

@@ -1,12 +1,15 @@
-// SIMD (Highway) tile kernels of the fused attention (src/attention/flash.cc,
-// contract in include/posenc/flash_attention.h): the q . k logits of a tile,
-// the exponentials of a softmax row, and the P . V accumulation.
+// SIMD (Highway) tile kernels of the fused attention (src/attention/flash_forward.cc,
+// contract in include/posenc/flash_attention.h): the q . k logits of a tile
+// (float32 FMAs, or AVX512_BF16 dot products in flash_bf16.cc), the scale +
+// position bias + max of a logit row, the exponentials of a softmax row, and
+// the P . V accumulation with the online-softmax rescale.
 //
 // Float32 throughout, FMA where the target has it (AVX3, AVX2); sums are
 // reordered relative to a sequential loop (independent accumulators per
 // lane), so results differ from the scalar loops by float32 rounding only:
-// |error| <= D * 2^-23 * sum |q_x k_x| per logit. exp is Highway's
-// hwy/contrib/math Exp (max error ~1 ulp in float32). Buffers are padded by
+// |error| <= D * 2^-23 * sum |q_x k_x| per logit. exp is the Cephes expf
+// polynomial for non-positive arguments (flash-inl.h ExpNonPositive; max
+// error ~1 ulp in float32, arguments clamped at -87). Buffers are padded by
 // the caller to a multiple of kFlashPad columns (zero padding), so the
 // kernels have no tail loops. Runtime dispatch to the best compiled target
 // (kernels/simd/targets.h); arguments are not validated here.
@@ -33,5 +36,36 @@ float FlashExpRow(float* row, std::int64_t n, float max);
 // j < nk, x < ldv (ldv a multiple of kFlashPad).
 void FlashAccumulatePV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                        std::int64_t nk, std::int64_t ldv, float* acc);
+
+// acc[i * ldv + x] = alpha[i] * acc[i * ldv + x] + sum_j p[i * ldp + j] *
+// v[j * ldv + x] (the online-softmax rescale fused into the accumulation;
+// alpha null: 1).
+void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                             std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc);
+
+// row[j] = row[j] * scale (+ bias[j] when bias is non-null; bias holds ld
+// entries, finite or -inf) for j < nk and -inf for nk <= j < ld (ld a
+// multiple of kFlashPad); returns the max of the first nk entries (-inf if
+// none is finite).
+float FlashScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale, const float* bias);
+
+// ALiBi in the row: row[j] = row[j] * scale - slope * |qpos - kpos[j]| for
+// j < nk, -inf above; kpos holds ld float32 positions (exact below 2^24, so
+// the distance is exact); returns the max of the first nk entries.
+float FlashScaleAlibiRow(float* row, std::int64_t nk, std::int64_t ld, float scale, float slope,
+                         float qpos, const float* kpos);
+
+// bfloat16 logits with AVX512_BF16 dot products (kernels/simd/flash_bf16.cc;
+// Highway 1.0.3 cannot emit them). Available when the CPU has AVX512_BF16
+// and Highway currently dispatches to an AVX-512 target.
+bool FlashBf16DotAvailable();
+
+// s[i * ld + j] = sum_x q[i, x] * k[j, x] for bfloat16 q and k (dim even):
+// q_pairs [nq, dim / 2] holds (q[i, 2p] | q[i, 2p + 1] << 16) bit pairs;
+// kt_pairs [dim / 2, ld, 2] holds k[j, 2p], k[j, 2p + 1] at (p * ld + j) * 2
+// (zero columns past the tile). Float32 accumulation; only call when
+// FlashBf16DotAvailable().
+void FlashTileLogitsBf16(const std::uint32_t* q_pairs, const std::uint16_t* kt_pairs,
+                         std::int64_t nq, std::int64_t dim, std::int64_t ld, float* s);
 
 }  // namespace posenc::kernels::simd

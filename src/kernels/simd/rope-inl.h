@@ -13,9 +13,11 @@
 #include <vector>
 
 #include <hwy/aligned_allocator.h>
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "kernels/simd/rope.h"
+#include "kernels/simd/rope_bf16_avx512.h"
 #include "kernels/simd/simd_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -26,9 +28,20 @@ namespace rope_detail {
 
 using scalar::RopePairs;
 
-// Tokens per task; their cos/sin rows are computed once and reused by every
-// head of every tensor in the task.
-constexpr std::int64_t kTokenTile = 32;
+// Tokens per task: at most kMaxTokenTile, at least kMinTokenTile (fewer
+// only at the end of a sequence). Their cos/sin rows are computed once and
+// reused by every head of every tensor in the task. Long tiles matter in the
+// bhsd layout: a task walks each head's rows of its tile contiguously
+// (256 tokens x 128 float32 = 128 KiB per head), so the hardware prefetcher
+// sees long streams; 32-token tiles (16 KiB) measured ~20 % slower there.
+constexpr std::int64_t kMaxTokenTile = 256;
+constexpr std::int64_t kMinTokenTile = 32;
+// Below this many rotated elements (all tensors) a call runs on the calling
+// thread: waking the pool costs ~20 us here, the rotation of one decode
+// token of q and k (32 + 32 heads x 128) ~4 us.
+// Software prefetch distance of RotateRows, in rows.
+constexpr std::int64_t kPrefetchRows = 8;
+constexpr std::int64_t kSerialElements = std::int64_t{1} << 17;
 
 // Calls fn(d, j) for j = 0, step, ... covering [0, n) with the widest float
 // vectors first, then 8, 4, 2 (and 1 when kMinLanes == 1) lanes.
@@ -142,6 +155,40 @@ HWY_INLINE void RotateRowHF(const float* HWY_RESTRICT c, const float* HWY_RESTRI
       StoreF<S>(d, hn::Add(vc, vs), out + j * kB);
     });
 #endif
+  }
+}
+
+// Rotates n rows: row i reads in + i * in_step bytes, writes out + i *
+// out_step and uses the cos/sin rows c/s + i * cs_step floats (cs_step 0:
+// one cos/sin row for all, e.g. the heads of one token). Dims past the
+// rotary part (tail_bytes) are copied when out of place. One out-of-line
+// call per run of rows; the row body is inlined into this loop.
+template <Store S, RopePairs P, bool kHF>
+HWY_NOINLINE void RotateRows(const float* HWY_RESTRICT c, const float* HWY_RESTRICT s,
+                             std::int64_t cs_step, const char* in, std::int64_t in_step,
+                             char* out, std::int64_t out_step, std::int64_t n, std::int64_t half,
+                             std::int64_t tail_bytes) {
+  const std::int64_t rot_bytes = 2 * half * kStoreBytes<S>;
+  const std::int64_t row_bytes = rot_bytes + tail_bytes;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* ci = c + i * cs_step;
+    const float* si = s + i * cs_step;
+    const char* pi = in + i * in_step;
+    char* po = out + i * out_step;
+    if (i + kPrefetchRows < n) {
+      const char* ahead = pi + kPrefetchRows * in_step;
+      for (std::int64_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(ahead + off);
+      if (pi != po) {  // out of place: fetch the destination lines for writing
+        char* ahead_out = po + kPrefetchRows * out_step;
+        for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead_out + off, 1);
+      }
+    }
+    if constexpr (kHF) {
+      RotateRowHF<S, P>(ci, si, pi, po, half);
+    } else {
+      RotateRow<S, P>(ci, si, pi, po, half);
+    }
+    if (tail_bytes > 0 && pi != po) std::memcpy(po + rot_bytes, pi + rot_bytes, tail_bytes);
   }
 }
 
@@ -278,32 +325,57 @@ void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_te
   const std::int64_t batch = spec.batch, seq = spec.seq, half = spec.half;
   const Positions& pos = spec.positions;
   const bool shared = pos.ids == nullptr || pos.count == seq;
-  const std::int64_t tiles = (seq + kTokenTile - 1) / kTokenTile;
-  const std::int64_t token_tasks = shared ? tiles : batch * tiles;
   std::int64_t total_heads = 0;
   for (int i = 0; i < num_tensors; ++i) total_heads += tensors[i].heads;
+  const bool serial = ctx.num_threads() == 1 || batch * seq * total_heads * half * 2 < kSerialElements;
+  const std::int64_t want = serial ? 1 : 4 * static_cast<std::int64_t>(ctx.num_threads());
+  // The longest tile that still gives `want` token tasks (never below
+  // kMinTokenTile: head groups split the work further instead).
+  const std::int64_t rows_per_token_pass = shared ? 1 : batch;
+  std::int64_t tile_len = kMaxTokenTile;
+  while (tile_len > kMinTokenTile &&
+         rows_per_token_pass * ((seq + tile_len - 1) / tile_len) < want) {
+    tile_len /= 2;
+  }
+  tile_len = std::min(tile_len, seq);
+  const std::int64_t tiles = (seq + tile_len - 1) / tile_len;
+  const std::int64_t token_tasks = rows_per_token_pass * tiles;
   std::int64_t groups = 1;
-  const std::int64_t want = 4 * static_cast<std::int64_t>(ctx.num_threads());
-  if (ctx.num_threads() > 1 && token_tasks < want) {
+  if (!serial && token_tasks < want) {
     groups = std::min(total_heads, (want + token_tasks - 1) / token_tasks);
   }
   // Token-major order when heads of one token are closer than tokens (bshd).
   const bool token_major = tensors[0].in_stride_head < tensors[0].in_stride_seq;
   constexpr std::int64_t kB = kStoreBytes<S>;
-  const std::int64_t rot_bytes = 2 * half * kB;
   const std::int64_t tail_bytes = (spec.head_dim - 2 * half) * kB;
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<std::size_t>(ctx.num_threads()));
 
-  ctx.ParallelFor(token_tasks * groups, [&](std::int64_t task, int worker) {
+  // bfloat16 on an AVX3 CPU with AVX512-BF16: the hardware rounding
+  // (rope_bf16_avx512.h, bit-identical) instead of the portable one.
+  bool hw_bf16 = false;
+#if HWY_TARGET == HWY_AVX3
+  hw_bf16 = S == Store::kBF16 && !kHF && RopeBf16HardwareAvailable();
+#endif
+  auto rotate_rows = [&](const float* rc, const float* rs, std::int64_t cs_step, const char* in,
+                         std::int64_t in_step, char* out, std::int64_t out_step, std::int64_t rows) {
+    if (hw_bf16) {
+      RotateRowsBf16Avx512(rc, rs, cs_step, in, in_step, out, out_step, rows, half, tail_bytes,
+                           P == RopePairs::kHalfSplit ? RopeBf16Pairs::kHalfSplit
+                                                      : RopeBf16Pairs::kInterleaved);
+    } else {
+      RotateRows<S, P, kHF>(rc, rs, cs_step, in, in_step, out, out_step, rows, half, tail_bytes);
+    }
+  };
+  auto task_fn = [&](std::int64_t task, int worker) {
     auto& buf = scratch[static_cast<std::size_t>(worker)];
-    if (!buf) buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * kTokenTile * pad));
+    if (!buf) buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * tile_len * pad));
     float* c = buf.get();
-    float* s = c + kTokenTile * pad;
+    float* s = c + tile_len * pad;
     const std::int64_t token_task = task / groups, group = task % groups;
     const std::int64_t tile = shared ? token_task : token_task % tiles;
     const std::int64_t b_first = shared ? 0 : token_task / tiles;
     const std::int64_t b_end = shared ? batch : b_first + 1;
-    const std::int64_t s0 = tile * kTokenTile, s1 = std::min(seq, s0 + kTokenTile);
+    const std::int64_t s0 = tile * tile_len, s1 = std::min(seq, s0 + tile_len);
     const std::int64_t n = s1 - s0;
     auto pos_of = [&](std::int64_t r) { return pos.At(b_first, s0 + r, seq); };
     if constexpr (kHF) {
@@ -311,52 +383,56 @@ void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_te
     } else if (from_cache) {
       FillCacheRows(spec, pad, n, pos_of, c, s);
     } else {
-      bool consecutive = true;
-      for (std::int64_t r = 1; r < n && consecutive; ++r) consecutive = pos_of(r) == pos_of(0) + r;
-      FillTrigRows(cols, n, consecutive, pos_of, c, s);
+      // Runs of consecutive positions (a whole tile for offsets; the
+      // sequences of a packed varlen batch) take the angle-addition path.
+      for (std::int64_t r0 = 0; r0 < n;) {
+        const std::int64_t p0 = pos_of(r0);
+        std::int64_t r1 = r0 + 1;
+        while (r1 < n && pos_of(r1) == p0 + (r1 - r0)) ++r1;
+        FillTrigRows(cols, r1 - r0, /*consecutive=*/r1 - r0 > 1,
+                     [&](std::int64_t r) { return pos_of(r0 + r); }, c + r0 * pad, s + r0 * pad);
+        r0 = r1;
+      }
     }
 
     const std::int64_t h0 = group * total_heads / groups;
     const std::int64_t h1 = (group + 1) * total_heads / groups;
-    auto row = [&](const RopeTensor& t, std::int64_t h, std::int64_t b, std::int64_t si) HWY_ATTR {
-      const char* in = static_cast<const char*>(t.in) +
-                       (b * t.in_stride_batch + si * t.in_stride_seq + h * t.in_stride_head) * kB;
-      char* out = static_cast<char*>(t.out) +
-                  (b * t.out_stride_batch + si * t.out_stride_seq + h * t.out_stride_head) * kB;
-      const std::int64_t r = si - s0;
-      if constexpr (kHF) {
-        RotateRowHF<S, P>(c + r * pad, s + r * pad, in, out, half);
-      } else {
-        RotateRow<S, P>(c + r * pad, s + r * pad, in, out, half);
-      }
-      if (tail_bytes > 0 && in != out) std::memcpy(out + rot_bytes, in + rot_bytes, tail_bytes);
-    };
-    // Global head index hh -> (tensor, head).
-    auto locate = [&](std::int64_t hh, int* ti) {
-      *ti = 0;
-      while (hh >= tensors[*ti].heads) hh -= tensors[(*ti)++].heads;
-      return hh;
-    };
-    if (token_major) {
+    // Walk tensor by tensor over the global head range [h0, h1).
+    std::int64_t first = 0;  // global index of tensor ti's head 0
+    for (int ti = 0; ti < num_tensors; first += tensors[ti].heads, ++ti) {
+      const RopeTensor& t = tensors[ti];
+      const std::int64_t ha = std::max<std::int64_t>(h0 - first, 0);
+      const std::int64_t hb = std::min<std::int64_t>(h1 - first, t.heads);
+      if (ha >= hb) continue;
       for (std::int64_t b = b_first; b < b_end; ++b) {
-        for (std::int64_t si = s0; si < s1; ++si) {
-          for (std::int64_t hh = h0; hh < h1; ++hh) {
-            int ti;
-            const std::int64_t h = locate(hh, &ti);
-            row(tensors[ti], h, b, si);
+        const char* in_b = static_cast<const char*>(t.in) + b * t.in_stride_batch * kB;
+        char* out_b = static_cast<char*>(t.out) + b * t.out_stride_batch * kB;
+        if (token_major) {  // per token: its heads, one cos/sin row
+          for (std::int64_t si = s0; si < s1; ++si) {
+            const std::int64_t r = si - s0;
+            rotate_rows(c + r * pad, s + r * pad, 0,
+                                  in_b + (si * t.in_stride_seq + ha * t.in_stride_head) * kB,
+                                  t.in_stride_head * kB,
+                                  out_b + (si * t.out_stride_seq + ha * t.out_stride_head) * kB,
+                                  t.out_stride_head * kB, hb - ha);
+          }
+        } else {  // per head: its rows of the tile, contiguous in bhsd
+          for (std::int64_t h = ha; h < hb; ++h) {
+            rotate_rows(c, s, pad,
+                                  in_b + (s0 * t.in_stride_seq + h * t.in_stride_head) * kB,
+                                  t.in_stride_seq * kB,
+                                  out_b + (s0 * t.out_stride_seq + h * t.out_stride_head) * kB,
+                                  t.out_stride_seq * kB, n);
           }
         }
       }
-    } else {
-      for (std::int64_t hh = h0; hh < h1; ++hh) {
-        int ti;
-        const std::int64_t h = locate(hh, &ti);
-        for (std::int64_t b = b_first; b < b_end; ++b) {
-          for (std::int64_t si = s0; si < s1; ++si) row(tensors[ti], h, b, si);
-        }
-      }
     }
-  });
+  };
+  if (serial) {
+    for (std::int64_t task = 0; task < token_tasks * groups; ++task) task_fn(task, 0);
+  } else {
+    ctx.ParallelFor(token_tasks * groups, task_fn);
+  }
 }
 
 template <Store S>

@@ -127,20 +127,31 @@ HWY_INLINE void TrigRows(const TrigCols& cols, std::int64_t n, bool consecutive,
   const hn::ScalableTag<double> dd;
   using VD = hn::Vec<decltype(dd)>;
   const std::int64_t nd = static_cast<std::int64_t>(hn::Lanes(dd));
+  // Local copies: the sinks store through char pointers, which may alias
+  // `cols`, so reading its members in the loops would reload them after
+  // every store.
+  const double* const wc0 = cols.wc0;
+  const double* const ws0 = cols.ws0;
+  const double* const wc1 = cols.wc1;
+  const double* const ws1 = cols.ws1;
+  const double* const freq = cols.freq;
+  const double* const small_cos = cols.small_cos;
+  const double* const small_sin = cols.small_sin;
+  const std::int64_t pad = cols.pad;
   auto emit = [&](std::int64_t r, std::int64_t c, VD co, VD s) HWY_ATTR {
-    const VD v0 = hn::MulAdd(hn::LoadU(dd, cols.wc0 + c), co, hn::Mul(hn::LoadU(dd, cols.ws0 + c), s));
+    const VD v0 = hn::MulAdd(hn::LoadU(dd, wc0 + c), co, hn::Mul(hn::LoadU(dd, ws0 + c), s));
     VD v1 = v0;
     if constexpr (kTwo) {
-      v1 = hn::MulAdd(hn::LoadU(dd, cols.wc1 + c), co, hn::Mul(hn::LoadU(dd, cols.ws1 + c), s));
+      v1 = hn::MulAdd(hn::LoadU(dd, wc1 + c), co, hn::Mul(hn::LoadU(dd, ws1 + c), s));
     }
     sink(r, c, v0, v1);
   };
   if (!consecutive) {
     for (std::int64_t r = 0; r < n; ++r) {
       const VD p = hn::Set(dd, static_cast<double>(pos_of(r)));
-      for (std::int64_t c = 0; c < cols.pad; c += nd) {
+      for (std::int64_t c = 0; c < pad; c += nd) {
         VD s, co;
-        SinCos(dd, hn::Mul(p, hn::LoadU(dd, cols.freq + c)), s, co);
+        SinCos(dd, hn::Mul(p, hn::LoadU(dd, freq + c)), s, co);
         emit(r, c, co, s);
       }
     }
@@ -149,13 +160,13 @@ HWY_INLINE void TrigRows(const TrigCols& cols, std::int64_t n, bool consecutive,
   for (std::int64_t r0 = 0; r0 < n; r0 += kSmallRows) {
     const std::int64_t rows = n - r0 < kSmallRows ? n - r0 : kSmallRows;
     const VD p = hn::Set(dd, static_cast<double>(pos_of(r0)));
-    for (std::int64_t c = 0; c < cols.pad; c += nd) {
+    for (std::int64_t c = 0; c < pad; c += nd) {
       VD sb, cb;
-      SinCos(dd, hn::Mul(p, hn::LoadU(dd, cols.freq + c)), sb, cb);
+      SinCos(dd, hn::Mul(p, hn::LoadU(dd, freq + c)), sb, cb);
       emit(r0, c, cb, sb);
       for (std::int64_t t = 1; t < rows; ++t) {
-        const VD ct = hn::LoadU(dd, cols.small_cos + t * cols.pad + c);
-        const VD st = hn::LoadU(dd, cols.small_sin + t * cols.pad + c);
+        const VD ct = hn::LoadU(dd, small_cos + t * pad + c);
+        const VD st = hn::LoadU(dd, small_sin + t * pad + c);
         const VD co = hn::NegMulAdd(sb, st, hn::Mul(cb, ct));
         const VD s = hn::MulAdd(cb, st, hn::Mul(sb, ct));
         emit(r0 + t, c, co, s);

@@ -73,12 +73,13 @@ template <Store S, bool kAdd, class PosOf>
 HWY_INLINE void Rows(const TrigCols& cols, std::int64_t n, bool consecutive, PosOf pos_of,
                      char* base, std::int64_t row_stride) {
   const hn::ScalableTag<double> dd;
+  const std::int64_t ncols = cols.ncols;  // a local: the stores below may alias `cols`
   TrigRows<false>(cols, n, consecutive, pos_of,
                   [&](std::int64_t r, std::int64_t c, hn::Vec<decltype(dd)> v0,
                       hn::Vec<decltype(dd)>) HWY_ATTR {
-                    if (c >= cols.ncols) return;
+                    if (c >= ncols) return;
                     char* p = base + (r * row_stride + c) * kStoreBytes<S>;
-                    PutChunk<S, kAdd>(dd, v0, p, cols.ncols - c);
+                    PutChunk<S, kAdd>(dd, v0, p, ncols - c);
                   });
 }
 

@@ -1,16 +1,12 @@
-// STREAM-like bandwidth reference kernels of posenc/bandwidth.h (Highway;
-// one dynamic dispatch per call, then ctx.ParallelFor over 256 KiB tasks).
-#include "posenc/bandwidth.h"
+// STREAM-like bandwidth reference kernels (kernels/simd/stream.h).
+#include "kernels/simd/stream.h"
 
 #include <algorithm>
-#include <string>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/simd/stream.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
-
-#include "posenc/error.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc::kernels::simd {
@@ -49,34 +45,12 @@ void StreamImpl(StreamKernel kernel, float* a, const float* b, std::int64_t n, f
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace posenc {
-namespace kernels::simd {
+namespace posenc::kernels::simd {
 HWY_EXPORT(StreamImpl);
-}  // namespace kernels::simd
 
-std::string_view StreamKernelName(StreamKernel kernel) {
-  switch (kernel) {
-    case StreamKernel::kReadModifyWrite: return "rmw";
-    case StreamKernel::kCopy: return "copy";
-    case StreamKernel::kWrite: return "write";
-  }
-  return "?";
+void Stream(StreamKernel kernel, float* a, const float* b, std::int64_t n, float scale,
+            const Context& ctx) {
+  HWY_DYNAMIC_DISPATCH(StreamImpl)(kernel, a, b, n, scale, ctx);
 }
-
-std::int64_t StreamKernelBytes(StreamKernel kernel, std::int64_t n) {
-  return kernel == StreamKernel::kWrite ? 4 * n : 8 * n;
-}
-
-void RunStreamKernel(StreamKernel kernel, float* a, const float* b, std::int64_t n, float scale,
-                     const Context& ctx) {
-  Require(a != nullptr, "a", "null", "a non-null pointer");
-  Require(n >= 1, "n", n, "at least 1 element");
-  if (kernel == StreamKernel::kCopy) {
-    Require(b != nullptr, "b", "null", "a non-null source for the copy kernel");
-    Require(b + n <= a || a + n <= b, "b", "overlapping a", "a source disjoint from a");
-  }
-  HWY_DYNAMIC_DISPATCH(kernels::simd::StreamImpl)(kernel, a, b, n, scale, ctx);
-}
-
-}  // namespace posenc
+}  // namespace posenc::kernels::simd
 #endif  // HWY_ONCE

@@ -1,0 +1,80 @@
+// Shared pieces of `posenc bench` (cli/cmd_bench.cc and the per-family
+// bench files such as cli/cmd_bench_bias.cc): options, one result row,
+// the median timer and pre-faulted buffers. Methodology: docs/PERFORMANCE.md.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "posenc/context.h"
+
+#ifndef POSENC_BENCH_SCRIPT
+#define POSENC_BENCH_SCRIPT "bench/torch_baseline.py"
+#endif
+
+namespace posenc::cli {
+
+struct BenchOptions {
+  std::string what = "all";
+  int threads = 0;  // 0: hardware threads
+  bool json = false;
+  int reps = 10;
+  int warmup = 3;
+  std::int64_t max_seq = 16384;
+  bool torch = true;
+  std::string python = "/usr/bin/python3";
+  std::string script = POSENC_BENCH_SCRIPT;
+  std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+};
+
+// One row of the report: a kernel, dtype and shape timed against a ceiling
+// ("rmw", "copy" or "write") measured over the same bytes in the same run.
+struct Result {
+  std::string kernel, dtype, ceiling;
+  std::vector<std::int64_t> shape;
+  bool inplace = true;
+  double ms = 0, bytes = 0, ceiling_ms = 0;
+  std::optional<double> torch_ms;  // empty: no baseline (--no-torch, or torch lacks the op)
+  std::string torch_variant;
+  nlohmann::json TorchCase(int id) const {
+    return {{"id", id}, {"kernel", kernel}, {"dtype", dtype}, {"shape", shape}};
+  }
+};
+
+// Median of `reps` timed calls after `warmup` untimed ones, in ms.
+inline double MedianMs(const std::function<void()>& fn, int reps, int warmup) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+}
+
+// Pre-faulted buffer of floats (bytes / 4, rounded up) filled with values in [-1, 1].
+inline std::vector<float> Buffer(std::int64_t bytes, std::uint32_t seed) {
+  std::vector<float> v(static_cast<std::size_t>((bytes + 3) / 4));
+  std::uint32_t state = seed * 2654435761u + 1u;  // xorshift32: cheap, fills 512 MB quickly
+  for (auto& x : v) {
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    x = static_cast<float>(state) * 0x1p-31f - 1.0f;  // [-1, 1], also sane as 16-bit pairs
+  }
+  return v;
+}
+
+// `posenc bench bias` (cli/cmd_bench_bias.cc): ALiBi and T5 bias matrices.
+void BenchBias(const BenchOptions& o, const Context& ctx, std::vector<Result>& out);
+
+}  // namespace posenc::cli

@@ -1,0 +1,77 @@
+// bfloat16 dot-product logits of the fused attention (kernels/simd/flash.h,
+// FlashTileLogitsBf16): AVX512_BF16's VDPBF16PS (Intel SDM; Cooper Lake,
+// Zen 4/5) computes, per float32 lane, acc + a[2i] * b[2i] + a[2i+1] *
+// b[2i+1] from 32 bfloat16 pairs, twice the multiply-adds per instruction
+// of a float32 FMA. Highway 1.0.3 has no target that emits it (no
+// AVX3_ZEN4; ReorderWidenMulAccumulate for bf16 is emulated with two float32
+// FMAs), so this one kernel is written with GCC intrinsics in a function
+// compiled for avx512f+avx512bf16 and is called only when the CPU has
+// AVX512_BF16 and Highway's dispatch currently selects an AVX-512 target (so
+// forcing a narrower target in tests also disables it).
+//
+// Numerics: the products of two bfloat16 values are exact in float32 and
+// the instruction rounds once per pair-sum (round to nearest even; inputs
+// and outputs below 2^-126 are flushed to zero), so the logits of
+// bfloat16 inputs match the float32 kernel's within float32 rounding of
+// the reordered sums: |error| <= D * 2^-23 * sum |q_x k_x|.
+#include <immintrin.h>
+
+#include <cstring>
+#include <string_view>
+
+#include "kernels/simd/flash.h"
+#include "kernels/simd/targets.h"
+
+namespace posenc::kernels::simd {
+namespace {
+
+// 4 query rows x 4 vectors of 16 keys per step (16 accumulators).
+template <int kRows, int kVecs>
+__attribute__((target("avx512f,avx512bf16"))) inline void Bf16Block(
+    const std::uint32_t* q, const std::uint16_t* kt, std::int64_t pairs, std::int64_t ld,
+    std::int64_t j, float* s) {
+  __m512 a[kRows][kVecs];
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) a[r][c] = _mm512_setzero_ps();
+  for (std::int64_t x = 0; x < pairs; ++x) {
+    __m512bh k[kVecs];
+    for (int c = 0; c < kVecs; ++c) {
+      k[c] = (__m512bh)_mm512_loadu_si512(kt + x * 2 * ld + 2 * (j + 16 * c));
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const __m512bh qx = (__m512bh)_mm512_set1_epi32(static_cast<int>(q[r * pairs + x]));
+      for (int c = 0; c < kVecs; ++c) a[r][c] = _mm512_dpbf16_ps(a[r][c], qx, k[c]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(s + r * ld + j + 16 * c, a[r][c]);
+}
+
+template <int kRows>
+__attribute__((target("avx512f,avx512bf16"))) void Bf16Rows(const std::uint32_t* q,
+                                                            const std::uint16_t* kt,
+                                                            std::int64_t pairs, std::int64_t ld,
+                                                            float* s) {
+  std::int64_t j = 0;
+  for (; j + 64 <= ld; j += 64) Bf16Block<kRows, 4>(q, kt, pairs, ld, j, s);
+  for (; j < ld; j += 16) Bf16Block<kRows, 1>(q, kt, pairs, ld, j, s);
+}
+
+}  // namespace
+
+bool FlashBf16DotAvailable() {
+  static const bool cpu = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");
+  if (!cpu) return false;
+  const std::string_view target = DispatchedTargetName();
+  return target == "AVX3" || target == "AVX3_DL";
+}
+
+void FlashTileLogitsBf16(const std::uint32_t* q_pairs, const std::uint16_t* kt_pairs,
+                         std::int64_t nq, std::int64_t dim, std::int64_t ld, float* s) {
+  const std::int64_t pairs = dim / 2;
+  std::int64_t i = 0;
+  for (; i + 4 <= nq; i += 4) Bf16Rows<4>(q_pairs + i * pairs, kt_pairs, pairs, ld, s + i * ld);
+  for (; i < nq; ++i) Bf16Rows<1>(q_pairs + i * pairs, kt_pairs, pairs, ld, s + i * ld);
+}
+
+}  // namespace posenc::kernels::simd

@@ -1,0 +1,82 @@
+// `posenc bench attention`: a tiny smoke run (S = 64, no torch) whose JSON
+// entries carry every documented key with sane values (the float32 entries
+// also check the fused attention against the reference attention), the
+// text table, and the error paths.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+
+#include "cli_util.h"
+
+namespace posenc::test {
+namespace {
+
+TEST(BenchAttentionCli, SmokeJsonEntries) {
+  const auto r = RunCli("bench attention --threads 2 --json --max-seq 64 --reps 1 --warmup 0 --no-torch");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("machine"));
+  std::set<std::string> seen;
+  for (const auto& e : j.at("results")) {
+    for (const char* key : {"kernel", "scheme", "seq", "heads", "head_dim", "causal", "threads", "dtype",
+                            "ms", "peak_extra_mib", "torch_ms", "torch_peak_mib", "reference_ms"}) {
+      ASSERT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
+    }
+    EXPECT_EQ(e["kernel"], "attention");
+    EXPECT_EQ(e["seq"].get<int>(), 64);
+    EXPECT_EQ(e["heads"].get<int>(), 8);
+    EXPECT_EQ(e["head_dim"].get<int>(), 64);
+    EXPECT_TRUE(e["causal"].get<bool>());
+    EXPECT_EQ(e["threads"].get<int>(), 2);
+    EXPECT_GT(e["ms"].get<double>(), 0.0);
+    // Measured in a child: small, never negative (S = 64 needs ~100 KiB of tiles).
+    EXPECT_GE(e["peak_extra_mib"].get<double>(), 0.0);
+    EXPECT_LT(e["peak_extra_mib"].get<double>(), 64.0);
+    EXPECT_TRUE(e["torch_ms"].is_null());  // --no-torch
+    EXPECT_TRUE(e["torch_peak_mib"].is_null());
+    const std::string dtype = e["dtype"].get<std::string>();
+    if (dtype == "float32") {
+      EXPECT_GT(e["reference_ms"].get<double>(), 0.0);
+      EXPECT_LT(e["reference_max_abs_err"].get<double>(), 1e-4) << e.dump();
+    } else {
+      EXPECT_EQ(dtype, "bfloat16");
+      EXPECT_TRUE(e["reference_ms"].is_null());
+    }
+    seen.insert(e["scheme"].get<std::string>() + "/" + dtype);
+  }
+  EXPECT_EQ(seen.size(), 8u);  // alibi, t5, rope, none x float32, bfloat16
+  EXPECT_EQ(j["results"].size(), 8u);
+}
+
+TEST(BenchAttentionCli, TextTable) {
+  const auto r = RunCli("bench attention --threads 1 --max-seq 16 --reps 1 --warmup 0 --no-torch");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("extra MiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("alibi"), std::string::npos);
+  EXPECT_NE(r.out.find("bfloat16"), std::string::npos);
+}
+
+TEST(BenchAttentionCli, AllDoesNotRunAttention) {
+  const auto r = RunCli("bench all --threads 1 --json --max-seq 8 --reps 1 --warmup 0 --no-torch");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.at("results").empty());
+  for (const auto& e : j.at("results")) EXPECT_NE(e["kernel"], "attention");
+}
+
+TEST(BenchAttentionCli, MissingTorchScriptIsIoError) {
+  const auto r = RunCli("bench attention --max-seq 8 --reps 1 --warmup 0 --torch-script /nonexistent/x.py");
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("--torch-script"), std::string::npos) << r.err;
+}
+
+TEST(BenchAttentionCli, BadMaxSeq) {
+  const auto r = RunCli("bench attention --max-seq 0 --no-torch");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-seq: got 0"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace posenc::test
