@@ -31,6 +31,7 @@ MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1), like torch_baseline.py.
 """
 import json
 import math
+import os
 import resource
 import statistics
 import sys
@@ -38,31 +39,12 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_common import relative_position_bucket, rotate_half  # noqa: E402
+
 
 def max_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
-
-
-def relative_position_bucket(relative_position, bidirectional, num_buckets=32, max_distance=128):
-    """HF transformers T5Attention._relative_position_bucket."""
-    relative_buckets = 0
-    if bidirectional:
-        num_buckets //= 2
-        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
-        relative_position = torch.abs(relative_position)
-    else:
-        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
-    max_exact = num_buckets // 2
-    is_small = relative_position < max_exact
-    relative_position_if_large = max_exact + (
-        torch.log(relative_position.float() / max_exact)
-        / math.log(max_distance / max_exact)
-        * (num_buckets - max_exact)
-    ).to(torch.long)
-    relative_position_if_large = torch.min(
-        relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
-    relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
-    return relative_buckets
 
 
 def t5_compute_bias(embedding, seq):
@@ -72,12 +54,6 @@ def t5_compute_bias(embedding, seq):
     bucket = relative_position_bucket(memory_position - context_position, bidirectional=False)
     values = embedding(bucket)  # [S, S, H]
     return values.permute([2, 0, 1]).unsqueeze(0)
-
-
-def rotate_half(x):
-    x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2:]
-    return torch.cat((-x2, x1), dim=-1)
 
 
 def main():

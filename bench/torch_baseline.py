@@ -32,6 +32,7 @@ so torch's fresh outputs reuse memory instead of faulting new pages.
 """
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -39,11 +40,8 @@ import time
 import numpy as np
 import torch
 
-
-def rotate_half(x):
-    x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2:]
-    return torch.cat((-x2, x1), dim=-1)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_common import relative_position_bucket, rotate_half  # noqa: E402
 
 
 def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
@@ -183,29 +181,6 @@ def case_alibi(c, reps, warmup):
 
     with torch.no_grad():
         return median_ms(run, reps, warmup)
-
-
-def relative_position_bucket(relative_position, bidirectional=True, num_buckets=32,
-                             max_distance=128):
-    """HF transformers T5Attention._relative_position_bucket (verbatim)."""
-    relative_buckets = 0
-    if bidirectional:
-        num_buckets //= 2
-        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
-        relative_position = torch.abs(relative_position)
-    else:
-        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
-    max_exact = num_buckets // 2
-    is_small = relative_position < max_exact
-    relative_position_if_large = max_exact + (
-        torch.log(relative_position.float() / max_exact)
-        / math.log(max_distance / max_exact)
-        * (num_buckets - max_exact)
-    ).to(torch.long)
-    relative_position_if_large = torch.min(
-        relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
-    relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
-    return relative_buckets
 
 
 def case_t5_bias(c, reps, warmup):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from . import _posenc
 from ._posenc import MAX_POSITION, ConfigError, Context, IoError, simd_target
 from ._absolute import LearnedTable, add_sinusoidal, sinusoidal_inv_freq, sinusoidal_table
-from ._attention import attention, flash_attention
+from ._attention import attention, flash_attention, flash_attention_varlen
 from ._bias import (alibi_bias, alibi_slopes, bloom_alibi_tensor, deberta_bucket,
                     deberta_relative_position, relative_matrix, t5_bias, t5_bucket)
 from ._config import inspect, rope_config, rope_inv_freq
@@ -27,6 +27,7 @@ __all__ = [
     "LearnedTable", "add_sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table",
     "apply_mrope", "apply_rope", "apply_rope_qk", "rope_cos_sin", "rope_default_inv_freq",
     "inspect", "rope_config", "rope_inv_freq", "attention", "flash_attention",
+    "flash_attention_varlen",
     "alibi_bias", "alibi_slopes", "bloom_alibi_tensor", "deberta_bucket",
     "deberta_relative_position", "relative_matrix", "t5_bias", "t5_bucket",
 ]

@@ -4,7 +4,8 @@ attention(): the exact reference (posenc/attention.h): float64 accumulation,
 any float dtype in and out; slow by design (the executable specification).
 flash_attention(): the fused CPU kernel (posenc/flash_attention.h): float32
 arithmetic, the position terms computed per tile, O(N) extra memory; schemes
-none, absolute, rope, alibi, t5 and shaw."""
+none, absolute, rope, alibi, t5 and shaw.
+flash_attention_varlen(): the same kernel on packed variable-length sequences."""
 from __future__ import annotations
 
 from typing import Any, Optional, Tuple, Union
@@ -40,9 +41,7 @@ def attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str = "bs
         out = empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), _dtype(q), like=q)
     probs = None
     if return_probs:
-        b, h = q.shape[0], (q.shape[2] if layout == "bshd" else q.shape[1])
-        sq = q.shape[1] if layout == "bshd" else q.shape[2]
-        sk = k.shape[1] if layout == "bshd" else k.shape[2]
+        b, h, sq, sk = _batch_heads_seqs(q, k, layout)
         probs = empty((b, h, sq, sk), _dtype(q), like=q)
     _posenc.attention(q, k, v, out, probs, layout, mask,
                       -1 if sliding_window is None else int(sliding_window), scale,
@@ -69,8 +68,7 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
         out = empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), _dtype(q), like=q)
     lse = None
     if return_lse:
-        b, h = q.shape[0], (q.shape[2] if layout == "bshd" else q.shape[1])
-        sq = q.shape[1] if layout == "bshd" else q.shape[2]
+        b, h, sq, _ = _batch_heads_seqs(q, k, layout)
         lse = empty((b, h, sq), "float32", like=q)
     _posenc.flash_attention(q, k, v, out, lse, layout, mask,
                             -1 if sliding_window is None else int(sliding_window), scale,
@@ -79,9 +77,38 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
     return (out, lse) if return_lse else out
 
 
+def flash_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, *,
+                           scheme: str = "none", mask: str = "causal",
+                           sliding_window: Optional[int] = None, scale: Optional[float] = None,
+                           out: Any = None, query_tile: int = 64, key_tile: int = 64,
+                           ctx: Any = None, **scheme_args: Any) -> Any:
+    """The fused attention on packed variable-length sequences (flash-attn's
+    flash_attn_varlen_func convention): q [total_q, H, D], k [total_k, Hkv, D],
+    v [total_k, Hkv, Dv]; cu_seqlens_q / cu_seqlens_k hold batch + 1 integer
+    offsets (first 0, nondecreasing, last total_q / total_k), sequence b owns
+    query rows cu_seqlens_q[b]:cu_seqlens_q[b + 1] and key rows
+    cu_seqlens_k[b]:cu_seqlens_k[b + 1]. Every sequence is attended on its
+    own with the same scheme (FLASH_SCHEMES, keyword arguments as in
+    attention()); positions restart at 0 in every sequence, queries
+    bottom-right aligned (Sq_b <= Sk_b). Returns out [total_q, H, Dv]."""
+    if out is None:
+        out = empty((q.shape[0], q.shape[1], v.shape[2]), _dtype(q), like=q)
+    _posenc.flash_attention_varlen(q, k, v, out, cu_seqlens_q, cu_seqlens_k, mask,
+                                   -1 if sliding_window is None else int(sliding_window), scale,
+                                   scheme, scheme_args, query_tile, key_tile, ctx)
+    return out
+
+
+def _batch_heads_seqs(q: Any, k: Any, layout: str) -> Tuple[int, int, int, int]:
+    """(batch, query heads, Sq, Sk) of rank-4 q and k in layout "bshd" or "bhsd"."""
+    if layout == "bshd":
+        return q.shape[0], q.shape[2], q.shape[1], k.shape[1]
+    return q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+
+
 def _dtype(x: Any) -> str:
     from ._tensors import dtype_name
     return dtype_name(x.dtype)
 
 
-__all__ = ["attention", "flash_attention", "SCHEMES", "FLASH_SCHEMES"]
+__all__ = ["attention", "flash_attention", "flash_attention_varlen", "SCHEMES", "FLASH_SCHEMES"]

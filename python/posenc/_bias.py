@@ -77,10 +77,12 @@ def t5_bucket(relative_position: Any, *, num_buckets: int = 32, max_distance: in
 
 def t5_bias(table: Any, query_len: int, key_len: Optional[int] = None, *,
             max_distance: int = 128, bidirectional: bool = True, query_offset: int = 0,
-            query_positions: Any = None, dtype: Any = None, out: Any = None) -> Any:
+            query_positions: Any = None, dtype: Any = None, out: Any = None,
+            ctx: Any = None) -> Any:
     """HF T5 compute_bias: out[h, i, j] = table[bucket(j - q_i), h] with the
     learned table [num_buckets, heads]; queries at query_offset + i (the past
-    length) or at query_positions, keys at 0..key_len-1. [heads, query_len, key_len]."""
+    length) or at query_positions, keys at 0..key_len-1. [heads, query_len, key_len].
+    ctx: a posenc.Context (threads, backend); None runs the default context."""
     key_len = query_len if key_len is None else key_len
     num_buckets, heads = int(table.shape[0]), int(table.shape[1])
     if out is None:
@@ -88,7 +90,7 @@ def t5_bias(table: Any, query_len: int, key_len: Optional[int] = None, *,
                     like=table if is_torch(table) else None)
     _posenc.t5_bias(out, table, num_buckets, max_distance,
                     "bidirectional" if bidirectional else "causal", query_positions,
-                    query_offset, query_len, key_len)
+                    query_offset, query_len, key_len, ctx)
     return out
 
 

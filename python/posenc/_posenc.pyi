@@ -67,7 +67,7 @@ def t5_bucket(relative_position: ArrayLike, num_buckets: int, max_distance: int,
               direction: str) -> np.ndarray: ...
 def t5_bias(out: ArrayLike, table: ArrayLike, num_buckets: int, max_distance: int,
             direction: str, query_positions: Optional[ArrayLike], query_offset: int,
-            query_len: int, key_len: int) -> None: ...
+            query_len: int, key_len: int, ctx: Optional[Context] = ...) -> None: ...
 def t5_bias_grad(d_table: ArrayLike, d_bias: ArrayLike, num_buckets: int, max_distance: int,
                  direction: str, heads: int, query_positions: Optional[ArrayLike],
                  query_offset: int, write: str) -> None: ...
@@ -115,6 +115,11 @@ def flash_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
                     key_positions: Optional[ArrayLike], scheme: str, scheme_args: dict,
                     query_tile: int = ..., key_tile: int = ..., rope_keys: str = ...,
                     ctx: Optional[Context] = ...) -> None: ...
+def flash_attention_varlen(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
+                           cu_seqlens_q: ArrayLike, cu_seqlens_k: ArrayLike, mask: str,
+                           sliding_window: int, scale: Optional[float], scheme: str,
+                           scheme_args: dict, query_tile: int = ..., key_tile: int = ...,
+                           ctx: Optional[Context] = ...) -> None: ...
 def flash_attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
                              dout: ArrayLike, lse: Optional[ArrayLike], dq: ArrayLike,
                              dk: ArrayLike, dv: ArrayLike, table_grads: dict, layout: str,

@@ -201,6 +201,19 @@ FlashAttentionOptions FlashOptionsOf(std::int64_t query_tile, std::int64_t key_t
   return o;
 }
 
+// dq, dk, dv as writable views kept alive in `held` (reserved: no reallocation).
+AttentionGrads GradViews(py::handle dq, py::handle dk, py::handle dv,
+                         std::vector<HeldView>& held) {
+  AttentionGrads g;
+  held.push_back(ViewOf(dq, "dq", Access::kWrite));
+  g.dq = held.back().view;
+  held.push_back(ViewOf(dk, "dk", Access::kWrite));
+  g.dk = held.back().view;
+  held.push_back(ViewOf(dv, "dv", Access::kWrite));
+  g.dv = held.back().view;
+  return g;
+}
+
 // The table gradient outputs named in `table_grads` (keys as in AttentionGrads).
 void TableGradViews(const py::dict& table_grads, AttentionGrads& g, std::vector<HeldView>& held) {
   for (auto item : table_grads) {
@@ -239,13 +252,7 @@ void BindAttention(py::module_& m) {
         std::unique_ptr<Call> call = Build(layout, mask, sliding_window, scale, query_positions,
                                            key_positions, scheme, scheme_args,
                                            HeadsOf(qv.view, layout));
-        if (call->params.scheme.kind == PositionScheme::Kind::kRope &&
-            call->params.scheme.rope.head_dim == 0) {
-          call->params.scheme.rope.head_dim = qv.view.shape[3];
-        }
-        if (call->params.scheme.kind == PositionScheme::Kind::kDeBERTa && !scheme_args.contains("head_dim")) {
-          call->params.scheme.deberta.params.head_dim = qv.view.shape[3];
-        }
+        DefaultHeadDims(*call, qv.view, scheme_args);
         std::optional<HeldView> pv;
         if (!probs.is_none()) pv = ViewOf(probs, "probs", Access::kWrite);
         py::gil_scoped_release release;
@@ -271,39 +278,11 @@ void BindAttention(py::module_& m) {
         std::unique_ptr<Call> call = Build(layout, mask, sliding_window, scale, query_positions,
                                            key_positions, scheme, scheme_args,
                                            HeadsOf(qv.view, layout));
-        if (call->params.scheme.kind == PositionScheme::Kind::kRope &&
-            call->params.scheme.rope.head_dim == 0) {
-          call->params.scheme.rope.head_dim = qv.view.shape[3];
-        }
-        if (call->params.scheme.kind == PositionScheme::Kind::kDeBERTa && !scheme_args.contains("head_dim")) {
-          call->params.scheme.deberta.params.head_dim = qv.view.shape[3];
-        }
+        DefaultHeadDims(*call, qv.view, scheme_args);
         std::vector<HeldView> held;
         held.reserve(16);
-        auto out_view = [&](py::handle obj, const char* name) {
-          held.push_back(ViewOf(obj, name, Access::kWrite));
-          return held.back().view;
-        };
-        AttentionGrads g;
-        g.dq = out_view(dq, "dq");
-        g.dk = out_view(dk, "dk");
-        g.dv = out_view(dv, "dv");
-        for (auto item : table_grads) {
-          const auto key = item.first.cast<std::string>();
-          TensorView* target = key == "t5_table"         ? &g.t5_table
-                               : key == "shaw_a_key"      ? &g.shaw_a_key
-                               : key == "shaw_a_value"    ? &g.shaw_a_value
-                               : key == "xl_r_w_bias"     ? &g.xl_r_w_bias
-                               : key == "xl_r_r_bias"     ? &g.xl_r_r_bias
-                               : key == "xl_rw"           ? &g.xl_rw
-                               : key == "deberta_pos_key" ? &g.deberta_pos_key
-                               : key == "deberta_pos_query" ? &g.deberta_pos_query
-                                                            : nullptr;
-          Require(target != nullptr, "table_grads", key,
-                  "t5_table, shaw_a_key, shaw_a_value, xl_r_w_bias, xl_r_r_bias, xl_rw, "
-                  "deberta_pos_key or deberta_pos_query");
-          *target = out_view(item.second, key.c_str());
-        }
+        AttentionGrads g = GradViews(dq, dk, dv, held);
+        TableGradViews(table_grads, g, held);
         py::gil_scoped_release release;
         AttentionReferenceBackward(call->params, qv.view, kv.view, vv.view, dov.view, g);
       },
@@ -346,6 +325,42 @@ void BindAttention(py::module_& m) {
       py::arg("scheme_args"), py::arg("query_tile") = 64, py::arg("key_tile") = 64,
       py::arg("rope_keys") = "rotate", py::arg("ctx") = py::none());
 
+  // FlashAttentionVarlen: packed sequences, q [total_q, H, D], k/v
+  // [total_k, Hkv, D/Dv], out [total_q, H, Dv]; cu_seqlens_q / cu_seqlens_k
+  // batch + 1 integer offsets (any integer dtype, a sequence or a tensor).
+  m.def(
+      "flash_attention_varlen",
+      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle cu_seqlens_q,
+         py::handle cu_seqlens_k, const std::string& mask, std::int64_t sliding_window,
+         py::handle scale, const std::string& scheme, const py::dict& scheme_args,
+         std::int64_t query_tile, std::int64_t key_tile, py::handle ctx) {
+        const Context& c = ContextOf(ctx);
+        HeldView qv = ViewOf(q, "q", Access::kRead);
+        HeldView kv = ViewOf(k, "k", Access::kRead);
+        HeldView vv = ViewOf(v, "v", Access::kRead);
+        HeldView ov = ViewOf(out, "out", Access::kWrite);
+        Require(qv.view.rank == 3, "q.ndim", qv.view.rank, "3 ([total_q, heads, head_dim])");
+        const IntArray cu_q = IntsOf(cu_seqlens_q, "cu_seqlens_q");
+        const IntArray cu_k = IntsOf(cu_seqlens_k, "cu_seqlens_k");
+        Require(cu_q.shape.size() == 1, "cu_seqlens_q.ndim", cu_q.shape.size(), "1");
+        Require(cu_k.shape.size() == 1, "cu_seqlens_k.ndim", cu_k.shape.size(), "1");
+        // The layout is not read by the varlen call; positions restart per sequence.
+        std::unique_ptr<Call> call = Build("bshd", mask, sliding_window, scale, py::none(),
+                                           py::none(), scheme, scheme_args, qv.view.shape[1]);
+        if (call->params.scheme.kind == PositionScheme::Kind::kRope &&
+            call->params.scheme.rope.head_dim == 0) {
+          call->params.scheme.rope.head_dim = qv.view.shape[2];
+        }
+        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, "rotate");
+        py::gil_scoped_release release;
+        FlashAttentionVarlen(call->params, qv.view, kv.view, vv.view, ov.view, cu_q.values,
+                             cu_k.values, o, c);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("cu_seqlens_q"),
+      py::arg("cu_seqlens_k"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
+      py::arg("scheme"), py::arg("scheme_args"), py::arg("query_tile") = 64,
+      py::arg("key_tile") = 64, py::arg("ctx") = py::none());
+
   // FlashAttentionBackward: lse None recomputes it; table_grads as in
   // attention_backward (t5_table, shaw_a_key, shaw_a_value are computed).
   m.def(
@@ -372,13 +387,7 @@ void BindAttention(py::module_& m) {
         const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys);
         std::vector<HeldView> held;
         held.reserve(16);
-        AttentionGrads g;
-        held.push_back(ViewOf(dq, "dq", Access::kWrite));
-        g.dq = held.back().view;
-        held.push_back(ViewOf(dk, "dk", Access::kWrite));
-        g.dk = held.back().view;
-        held.push_back(ViewOf(dv, "dv", Access::kWrite));
-        g.dv = held.back().view;
+        AttentionGrads g = GradViews(dq, dk, dv, held);
         TableGradViews(table_grads, g, held);
         py::gil_scoped_release release;
         FlashAttentionBackward(call->params, qv.view, kv.view, vv.view, ov.view, dov.view,

@@ -131,7 +131,8 @@ void BindT5(py::module_& m) {
       "t5_bias",
       [](py::handle out, py::handle table, std::int64_t num_buckets, std::int64_t max_distance,
          const std::string& direction, py::handle query_positions, std::int64_t query_offset,
-         std::int64_t query_len, std::int64_t key_len) {
+         std::int64_t query_len, std::int64_t key_len, py::handle ctx) {
+        const Context& c = ContextOf(ctx);
         HeldView t = ViewOf(table, "table", Access::kRead);
         Require(t.view.rank == 2, "table.ndim", t.view.rank, "2 ([num_buckets, heads])");
         Require(t.view.shape[0] == num_buckets, "table.shape[0]", t.view.shape[0],
@@ -147,11 +148,11 @@ void BindT5(py::module_& m) {
         const Positions pos = PositionsOf(query_positions, query_offset, "query_positions", storage);
         HeldView o = ViewOf(out, "out", Access::kWrite);
         py::gil_scoped_release release;
-        bias.FillBias(pos, query_len, key_len, o.view);
+        bias.FillBias(pos, query_len, key_len, o.view, c);
       },
       py::arg("out"), py::arg("table"), py::arg("num_buckets"), py::arg("max_distance"),
       py::arg("direction"), py::arg("query_positions"), py::arg("query_offset"),
-      py::arg("query_len"), py::arg("key_len"));
+      py::arg("query_len"), py::arg("key_len"), py::arg("ctx") = py::none());
   m.def(
       "t5_bias_grad",
       [](py::handle d_table, py::handle d_bias, std::int64_t num_buckets,

@@ -117,3 +117,55 @@ def test_flash_attention_numpy_rejects_reference_only_scheme():
     q = np.zeros((1, 4, 2, 8), np.float32)
     with pytest.raises(ValueError, match="scheme.kind"):
         posenc.flash_attention(q, q, q, scheme="deberta")
+
+
+@pytest.mark.parametrize("scheme,args", [
+    ("none", {}),
+    ("alibi", {"max_bias": 8.0}),
+    ("rope", {"theta": 10000.0}),
+    ("t5", {"table": np.random.default_rng(3).normal(size=(32, 4)).astype(np.float32),
+            "bidirectional": False}),
+    ("shaw", {"clip": 5, "a_key": np.random.default_rng(4).normal(size=(11, 16)),
+              "a_value": np.random.default_rng(5).normal(size=(11, 16))}),
+])
+@pytest.mark.parametrize("mask,window", [("causal", None), ("bidirectional", None),
+                                         ("causal", 6)])
+def test_flash_attention_varlen_matches_per_sequence_reference(scheme, args, mask, window):
+    # Sequences of 5, 0 (4 keys nobody sees), 23 (of 30 keys: bottom-right
+    # queries) and 1 query; GQA 4 query heads on 2 kv heads.
+    q_lens, k_lens = [5, 0, 23, 1], [5, 4, 30, 9]
+    cu_q, cu_k = np.cumsum([0] + q_lens), np.cumsum([0] + k_lens)
+    rng = np.random.default_rng(21)
+    q = rng.normal(size=(cu_q[-1], 4, 16)).astype(np.float32)
+    k = rng.normal(size=(cu_k[-1], 2, 16)).astype(np.float32)
+    v = rng.normal(size=(cu_k[-1], 2, 16)).astype(np.float32)
+    out = posenc.flash_attention_varlen(q, k, v, cu_q, cu_k, scheme=scheme, mask=mask,
+                                        sliding_window=window, query_tile=8, key_tile=8,
+                                        ctx=posenc.Context(2), **args)
+    assert out.shape == (cu_q[-1], 4, 16) and out.dtype == np.float32
+    for b in range(len(q_lens)):
+        if q_lens[b] == 0:
+            continue
+        qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        ref = posenc.attention(q[qs][None].astype(np.float64), k[ks][None].astype(np.float64),
+                               v[ks][None].astype(np.float64), scheme=scheme, mask=mask,
+                               sliding_window=window, **args)
+        np.testing.assert_allclose(out[qs], ref[0], atol=2e-5, rtol=0, err_msg="sequence %d" % b)
+
+
+def test_flash_attention_varlen_torch_inputs_and_int32_offsets():
+    q, k, v = (torch.randn(12, 2, 8, generator=torch.Generator().manual_seed(s)) for s in (1, 2, 3))
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+    out = posenc.flash_attention_varlen(q, k, v, cu, cu, scheme="alibi")
+    assert isinstance(out, torch.Tensor) and out.shape == (12, 2, 8)
+    for s, e in ((0, 5), (5, 12)):
+        ref = posenc.attention(q[s:e][None].double(), k[s:e][None].double(),
+                               v[s:e][None].double(), scheme="alibi")
+        assert torch.allclose(out[s:e].double(), ref[0], atol=2e-5, rtol=0)
+
+
+def test_flash_attention_varlen_rejects_bad_cu_seqlens():
+    q = np.zeros((8, 2, 8), np.float32)
+    with pytest.raises(ValueError, match=r"cu_seqlens_q\[2\]: got 7"):
+        posenc.flash_attention_varlen(q, q, q, [0, 3, 7], [0, 3, 8])
+

@@ -156,6 +156,18 @@ def test_t5_bias_matches_hf_compute_bias_and_gradcheck():
         (table,))
 
 
+def test_t5_bias_context_threads_and_backend_give_the_same_values():
+    table = np.random.default_rng(7).normal(size=(32, 6)).astype(np.float32)
+    ref = posenc.t5_bias(table, 150, 203, query_offset=9, ctx=posenc.Context(1, "scalar"))
+    assert ref.shape == (6, 150, 203)
+    for ctx in [posenc.Context(3, "auto"), posenc.Context(2, "simd"), None]:
+        assert np.array_equal(posenc.t5_bias(table, 150, 203, query_offset=9, ctx=ctx), ref)
+    # A gathered table: every value is one of the table's entries of its head.
+    assert all(np.isin(ref[h], table[:, h]).all() for h in range(6))
+    with pytest.raises(ValueError, match="ctx"):
+        posenc.t5_bias(table, 4, 4, ctx="two threads")
+
+
 def test_t5_errors():
     with pytest.raises(ValueError, match="num_buckets"):
         posenc.t5_bucket([0, 1], num_buckets=1)

@@ -11,10 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
-#include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -23,148 +20,32 @@
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 
+#include "flash_test_util.h"
 #include "kernels/simd/targets.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
 #include "simd_target_fixture.h"
 #include "test_util.h"
 
-namespace posenc {
+namespace posenc::flash_test {
 namespace {
 
-using Kind = PositionScheme::Kind;
-
-struct Case {
-  std::string name;
-  Kind kind = Kind::kNone;
-  AttentionMask mask = AttentionMask::kCausal;
-  std::optional<std::int64_t> window;
-  std::int64_t B = 1, H = 2, Hkv = 2, Sq = 217, Sk = 217, D = 64, Dv = 64;
-  AttentionLayout layout = AttentionLayout::kBSHD;
-  std::int64_t query_tile = 64, key_tile = 64;
-  FlashRopeKeys rope_keys = FlashRopeKeys::kRotate;
-  bool explicit_positions = false;  // per-row shuffled ids, Sq may exceed Sk
-  DType dtype = DType::kFloat32;
-  int threads = 1;
-  Backend backend = Backend::kAuto;
-};
-
-std::vector<float> Random(std::size_t n, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(gen);
-  return v;
+// A forward case: 217 x 217, 64-row tiles, Shaw clip 16 unless changed.
+Case Forward(std::string name, Kind kind, AttentionMask mask) {
+  Case c = Make(std::move(name), kind, mask);
+  c.Sq = c.Sk = 217;
+  c.query_tile = c.key_tile = 64;
+  c.shaw_clip = 16;
+  return c;
 }
-
-TensorView View(void* data, DType dtype, AttentionLayout layout, std::int64_t b, std::int64_t s,
-                std::int64_t h, std::int64_t d) {
-  return layout == AttentionLayout::kBSHD ? TensorView::Contiguous(data, dtype, {b, s, h, d})
-                                          : TensorView::Contiguous(data, dtype, {b, h, s, d});
-}
-
-// Reads a rank-4 attention view into [B, H, S, D] order as doubles.
-std::vector<double> Canonical(const TensorView& view, AttentionLayout layout) {
-  const AttentionDims d = GetAttentionDims(view, layout, "view");
-  std::vector<double> out;
-  for (std::int64_t b = 0; b < d.batch; ++b)
-    for (std::int64_t h = 0; h < d.heads; ++h)
-      for (std::int64_t s = 0; s < d.seq; ++s)
-        for (std::int64_t x = 0; x < d.head_dim; ++x)
-          out.push_back(LoadAsDouble(view.data, view.dtype,
-                                     b * d.stride_batch + h * d.stride_head + s * d.stride_seq +
-                                         x * d.stride_dim));
-  return out;
-}
-
-// Owns the inputs and scheme tables of one case.
-struct Fixture {
-  Case c;
-  std::vector<float> q, k, v;           // float32 values (bf16-representable when dtype is bf16)
-  std::vector<std::uint16_t> q16, k16, v16;
-  std::vector<std::int64_t> qids, kids;
-  std::unique_ptr<T5BiasTable> t5;
-  std::vector<float> a_key, a_value;
-  AttentionParams params;
-
-  explicit Fixture(const Case& cs) : c(cs) {
-    q = Random(static_cast<std::size_t>(c.B * c.Sq * c.H * c.D), 11);
-    k = Random(static_cast<std::size_t>(c.B * c.Sk * c.Hkv * c.D), 12);
-    v = Random(static_cast<std::size_t>(c.B * c.Sk * c.Hkv * c.Dv), 13);
-    if (c.dtype == DType::kBFloat16) {
-      for (auto* vec : {&q, &k, &v}) {
-        for (auto& x : *vec) x = BF16ToFloat(FloatToBF16(x));
-      }
-      for (auto x : q) q16.push_back(FloatToBF16(x).bits);
-      for (auto x : k) k16.push_back(FloatToBF16(x).bits);
-      for (auto x : v) v16.push_back(FloatToBF16(x).bits);
-    }
-    params.layout = c.layout;
-    params.mask = c.mask;
-    params.sliding_window = c.window;
-    if (c.explicit_positions) {
-      std::mt19937 gen(5);
-      for (std::int64_t b = 0; b < c.B; ++b) {
-        for (std::int64_t i = 0; i < c.Sq; ++i) qids.push_back(static_cast<std::int64_t>(gen() % (c.Sk + 10)));
-        for (std::int64_t j = 0; j < c.Sk; ++j) kids.push_back(static_cast<std::int64_t>(gen() % (c.Sk + 10)));
-      }
-      params.query_positions = Positions::Ids(qids.data(), c.B * c.Sq);
-      params.key_positions = Positions::Ids(kids.data(), c.B * c.Sk);
-    }
-    switch (c.kind) {
-      case Kind::kRope: {
-        RopeParams r;
-        r.head_dim = c.D;
-        r.theta = 10000.0;
-        params.scheme = PositionScheme::FromRope(r);
-        break;
-      }
-      case Kind::kAlibi: {
-        std::vector<double> slopes;
-        for (std::int64_t h = 0; h < c.H; ++h) slopes.push_back(std::exp2(-8.0 * (h + 1) / c.H));
-        params.scheme = PositionScheme::FromAlibi(slopes);
-        break;
-      }
-      case Kind::kT5: {
-        T5BucketParams tp;
-        tp.direction = c.mask == AttentionMask::kCausal ? T5Direction::kCausal : T5Direction::kBidirectional;
-        t5 = std::make_unique<T5BiasTable>(tp, c.H);
-        t5->InitNormal(3, 1.0);
-        params.scheme = PositionScheme::FromT5(*t5);
-        break;
-      }
-      case Kind::kShaw: {
-        ShawParams sp;
-        sp.clip = 16;
-        sp.head_dim = c.D;
-        a_key = Random(static_cast<std::size_t>(sp.TableRows() * c.D), 14);
-        a_value = Random(static_cast<std::size_t>(sp.TableRows() * c.Dv), 15);
-        params.scheme = PositionScheme::FromShaw(
-            sp, TensorView::Contiguous(a_key.data(), DType::kFloat32, {sp.TableRows(), c.D}),
-            TensorView::Contiguous(a_value.data(), DType::kFloat32, {sp.TableRows(), c.Dv}));
-        break;
-      }
-      default:
-        break;
-    }
-  }
-  void* Data(std::vector<float>& f, std::vector<std::uint16_t>& h) {
-    return c.dtype == DType::kBFloat16 ? static_cast<void*>(h.data()) : static_cast<void*>(f.data());
-  }
-  TensorView Q() { return View(Data(q, q16), c.dtype, c.layout, c.B, c.Sq, c.H, c.D); }
-  TensorView K() { return View(Data(k, k16), c.dtype, c.layout, c.B, c.Sk, c.Hkv, c.D); }
-  TensorView V() { return View(Data(v, v16), c.dtype, c.layout, c.B, c.Sk, c.Hkv, c.Dv); }
-  Positions QPos() const { return params.query_positions.value_or(Positions::Offset(c.Sk - c.Sq)); }
-  Positions KPos() const { return params.key_positions.value_or(Positions::Offset(0)); }
-};
 
 // A plain float32 attention: whole rows of float32 logits, float32 softmax
 // and accumulation, the same float32 position terms. Returns [B, H, Sq, Dv].
 // `k_rotated`: k already holds RoPE-rotated keys.
 std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
   const Case& c = f.c;
-  std::vector<double> qd = Canonical(f.Q(), c.layout), kd = Canonical(f.K(), c.layout),
-                      vd = Canonical(f.V(), c.layout);
+  std::vector<double> qd = Canonical(f.q.view, c.layout), kd = Canonical(f.k.view, c.layout),
+                      vd = Canonical(f.v.view, c.layout);
   std::vector<float> q(qd.begin(), qd.end()), k(kd.begin(), kd.end()), v(vd.begin(), vd.end());
   if (c.kind == Kind::kRope) {
     ApplyRope(f.params.scheme.rope, TensorView::Contiguous(q.data(), DType::kFloat32, {c.B, c.H, c.Sq, c.D}),
@@ -196,7 +77,7 @@ std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
           s = 0.0f;
           for (std::int64_t x = 0; x < c.D; ++x) s += qi[x] * kj[x];
           if (c.kind == Kind::kShaw) {
-            const float* a = &f.a_key[static_cast<std::size_t>(ShawIndex(16, p, r) * c.D)];
+            const float* a = &f.tables.a_key[static_cast<std::size_t>(ShawIndex(c.shaw_clip, p, r) * c.D)];
             for (std::int64_t x = 0; x < c.D; ++x) s += qi[x] * a[x];
           }
           s *= scale;
@@ -204,7 +85,7 @@ std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
             s -= static_cast<float>(f.params.scheme.alibi.slopes[static_cast<std::size_t>(h)]) *
                  static_cast<float>(std::llabs(p - r));
           }
-          if (c.kind == Kind::kT5) s += f.t5->Bias(h, p, r);
+          if (c.kind == Kind::kT5) s += f.t5()->Bias(h, p, r);
           mx = std::max(mx, s);
         }
         if (mx == -INFINITY) continue;
@@ -217,7 +98,7 @@ std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
           sum += e;
           const float* vj = &v[static_cast<std::size_t>(((b * c.Hkv + hk) * c.Sk + j) * c.Dv)];
           const float* av = c.kind == Kind::kShaw
-                                ? &f.a_value[static_cast<std::size_t>(ShawIndex(16, p, kpos.At(b, j, c.Sk)) * c.Dv)]
+                                ? &f.tables.a_value[static_cast<std::size_t>(ShawIndex(c.shaw_clip, p, kpos.At(b, j, c.Sk)) * c.Dv)]
                                 : nullptr;
           for (std::int64_t x = 0; x < c.Dv; ++x) acc[static_cast<std::size_t>(x)] += e * (vj[x] + (av ? av[x] : 0.0f));
         }
@@ -229,23 +110,18 @@ std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
   return out;
 }
 
-double MaxErr(const std::vector<double>& a, const std::vector<double>& b) {
-  double e = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
-  return e;
-}
-
 // Runs flash, the reference and the naive float32 attention; checks the
 // FlashAttention tolerance rule. Returns flash's output.
 std::vector<double> CheckCase(const Case& c) {
   SCOPED_TRACE(c.name);
   Fixture f(c);
   std::vector<double> ref(static_cast<std::size_t>(c.B * c.Sq * c.H * c.Dv));
-  AttentionReference(f.params, f.Q(), f.K(), f.V(),
-                     View(ref.data(), DType::kFloat64, c.layout, c.B, c.Sq, c.H, c.Dv));
+  const TensorView ref_view =
+      AttentionView(ref.data(), DType::kFloat64, c.layout, c.B, c.Sq, c.H, c.Dv);
+  AttentionReference(f.params, f.q.view, f.k.view, f.v.view, ref_view);
   bool k_rotated = false;
   if (c.kind == Kind::kRope && c.rope_keys == FlashRopeKeys::kPreRotated) {
-    ApplyRope(f.params.scheme.rope, f.K(), c.layout, f.KPos());  // the caller's KV cache
+    ApplyRope(f.params.scheme.rope, f.k.view, c.layout, f.KPos());  // the caller's KV cache
     k_rotated = true;
   }
   std::vector<float> out(ref.size(), NAN);
@@ -254,39 +130,26 @@ std::vector<double> CheckCase(const Case& c) {
   opt.key_tile = c.key_tile;
   opt.rope_keys = c.rope_keys;
   const Context ctx(c.threads, c.backend);
-  const TensorView out_view = View(out.data(), DType::kFloat32, c.layout, c.B, c.Sq, c.H, c.Dv);
-  FlashAttention(f.params, f.Q(), f.K(), f.V(), out_view, opt, ctx);
+  const TensorView out_view =
+      AttentionView(out.data(), DType::kFloat32, c.layout, c.B, c.Sq, c.H, c.Dv);
+  FlashAttention(f.params, f.q.view, f.k.view, f.v.view, out_view, opt, ctx);
   const std::vector<double> flash = Canonical(out_view, c.layout);
-  const std::vector<double> oracle =
-      Canonical(View(ref.data(), DType::kFloat64, c.layout, c.B, c.Sq, c.H, c.Dv), c.layout);
+  const std::vector<double> oracle = Canonical(ref_view, c.layout);
   const std::vector<double> naive = NaiveFloat32(f, k_rotated);
   double rounding = 0.0;
   for (double x : oracle) {
     rounding = std::max(rounding, std::abs(static_cast<double>(static_cast<float>(x + 0.3) - 0.3f) - x));
   }
-  const double err = MaxErr(flash, oracle), naive_err = MaxErr(naive, oracle);
-  EXPECT_LE(err, 2.0 * naive_err + 2.0 * rounding)
-      << "flash error " << err << ", plain float32 error " << naive_err;
-  EXPECT_LT(err, 1e-4);  // absolute sanity bound for O(1) values
-  for (double x : flash) EXPECT_TRUE(std::isfinite(x));
+  // Floor: twice the float32 rounding of the oracle's values; 1e-4: an
+  // absolute sanity bound for O(1) values.
+  ExpectWithin2x(flash, naive, oracle, 2.0 * rounding, 1e-4, "out");
   return flash;
 }
 
-Case Make(std::string name, Kind kind, AttentionMask mask) {
-  Case c;
-  c.name = std::move(name);
-  c.kind = kind;
-  c.mask = mask;
-  return c;
-}
-
-constexpr auto kCausal = AttentionMask::kCausal;
-constexpr auto kBidir = AttentionMask::kBidirectional;
-
-TEST(FlashAttention, NoneCausalMatchesReference) { CheckCase(Make("none causal", Kind::kNone, kCausal)); }
+TEST(FlashAttention, NoneCausalMatchesReference) { CheckCase(Forward("none causal", Kind::kNone, kCausal)); }
 
 TEST(FlashAttention, NoneBidirectionalFewQueriesBhsdD80) {
-  Case c = Make("none bidir", Kind::kNone, kBidir);
+  Case c = Forward("none bidir", Kind::kNone, kBidir);
   c.Sq = 7;
   c.D = c.Dv = 80;
   c.layout = AttentionLayout::kBHSD;
@@ -294,7 +157,7 @@ TEST(FlashAttention, NoneBidirectionalFewQueriesBhsdD80) {
 }
 
 TEST(FlashAttention, AbsoluteValueDimDiffers) {
-  Case c = Make("absolute dv 48", Kind::kAbsolute, kCausal);
+  Case c = Forward("absolute dv 48", Kind::kAbsolute, kCausal);
   c.Dv = 48;
   c.Sq = c.Sk = 7;
   c.query_tile = 3;
@@ -303,13 +166,13 @@ TEST(FlashAttention, AbsoluteValueDimDiffers) {
 }
 
 TEST(FlashAttention, SingleQuerySingleKey) {
-  Case c = Make("1x1", Kind::kAlibi, kCausal);
+  Case c = Forward("1x1", Kind::kAlibi, kCausal);
   c.Sq = c.Sk = 1;
   CheckCase(c);
 }
 
 TEST(FlashAttention, AlibiCausalGqaOddTiles) {
-  Case c = Make("alibi gqa", Kind::kAlibi, kCausal);
+  Case c = Forward("alibi gqa", Kind::kAlibi, kCausal);
   c.H = 4;
   c.Hkv = 2;
   c.query_tile = 32;
@@ -318,7 +181,7 @@ TEST(FlashAttention, AlibiCausalGqaOddTiles) {
 }
 
 TEST(FlashAttention, AlibiCausalSlidingWindowSkipsTiles) {
-  Case c = Make("alibi window", Kind::kAlibi, kCausal);
+  Case c = Forward("alibi window", Kind::kAlibi, kCausal);
   c.window = 50;  // 50 - 1 = 16 * 4 - 15: a hidden-looking tile pair holds one visible pair
   c.query_tile = c.key_tile = 16;
   CheckCase(c);
@@ -327,7 +190,7 @@ TEST(FlashAttention, AlibiCausalSlidingWindowSkipsTiles) {
 }
 
 TEST(FlashAttention, AlibiBidirectionalWindowBhsd) {
-  Case c = Make("alibi bidir window", Kind::kAlibi, kBidir);
+  Case c = Forward("alibi bidir window", Kind::kAlibi, kBidir);
   c.window = 31;  // adjacent 16-row tiles span exactly 31 positions: one hidden pair
   c.layout = AttentionLayout::kBHSD;
   c.B = 2;
@@ -335,10 +198,10 @@ TEST(FlashAttention, AlibiBidirectionalWindowBhsd) {
   CheckCase(c);
 }
 
-TEST(FlashAttention, T5Bidirectional) { CheckCase(Make("t5 bidir", Kind::kT5, kBidir)); }
+TEST(FlashAttention, T5Bidirectional) { CheckCase(Forward("t5 bidir", Kind::kT5, kBidir)); }
 
 TEST(FlashAttention, T5CausalDecodeMqaD128) {
-  Case c = Make("t5 decode", Kind::kT5, kCausal);
+  Case c = Forward("t5 decode", Kind::kT5, kCausal);
   c.Sq = 7;
   c.Sk = 1031;
   c.Hkv = 1;
@@ -346,10 +209,10 @@ TEST(FlashAttention, T5CausalDecodeMqaD128) {
   CheckCase(c);
 }
 
-TEST(FlashAttention, ShawCausal) { CheckCase(Make("shaw causal", Kind::kShaw, kCausal)); }
+TEST(FlashAttention, ShawCausal) { CheckCase(Forward("shaw causal", Kind::kShaw, kCausal)); }
 
 TEST(FlashAttention, ShawBidirectionalOneQueryBhsdD80) {
-  Case c = Make("shaw bidir", Kind::kShaw, kBidir);
+  Case c = Forward("shaw bidir", Kind::kShaw, kBidir);
   c.Sq = 1;
   c.D = c.Dv = 80;
   c.layout = AttentionLayout::kBHSD;
@@ -357,7 +220,7 @@ TEST(FlashAttention, ShawBidirectionalOneQueryBhsdD80) {
 }
 
 TEST(FlashAttention, RopeRotatedInKernelD128) {
-  Case c = Make("rope rotate", Kind::kRope, kCausal);
+  Case c = Forward("rope rotate", Kind::kRope, kCausal);
   c.D = c.Dv = 128;
   c.H = 1;
   c.Hkv = 1;
@@ -365,7 +228,7 @@ TEST(FlashAttention, RopeRotatedInKernelD128) {
 }
 
 TEST(FlashAttention, RopePreRotatedKeyCacheDecode) {
-  Case c = Make("rope pre-rotated", Kind::kRope, kCausal);
+  Case c = Forward("rope pre-rotated", Kind::kRope, kCausal);
   c.Sq = 7;
   c.Sk = 1031;
   c.H = 4;
@@ -377,14 +240,7 @@ TEST(FlashAttention, RopePreRotatedKeyCacheDecode) {
 TEST(FlashAttention, ExplicitUnsortedPositionsWithEmptyRows) {
   // More queries than keys, shuffled positions: some queries see no key
   // (their output must be zeros) and tile skipping must use min/max.
-  Case c = Make("explicit positions", Kind::kAlibi, kCausal);
-  c.B = 2;
-  c.Sq = 31;
-  c.Sk = 7;
-  c.window = 3;
-  c.query_tile = 4;
-  c.key_tile = 2;
-  c.explicit_positions = true;
+  const Case c = WithExplicitPositions(Forward("explicit positions", Kind::kAlibi, kCausal), 31);
   Fixture f(c);
   const std::vector<double> flash = CheckCase(c);
   bool any_empty = false;
@@ -393,8 +249,7 @@ TEST(FlashAttention, ExplicitUnsortedPositionsWithEmptyRows) {
       const std::int64_t p = f.qids[static_cast<std::size_t>(b * c.Sq + i)];
       bool sees = false;
       for (std::int64_t j = 0; j < c.Sk; ++j) {
-        const std::int64_t r = f.kids[static_cast<std::size_t>(b * c.Sk + j)];
-        sees = sees || (r <= p && p - r < 3);
+        sees = sees || f.Visible(p, f.kids[static_cast<std::size_t>(b * c.Sk + j)]);
       }
       if (sees) continue;
       any_empty = true;
@@ -406,14 +261,14 @@ TEST(FlashAttention, ExplicitUnsortedPositionsWithEmptyRows) {
 }
 
 TEST(FlashAttention, BFloat16Inputs) {
-  Case c = Make("bf16", Kind::kT5, kCausal);
+  Case c = Forward("bf16", Kind::kT5, kCausal);
   c.dtype = DType::kBFloat16;
   c.H = c.Hkv = 1;
   CheckCase(c);
 }
 
 TEST(FlashAttention, ThreadsGiveTheSameBits) {
-  Case c = Make("threads", Kind::kShaw, kCausal);
+  Case c = Forward("threads", Kind::kShaw, kCausal);
   c.B = 2;
   c.Sq = 100;
   c.query_tile = 16;
@@ -424,7 +279,7 @@ TEST(FlashAttention, ThreadsGiveTheSameBits) {
 }
 
 TEST(FlashAttention, TileSizesOnlyReorderFloat32Sums) {
-  Case c = Make("tiles", Kind::kAlibi, kBidir);
+  Case c = Forward("tiles", Kind::kAlibi, kBidir);
   c.Sq = 217;  // bottom-right: queries at 814..1030
   c.Sk = 1031;
   c.H = c.Hkv = 1;
@@ -436,7 +291,7 @@ TEST(FlashAttention, TileSizesOnlyReorderFloat32Sums) {
 
 TEST(FlashAttention, ScalarBackendMatchesReference) {
   for (Kind kind : {Kind::kNone, Kind::kAlibi, Kind::kT5, Kind::kShaw, Kind::kRope}) {
-    Case c = Make(std::string("scalar ") + std::string(PositionSchemeKindName(kind)), kind, kCausal);
+    Case c = Forward(std::string("scalar ") + std::string(PositionSchemeKindName(kind)), kind, kCausal);
     c.backend = Backend::kScalar;
     c.Sq = 7;
     c.Sk = 217;
@@ -450,7 +305,7 @@ class FlashSimdTarget : public test::PerSimdTarget {};
 
 TEST_P(FlashSimdTarget, MatchesReferenceAndScalarBackend) {
   for (Kind kind : {Kind::kAlibi, Kind::kShaw}) {
-    Case c = Make(std::string("simd ") + std::string(PositionSchemeKindName(kind)), kind, kBidir);
+    Case c = Forward(std::string("simd ") + std::string(PositionSchemeKindName(kind)), kind, kBidir);
     c.backend = Backend::kSimd;
     c.Sq = 33;
     c.Sk = 217;
@@ -482,7 +337,7 @@ void CheckShift(const ShiftCase& sc) {
   r.head_dim = D;
   r.rotary_dim = sc.rotary_dim;
   r.pairing = sc.pairing;
-  const std::vector<float> raw = Random(static_cast<std::size_t>(B * S * H * D), 21);
+  const std::vector<float> raw = RandomFloats(static_cast<std::size_t>(B * S * H * D), 21);
   auto make = [&](std::vector<double>& store) {
     store.assign(raw.begin(), raw.end());
     return TensorView::Contiguous(store.data(), DType::kFloat64, {B, S, H, D});
@@ -517,7 +372,7 @@ TEST(ShiftRopeKeys, EqualsRotatingFromScratch) {
 TEST(ShiftRopeKeys, ZeroDeltaLeavesKeysUntouched) {
   RopeParams r;
   r.head_dim = 8;
-  std::vector<float> k = Random(2 * 3 * 1 * 8, 4);
+  std::vector<float> k = RandomFloats(2 * 3 * 1 * 8, 4);
   const std::vector<float> before = k;
   ShiftRopeKeys(r, TensorView::Contiguous(k.data(), DType::kFloat32, {1, 2, 3, 8}),
                 AttentionLayout::kBHSD, 0);
@@ -530,9 +385,9 @@ TEST(ShiftRopeKeys, ShiftedCacheFeedsFlashAttention) {
   const std::int64_t Sk = 45, Sq = 5, H = 2, D = 64;
   RopeParams r;
   r.head_dim = D;
-  std::vector<float> q = Random(static_cast<std::size_t>(Sq * H * D), 1),
-                     k = Random(static_cast<std::size_t>(Sk * H * D), 2),
-                     v = Random(static_cast<std::size_t>(Sk * H * D), 3);
+  std::vector<float> q = RandomFloats(static_cast<std::size_t>(Sq * H * D), 1),
+                     k = RandomFloats(static_cast<std::size_t>(Sk * H * D), 2),
+                     v = RandomFloats(static_cast<std::size_t>(Sk * H * D), 3);
   AttentionParams params;
   params.scheme = PositionScheme::FromRope(r);
   std::vector<double> ref(static_cast<std::size_t>(Sq * H * D));
@@ -561,15 +416,6 @@ struct BadFixture {
   TensorView V() { return TensorView::Contiguous(v.data(), DType::kFloat32, {1, 4, 2, 8}); }
   TensorView Out() { return TensorView::Contiguous(out.data(), DType::kFloat32, {1, 4, 2, 8}); }
 };
-
-void ExpectInvalid(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception, expected one naming " << needle;
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 TEST(FlashAttentionBadInput, QueryTileZero) {
   BadFixture f;
@@ -655,4 +501,4 @@ TEST(ShiftRopeKeysBadInput, HeadDimMismatch) {
 }
 
 }  // namespace
-}  // namespace posenc
+}  // namespace posenc::flash_test

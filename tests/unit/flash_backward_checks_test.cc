@@ -7,29 +7,18 @@
 // in flash_memory_test.cc: an [S, S] float32 matrix would be 256 MiB per
 // head; the backward must stay under 32 MiB beyond its inputs and outputs).
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "flash_backward_fixture.h"
+#include "flash_test_util.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define POSENC_FLASH_BWD_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define POSENC_FLASH_BWD_ASAN 1
-#endif
-#endif
-
-namespace posenc::flash_backward_test {
+namespace posenc::flash_test {
 namespace {
 
 // ---- Central finite differences of the float64 reference forward ----
@@ -72,31 +61,23 @@ void CheckFiniteDifferences(const Case& c) {
       TensorView::Contiguous(out.data(), DType::kFloat32, {c.B, c.Sq, c.H, c.Dv});
   const TensorView lse_view = TensorView::Contiguous(lse.data(), DType::kFloat32, {c.B, c.H, c.Sq});
   FlashAttentionWithLse(f.params, f.q.view, f.k.view, f.v.view, out_view, lse_view);
-  Tensor gq(DType::kFloat64, c.layout, c.B, c.Sq, c.H, c.D, std::nullopt);
-  Tensor gk(DType::kFloat64, c.layout, c.B, c.Sk, c.Hkv, c.D, std::nullopt);
-  Tensor gv(DType::kFloat64, c.layout, c.B, c.Sk, c.Hkv, c.Dv, std::nullopt);
-  std::vector<double> gt5(Z(rows * c.H)), gak(Z(rows * c.D)), gav(Z(rows * c.Dv));
-  AttentionGrads g = MakeGrads(gq.view, gk.view, gv.view);
-  if (c.kind == Kind::kT5)
-    g.t5_table = TensorView::Contiguous(gt5.data(), DType::kFloat64, {rows, c.H});
-  if (c.kind == Kind::kShaw) {
-    g.shaw_a_key = TensorView::Contiguous(gak.data(), DType::kFloat64, {rows, c.D});
-    g.shaw_a_value = TensorView::Contiguous(gav.data(), DType::kFloat64, {rows, c.Dv});
-  }
+  GradOutputs g(f, DType::kFloat64);
   FlashAttentionBackward(f.params, f.q.view, f.k.view, f.v.view, out_view, f.dout.view, lse_view,
-                         g);
+                         g.grads);
   // The views are contiguous bshd: storage order is the view's order.
   ASSERT_EQ(c.layout, AttentionLayout::kBSHD);
   const double h = 1e-5;
-  ExpectFiniteDifferences(f, f.q.storage.data(), f.q.storage.size(), h, gq.storage, "dq");
-  ExpectFiniteDifferences(f, f.k.storage.data(), f.k.storage.size(), h, gk.storage, "dk");
-  ExpectFiniteDifferences(f, f.v.storage.data(), f.v.storage.size(), h, gv.storage, "dv");
+  ExpectFiniteDifferences(f, f.q.storage.data(), f.q.storage.size(), h, g.dq.storage, "dq");
+  ExpectFiniteDifferences(f, f.k.storage.data(), f.k.storage.size(), h, g.dk.storage, "dk");
+  ExpectFiniteDifferences(f, f.v.storage.data(), f.v.storage.size(), h, g.dv.storage, "dv");
   const double hf = std::ldexp(1.0, -12);  // exact in float32 for |x| < 2^11
   if (c.kind == Kind::kT5)
-    ExpectFiniteDifferences(f, f.t5->data(), Z(rows * c.H), hf, gt5, "t5 table");
+    ExpectFiniteDifferences(f, f.t5()->data(), Z(rows * c.H), hf, g.t5, "t5 table");
   if (c.kind == Kind::kShaw) {
-    ExpectFiniteDifferences(f, f.a_key.data(), f.a_key.size(), hf, gak, "shaw a_key");
-    ExpectFiniteDifferences(f, f.a_value.data(), f.a_value.size(), hf, gav, "shaw a_value");
+    std::vector<float>& ak = f.tables.a_key;
+    std::vector<float>& av = f.tables.a_value;
+    ExpectFiniteDifferences(f, ak.data(), ak.size(), hf, g.a_key, "shaw a_key");
+    ExpectFiniteDifferences(f, av.data(), av.size(), hf, g.a_value, "shaw a_value");
   }
 }
 
@@ -122,14 +103,7 @@ TEST(FlashBackwardFiniteDifferences, EveryScheme) {
 // ---- The forward's log-sum-exp ----
 
 TEST(FlashAttentionWithLse, MatchesFloat64LogSumExpAndMarksEmptyRows) {
-  Case c = Make("lse", Kind::kT5, kCausal);
-  c.B = 2;
-  c.Sq = 31;
-  c.Sk = 7;
-  c.window = 3;
-  c.query_tile = 4;
-  c.key_tile = 2;
-  c.explicit_positions = true;
+  const Case c = WithExplicitPositions(Make("lse", Kind::kT5, kCausal), 31);
   Fixture f(c);
   std::vector<float> out(Z(c.B * c.Sq * c.H * c.Dv)), lse(Z(c.B * c.H * c.Sq), NAN);
   FlashAttentionWithLse(f.params, f.q.view, f.k.view, f.v.view,
@@ -151,7 +125,7 @@ TEST(FlashAttentionWithLse, MatchesFloat64LogSumExpAndMarksEmptyRows) {
             dot += q[Z(((b * c.H + h) * c.Sq + i) * c.D + x)] *
                    k[Z(((b * c.Hkv + h) * c.Sk + j) * c.D + x)];
           }
-          logits.push_back(scale * dot + f.t5->Bias(h, p, r));
+          logits.push_back(scale * dot + f.t5()->Bias(h, p, r));
         }
         const float got = lse[Z((b * c.H + h) * c.Sq + i)];
         if (logits.empty()) {
@@ -182,15 +156,6 @@ struct BadFixture {
     FlashAttentionBackward(p, View(q), View(k), View(v), View(out), View(dout), lse_view, g, o);
   }
 };
-
-void ExpectInvalid(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception, expected one naming " << needle;
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 TEST(FlashBackwardBadInput, DoutShape) {
   BadFixture f;
@@ -355,14 +320,7 @@ TEST(FlashAttentionWithLseBadInput, LseOverlapsOut) {
 
 // ---- Peak extra memory ----
 
-#if !defined(POSENC_FLASH_BWD_ASAN) && defined(NDEBUG)
-long MaxRssKiB() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;  // KiB on Linux
-}
-
-// Runs in the forked child: the peak extra KiB of one backward (lse
+// Runs in a forked child: the peak extra KiB of one backward (lse
 // recomputed, so pass 0 is included), or -1 for a non-finite gradient.
 long MeasureBackward(Index seq, Index heads) {
   const Index d = 64;
@@ -375,11 +333,8 @@ long MeasureBackward(Index seq, Index heads) {
     dout[i] = std::cos(0.005f * static_cast<float>(i));
     dq[i] = dk[i] = dv[i] = 0.0f;
   }
-  std::vector<double> slopes;
-  for (Index h = 0; h < heads; ++h)
-    slopes.push_back(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(heads)));
   AttentionParams params;
-  params.scheme = PositionScheme::FromAlibi(slopes);
+  params.scheme = PositionScheme::FromAlibi(AlibiSlopes(heads));
   const Context ctx(2);
   auto view = [&](std::vector<float>& x) {
     return TensorView::Contiguous(x.data(), DType::kFloat32, {1, seq, heads, d});
@@ -398,46 +353,11 @@ long MeasureBackward(Index seq, Index heads) {
   }
   return after - before;
 }
-#endif
 
 TEST(FlashBackwardMemory, S8192AlibiPeakExtraUnder32MiB) {
-#ifdef POSENC_FLASH_BWD_ASAN
-  GTEST_SKIP() << "AddressSanitizer build: RSS includes shadow memory and the free quarantine; "
-                  "this test runs in release builds";
-#else
-#ifndef NDEBUG
-  GTEST_SKIP() << "unoptimised build: S = 8192 x 2 heads would take minutes; this test runs in "
-                  "release (NDEBUG) builds";
-#else
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
-    long extra = -2;
-    try {
-      extra = MeasureBackward(8192, 2);
-    } catch (...) {
-      extra = -3;
-    }
-    const ssize_t w = write(fds[1], &extra, sizeof(extra));
-    _exit(w == static_cast<ssize_t>(sizeof(extra)) ? 0 : 1);
-  }
-  close(fds[1]);
-  long extra = -4;
-  const ssize_t r = read(fds[0], &extra, sizeof(extra));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_EQ(r, static_cast<ssize_t>(sizeof(extra)));
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  ASSERT_GE(extra, 0) << "child failed (-1: non-finite gradient, -3: exception)";
-  RecordProperty("peak_extra_kib", static_cast<int>(extra));
-  EXPECT_LT(extra, 32 * 1024) << "peak extra memory " << extra << " KiB";
-#endif
-#endif
+  ExpectPeakExtraMemoryBelow([] { return MeasureBackward(8192, 2); }, 32 * 1024,
+                             "S = 8192 x 2 heads", "-1: non-finite gradient");
 }
 
 }  // namespace
-}  // namespace posenc::flash_backward_test
+}  // namespace posenc::flash_test

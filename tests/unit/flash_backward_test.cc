@@ -19,7 +19,7 @@
 #include "posenc/flash_attention.h"
 #include "simd_target_fixture.h"
 
-namespace posenc::flash_backward_test {
+namespace posenc::flash_test {
 namespace {
 
 TEST(FlashBackward, NoneCausal217) {
@@ -136,14 +136,7 @@ TEST(FlashBackward, RopePreRotatedKeyCacheDecodeGqa) {
 TEST(FlashBackward, ExplicitPositionsGiveZeroGradsToUnseenRows) {
   // More queries than keys, shuffled positions: some queries see no key and
   // some keys are seen by no query; both get exactly zero gradients.
-  Case c = Make("explicit positions", Kind::kShaw, kCausal);
-  c.B = 2;
-  c.Sq = 9;
-  c.Sk = 7;
-  c.window = 3;
-  c.query_tile = 4;
-  c.key_tile = 2;
-  c.explicit_positions = true;
+  const Case c = WithExplicitPositions(Make("explicit positions", Kind::kShaw, kCausal), 9);
   Fixture f(c);
   const Grads g = CheckCase(c);
   bool any_query = false, any_key = false;
@@ -272,4 +265,4 @@ TEST_P(FlashBackwardSimdTarget, MatchesReferenceAndScalarBackend) {
 POSENC_INSTANTIATE_PER_SIMD_TARGET(FlashBackwardSimdTarget);
 
 }  // namespace
-}  // namespace posenc::flash_backward_test
+}  // namespace posenc::flash_test

@@ -8,24 +8,20 @@
 // observed error is ~1e-6; a wrong position, mask or sequence boundary
 // shows as O(0.1)). Bad inputs: one test each.
 #include <cmath>
-#include <functional>
-#include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "flash_test_util.h"
 #include "kernels/simd/flash.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
 #include "simd_target_fixture.h"
 
-namespace posenc {
+namespace posenc::flash_test {
 namespace {
-
-using Kind = PositionScheme::Kind;
 
 struct VarCase {
   std::string name;
@@ -40,14 +36,6 @@ struct VarCase {
   Backend backend = Backend::kAuto;
 };
 
-std::vector<float> Random(std::size_t n, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(gen);
-  return v;
-}
-
 std::vector<std::int64_t> Offsets(const std::vector<std::int64_t>& lens) {
   std::vector<std::int64_t> cu{0};
   for (std::int64_t n : lens) cu.push_back(cu.back() + n);
@@ -60,14 +48,13 @@ struct VarFixture {
   std::vector<std::int64_t> cu_q, cu_k;
   std::vector<float> q, k, v;  // bf16-representable when dtype is bf16
   std::vector<std::uint16_t> q16, k16, v16;
-  std::unique_ptr<T5BiasTable> t5;
-  std::vector<float> a_key, a_value;
+  SchemeTables tables;
   AttentionParams params;
 
   explicit VarFixture(const VarCase& cs) : c(cs), cu_q(Offsets(cs.q_lens)), cu_k(Offsets(cs.k_lens)) {
-    q = Random(static_cast<std::size_t>(cu_q.back() * c.H * c.D), 31);
-    k = Random(static_cast<std::size_t>(cu_k.back() * c.Hkv * c.D), 32);
-    v = Random(static_cast<std::size_t>(cu_k.back() * c.Hkv * c.Dv), 33);
+    q = RandomFloats(static_cast<std::size_t>(cu_q.back() * c.H * c.D), 31);
+    k = RandomFloats(static_cast<std::size_t>(cu_k.back() * c.Hkv * c.D), 32);
+    v = RandomFloats(static_cast<std::size_t>(cu_k.back() * c.Hkv * c.Dv), 33);
     if (c.dtype == DType::kBFloat16) {
       for (auto* vec : {&q, &k, &v}) {
         for (auto& x : *vec) x = BF16ToFloat(FloatToBF16(x));
@@ -78,41 +65,7 @@ struct VarFixture {
     }
     params.mask = c.mask;
     params.sliding_window = c.window;
-    switch (c.kind) {
-      case Kind::kRope: {
-        RopeParams r;
-        r.head_dim = c.D;
-        params.scheme = PositionScheme::FromRope(r);
-        break;
-      }
-      case Kind::kAlibi: {
-        std::vector<double> slopes;
-        for (std::int64_t h = 0; h < c.H; ++h) slopes.push_back(std::exp2(-8.0 * (h + 1) / c.H));
-        params.scheme = PositionScheme::FromAlibi(slopes);
-        break;
-      }
-      case Kind::kT5: {
-        T5BucketParams tp;
-        tp.direction = c.mask == AttentionMask::kCausal ? T5Direction::kCausal : T5Direction::kBidirectional;
-        t5 = std::make_unique<T5BiasTable>(tp, c.H);
-        t5->InitNormal(3, 1.0);
-        params.scheme = PositionScheme::FromT5(*t5);
-        break;
-      }
-      case Kind::kShaw: {
-        ShawParams sp;
-        sp.clip = 6;
-        sp.head_dim = c.D;
-        a_key = Random(static_cast<std::size_t>(sp.TableRows() * c.D), 34);
-        a_value = Random(static_cast<std::size_t>(sp.TableRows() * c.Dv), 35);
-        params.scheme = PositionScheme::FromShaw(
-            sp, TensorView::Contiguous(a_key.data(), DType::kFloat32, {sp.TableRows(), c.D}),
-            TensorView::Contiguous(a_value.data(), DType::kFloat32, {sp.TableRows(), c.Dv}));
-        break;
-      }
-      default:
-        break;
-    }
+    params.scheme = tables.Build(c.kind, c.mask, c.H, c.D, c.Dv, /*shaw_clip=*/6, 34);
   }
   // Rows [r0, r0 + n) of a packed tensor as a view of `rank` 3 (n x heads x dim)
   // or 4 (1 x n x heads x dim).
@@ -177,9 +130,6 @@ VarCase Make(std::string name, Kind kind, AttentionMask mask, std::vector<std::i
   return c;
 }
 
-constexpr auto kCausal = AttentionMask::kCausal;
-constexpr auto kBidir = AttentionMask::kBidirectional;
-
 TEST(FlashAttentionVarlen, NoneCausalSelfAttentionOddLengths) {
   // 0: an empty sequence in the middle; 71 = 4 tiles + 7; 1: a lone token.
   const std::vector<std::int64_t> lens{5, 0, 17, 1, 71};
@@ -231,9 +181,7 @@ TEST(FlashAttentionVarlen, BFloat16DotProductsMatchFloat32Loops) {
   const std::vector<float> simd = CheckVarlen(c);
   c.backend = Backend::kScalar;
   const std::vector<float> scalar = CheckVarlen(c);
-  double err = 0.0;
-  for (std::size_t i = 0; i < simd.size(); ++i) err = std::max(err, double(std::abs(simd[i] - scalar[i])));
-  EXPECT_LT(err, 2e-6);
+  EXPECT_LT(MaxErr(simd, scalar), 2e-6);
   RecordProperty("bf16_dot_products", kernels::simd::FlashBf16DotAvailable() ? 1 : 0);
 }
 
@@ -283,9 +231,7 @@ TEST_P(FlashVarlenSimdTarget, MatchesReferenceAndScalarBackend) {
     const std::vector<float> simd = CheckVarlen(c);
     c.backend = Backend::kScalar;
     const std::vector<float> scalar = CheckVarlen(c);
-    double err = 0.0;
-    for (std::size_t i = 0; i < simd.size(); ++i) err = std::max(err, double(std::abs(simd[i] - scalar[i])));
-    EXPECT_LT(err, 2e-6);  // same formulas, sums reordered
+    EXPECT_LT(MaxErr(simd, scalar), 2e-6);  // same formulas, sums reordered
   }
 }
 
@@ -303,12 +249,7 @@ struct BadVarlen {
 };
 
 void ExpectInvalid(BadVarlen& f, const std::string& needle) {
-  try {
-    f.Run();
-    ADD_FAILURE() << "no exception, expected one naming " << needle;
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  flash_test::ExpectInvalid([&] { f.Run(); }, needle);
 }
 
 TEST(FlashAttentionVarlenBadInput, ValidCallRuns) {
@@ -375,23 +316,23 @@ TEST(FlashAttentionVarlenBadInput, KeyPositionsSet) {
 TEST(FlashAttentionVarlenBadInput, RankFourQuery) {
   BadVarlen f;
   const TensorView q4 = TensorView::Contiguous(f.q.data(), DType::kFloat32, {1, 8, 2, 8});
-  try {
-    FlashAttentionVarlen(f.params, q4, f.View(f.k), f.View(f.v), f.View(f.out), f.cu_q, f.cu_k);
-    ADD_FAILURE() << "no exception";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("q"), std::string::npos) << e.what();
-  }
+  flash_test::ExpectInvalid(
+      [&] {
+        FlashAttentionVarlen(f.params, q4, f.View(f.k), f.View(f.v), f.View(f.out), f.cu_q,
+                             f.cu_k);
+      },
+      "q");
 }
 
 TEST(FlashAttentionVarlenBadInput, OutputHeadDimMismatch) {
   BadVarlen f;
   const TensorView out = TensorView::Contiguous(f.out.data(), DType::kFloat32, {8, 2, 4});
-  try {
-    FlashAttentionVarlen(f.params, f.View(f.q), f.View(f.k), f.View(f.v), out, f.cu_q, f.cu_k);
-    ADD_FAILURE() << "no exception";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("out"), std::string::npos) << e.what();
-  }
+  flash_test::ExpectInvalid(
+      [&] {
+        FlashAttentionVarlen(f.params, f.View(f.q), f.View(f.k), f.View(f.v), out, f.cu_q,
+                             f.cu_k);
+      },
+      "out");
 }
 
 TEST(FlashAttentionVarlenBadInput, UnsupportedScheme) {
@@ -401,4 +342,4 @@ TEST(FlashAttentionVarlenBadInput, UnsupportedScheme) {
 }
 
 }  // namespace
-}  // namespace posenc
+}  // namespace posenc::flash_test

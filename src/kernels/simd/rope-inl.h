@@ -39,8 +39,9 @@ constexpr std::int64_t kMinTokenTile = 32;
 // Below this many rotated elements (all tensors) a call runs on the calling
 // thread: waking the pool costs ~20 us here, the rotation of one decode
 // token of q and k (32 + 32 heads x 128) ~4 us.
-// Software prefetch distance of RotateRows, in rows.
-constexpr std::int64_t kPrefetchRows = 8;
+// Software prefetch distance of RotateRows, in bytes of rows ahead (8
+// float32 rows of head_dim 128; 16 rows of 16-bit storage).
+constexpr std::int64_t kPrefetchBytes = 4096;
 constexpr std::int64_t kSerialElements = std::int64_t{1} << 17;
 
 // Calls fn(d, j) for j = 0, step, ... covering [0, n) with the widest float
@@ -170,16 +171,17 @@ HWY_NOINLINE void RotateRows(const float* HWY_RESTRICT c, const float* HWY_RESTR
                              std::int64_t tail_bytes) {
   const std::int64_t rot_bytes = 2 * half * kStoreBytes<S>;
   const std::int64_t row_bytes = rot_bytes + tail_bytes;
+  const std::int64_t ahead_rows = std::max<std::int64_t>(2, kPrefetchBytes / row_bytes);
   for (std::int64_t i = 0; i < n; ++i) {
     const float* ci = c + i * cs_step;
     const float* si = s + i * cs_step;
     const char* pi = in + i * in_step;
     char* po = out + i * out_step;
-    if (i + kPrefetchRows < n) {
-      const char* ahead = pi + kPrefetchRows * in_step;
+    if (i + ahead_rows < n) {
+      const char* ahead = pi + ahead_rows * in_step;
       for (std::int64_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(ahead + off);
       if (pi != po) {  // out of place: fetch the destination lines for writing
-        char* ahead_out = po + kPrefetchRows * out_step;
+        char* ahead_out = po + ahead_rows * out_step;
         for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead_out + off, 1);
       }
     }
