@@ -20,6 +20,7 @@
 #include "kernels/simd/targets.h"
 #include "posenc/context.h"
 #include "posenc/rope.h"
+#include "simd_rope_test_util.h"
 #include "simd_target_fixture.h"
 #include "test_util.h"
 
@@ -29,44 +30,10 @@ namespace {
 // Runs once per compiled Highway target (tests/unit/simd_target_fixture.h).
 class SimdRope : public test::PerSimdTarget {};
 
-// A tensor's bytes with its dtype; values uniform in [-1, 1] (rounded to dtype).
-struct Buffer {
-  Buffer(DType d, std::int64_t n, std::uint32_t seed) : dtype(d), bytes(n * DTypeSize(d)) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
-    for (std::int64_t i = 0; i < n; ++i) StoreFromDouble(bytes.data(), dtype, i, u(rng));
-  }
-  std::int64_t size() const { return static_cast<std::int64_t>(bytes.size() / DTypeSize(dtype)); }
-  std::vector<double> Values() const {
-    std::vector<double> v(static_cast<std::size_t>(size()));
-    for (std::int64_t i = 0; i < size(); ++i) v[i] = LoadAsDouble(bytes.data(), dtype, i);
-    return v;
-  }
-  TensorView View(AttentionLayout layout, std::int64_t b, std::int64_t s, std::int64_t h,
-                  std::int64_t d) {
-    return layout == AttentionLayout::kBSHD ? TensorView::Contiguous(bytes.data(), dtype, {b, s, h, d})
-                                            : TensorView::Contiguous(bytes.data(), dtype, {b, h, s, d});
-  }
-  DType dtype;
-  std::vector<unsigned char> bytes;
-};
+using test::Buffer;
+using test::ExpectClose;
 
-// Max |a - b| must be <= tol; reports the first offending index.
-void ExpectClose(const std::vector<double>& a, const std::vector<double>& b, double tol,
-                 const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ASSERT_LE(std::abs(a[i] - b[i]), tol) << what << " index " << i << ": " << a[i] << " vs " << b[i];
-  }
-}
-
-// Tolerance of the fast path vs the float64 reference for inputs in [-1, 1]:
-// float32 arithmetic (a few ulp of float32) plus, for 16-bit storage, one
-// ulp of the storage type from a rounding flipped by that difference.
-double Tol(DType dtype, double factor = 1.0) {
-  const double f32 = 8 * test::Eps(DType::kFloat32);
-  return factor * (dtype == DType::kFloat32 ? f32 : 3 * test::Eps(dtype) + f32);
-}
+double Tol(DType dtype, double factor = 1.0) { return test::RopeTol(dtype, factor); }
 
 struct Case {
   std::int64_t head_dim, rotary_dim, batch, seq, heads;

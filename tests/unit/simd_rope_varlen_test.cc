@@ -18,6 +18,7 @@
 #include "posenc/error.h"
 #include "posenc/rope.h"
 #include "posenc/rope_scaling.h"
+#include "simd_rope_test_util.h"
 #include "simd_target_fixture.h"
 #include "test_util.h"
 
@@ -27,44 +28,10 @@ namespace {
 // Runs once per compiled Highway target (tests/unit/simd_target_fixture.h).
 class SimdRopeVarlen : public test::PerSimdTarget {};
 
-// Bytes of a tensor; values uniform in [-1, 1] rounded to the dtype.
-struct Buffer {
-  Buffer(DType d, std::int64_t n, std::uint32_t seed) : dtype(d), bytes(n * DTypeSize(d)) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
-    for (std::int64_t i = 0; i < n; ++i) StoreFromDouble(bytes.data(), dtype, i, u(rng));
-  }
-  std::int64_t size() const { return static_cast<std::int64_t>(bytes.size() / DTypeSize(dtype)); }
-  std::vector<double> Values() const {
-    std::vector<double> v(static_cast<std::size_t>(size()));
-    for (std::int64_t i = 0; i < size(); ++i) v[i] = LoadAsDouble(bytes.data(), dtype, i);
-    return v;
-  }
-  TensorView View(std::initializer_list<std::int64_t> shape) {
-    return TensorView::Contiguous(bytes.data(), dtype, shape);
-  }
-  // [1, tokens, heads, hd] view of tokens [t0, t0 + n) of a packed [T, heads, hd] buffer.
-  TensorView Slice(std::int64_t t0, std::int64_t n, std::int64_t heads, std::int64_t hd) {
-    return TensorView::Contiguous(bytes.data() + t0 * heads * hd * DTypeSize(dtype), dtype,
-                                  {1, n, heads, hd});
-  }
-  DType dtype;
-  std::vector<unsigned char> bytes;
-};
+using test::Buffer;
+using test::ExpectClose;
 
-void ExpectClose(const std::vector<double>& a, const std::vector<double>& b, double tol,
-                 const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    ASSERT_LE(std::abs(a[i] - b[i]), tol) << what << " index " << i << ": " << a[i] << " vs " << b[i];
-  }
-}
-
-// Fast path vs float64 reference for inputs in [-1, 1] (as simd_rope_test).
-double Tol(DType dtype, double factor = 1.0) {
-  const double f32 = 8 * test::Eps(DType::kFloat32);
-  return factor * (dtype == DType::kFloat32 ? f32 : 3 * test::Eps(dtype) + f32);
-}
+double Tol(DType dtype, double factor = 1.0) { return test::RopeTol(dtype, factor); }
 
 const Context kScalar(1, Backend::kScalar);
 
