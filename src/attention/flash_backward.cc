@@ -49,6 +49,7 @@
 namespace posenc {
 namespace {
 
+using attention_internal::CheckAttentionTensor;
 using flash_internal::CheckLse;
 using flash_internal::Kind;
 using flash_internal::kNegInf;
@@ -60,19 +61,6 @@ using flash_internal::TileOps;
 using Index = std::int64_t;
 
 std::size_t Z(Index i) { return static_cast<std::size_t>(i); }
-
-// Validates a rank-4 attention tensor of exactly [batch, seq, heads, dim].
-AttentionDims CheckAttention(const TensorView& view, AttentionLayout layout, std::string_view arg,
-                             Index batch, Index seq, Index heads, Index dim, bool writable) {
-  ValidateView(view, arg, 4, writable);
-  const AttentionDims d = GetAttentionDims(view, layout, arg);
-  Require(d.batch == batch && d.seq == seq && d.heads == heads && d.head_dim == dim,
-          std::string(arg), view.Describe(),
-          "[batch, seq, heads, dim] = [" + std::to_string(batch) + ", " + std::to_string(seq) +
-              ", " + std::to_string(heads) + ", " + std::to_string(dim) + "] in layout " +
-              std::string(LayoutName(layout)));
-  return d;
-}
 
 void CheckTable(const TensorView& view, std::string_view arg, Index rows, Index cols) {
   ValidateView(view, arg, 2, /*writable=*/true);
@@ -471,11 +459,11 @@ Call Validate(const AttentionParams& params, const TensorView& q, const TensorVi
   c.p = flash_internal::SetupInputs(params, q, k, v, options);
   const auto& d = c.p.dims;
   const AttentionLayout L = params.layout;
-  c.od = CheckAttention(out, L, "out", d.batch, d.query_len, d.heads, d.value_dim, false);
-  c.dod = CheckAttention(dout, L, "dout", d.batch, d.query_len, d.heads, d.value_dim, false);
-  c.dqd = CheckAttention(g.dq, L, "grads.dq", d.batch, d.query_len, d.heads, d.head_dim, true);
-  c.dkd = CheckAttention(g.dk, L, "grads.dk", d.batch, d.key_len, d.kv_heads, d.head_dim, true);
-  c.dvd = CheckAttention(g.dv, L, "grads.dv", d.batch, d.key_len, d.kv_heads, d.value_dim, true);
+  c.od = CheckAttentionTensor(out, L, "out", d.batch, d.query_len, d.heads, d.value_dim, false);
+  c.dod = CheckAttentionTensor(dout, L, "dout", d.batch, d.query_len, d.heads, d.value_dim, false);
+  c.dqd = CheckAttentionTensor(g.dq, L, "grads.dq", d.batch, d.query_len, d.heads, d.head_dim, true);
+  c.dkd = CheckAttentionTensor(g.dk, L, "grads.dk", d.batch, d.key_len, d.kv_heads, d.head_dim, true);
+  c.dvd = CheckAttentionTensor(g.dv, L, "grads.dv", d.batch, d.key_len, d.kv_heads, d.value_dim, true);
   std::vector<std::pair<TensorView, std::string>> inputs = {
       {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {dout, "dout"}};
   if (lse.data != nullptr) {

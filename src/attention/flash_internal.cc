@@ -73,16 +73,8 @@ Problem Setup(const AttentionParams& params, const TensorView& q, const TensorVi
               const TensorView& v, const TensorView& out, const FlashAttentionOptions& options) {
   Problem p = SetupInputs(params, q, k, v, options);
   const auto& d = p.dims;
-  ValidateView(out, "out", 4, /*writable=*/true);
-  p.od = GetAttentionDims(out, params.layout, "out");
-  const auto& od = p.od;
-  Require(od.batch == d.batch && od.seq == d.query_len && od.heads == d.heads &&
-              od.head_dim == d.value_dim,
-          "out", out.Describe(),
-          "[batch, seq, heads, dim] = [" + std::to_string(d.batch) + ", " +
-              std::to_string(d.query_len) + ", " + std::to_string(d.heads) + ", " +
-              std::to_string(d.value_dim) + "] in layout " +
-              std::string(LayoutName(params.layout)));
+  p.od = attention_internal::CheckAttentionTensor(out, params.layout, "out", d.batch, d.query_len,
+                                                  d.heads, d.value_dim, /*writable=*/true);
   RequireNoOverlap(out, "out", q, "q", /*inplace_allowed=*/false);
   RequireNoOverlap(out, "out", k, "k", /*inplace_allowed=*/false);
   RequireNoOverlap(out, "out", v, "v", /*inplace_allowed=*/false);

@@ -347,6 +347,19 @@ void Policy::Backward(std::int64_t h, const double* q, const double* k, std::int
   }
 }
 
+AttentionDims CheckAttentionTensor(const TensorView& view, AttentionLayout layout,
+                                   std::string_view arg, std::int64_t batch, std::int64_t seq,
+                                   std::int64_t heads, std::int64_t dim, bool writable) {
+  ValidateView(view, arg, 4, writable);
+  const AttentionDims d = GetAttentionDims(view, layout, arg);
+  Require(d.batch == batch && d.seq == seq && d.heads == heads && d.head_dim == dim,
+          std::string(arg), view.Describe(),
+          "[batch, seq, heads, dim] = [" + std::to_string(batch) + ", " + std::to_string(seq) +
+              ", " + std::to_string(heads) + ", " + std::to_string(dim) + "] in layout " +
+              std::string(LayoutName(layout)));
+  return d;
+}
+
 CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q,
                             const TensorView& k, const TensorView& v) {
   CallShape c;

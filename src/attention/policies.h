@@ -33,6 +33,12 @@ struct CallShape {
 CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q,
                             const TensorView& k, const TensorView& v);
 
+// Validates a rank-4 attention tensor (an output, dout or a gradient) of
+// exactly [batch, seq, heads, dim] in `layout`; InvalidArgument names `arg`.
+AttentionDims CheckAttentionTensor(const TensorView& view, AttentionLayout layout,
+                                   std::string_view arg, std::int64_t batch, std::int64_t seq,
+                                   std::int64_t heads, std::int64_t dim, bool writable);
+
 // Gradients of the position terms of one (query, key) pair, accumulated in
 // float64 (the table gradients of AttentionReferenceBackward).
 struct TableGrads {

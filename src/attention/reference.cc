@@ -41,6 +41,7 @@ double EffectiveAttentionScale(const AttentionParams& params, std::int64_t head_
 
 namespace {
 
+using attention_internal::CheckAttentionTensor;
 using attention_internal::Dims;
 using attention_internal::Policy;
 using attention_internal::TableGrads;
@@ -69,20 +70,6 @@ void Store(const std::vector<double>& values, const TensorView& view, const Atte
                           b * d.stride_batch + h * d.stride_head + s * d.stride_seq +
                               x * d.stride_dim,
                           values[n++]);
-}
-
-// Validates a writable view with exactly the dims `want` in `layout`.
-AttentionDims CheckOutput(const TensorView& view, AttentionLayout layout, std::string_view arg,
-                          std::int64_t batch, std::int64_t seq, std::int64_t heads,
-                          std::int64_t dim) {
-  ValidateView(view, arg, 4, /*writable=*/true);
-  const AttentionDims d = GetAttentionDims(view, layout, arg);
-  Require(d.batch == batch && d.seq == seq && d.heads == heads && d.head_dim == dim,
-          std::string(arg), view.Describe(),
-          "[batch, seq, heads, dim] = [" + std::to_string(batch) + ", " + std::to_string(seq) +
-              ", " + std::to_string(heads) + ", " + std::to_string(dim) + "] in layout " +
-              std::string(LayoutName(layout)));
-  return d;
 }
 
 // Everything one call needs, validated and converted to float64.
@@ -217,7 +204,7 @@ void AttentionReference(const AttentionParams& params, const TensorView& q, cons
   Problem p = Setup(params, q, k, v);
   const Dims& d = p.dims;
   const AttentionDims od =
-      CheckOutput(out, params.layout, "out", d.batch, d.query_len, d.heads, d.value_dim);
+      CheckAttentionTensor(out, params.layout, "out", d.batch, d.query_len, d.heads, d.value_dim, /*writable=*/true);
   for (const auto& [in, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
     RequireNoOverlap(out, "out", *in, name, /*inplace_allowed=*/false);
   }
@@ -264,9 +251,9 @@ void AttentionReferenceBackward(const AttentionParams& params, const TensorView&
   Require(dod.batch == d.batch && dod.seq == d.query_len && dod.heads == d.heads &&
               dod.head_dim == d.value_dim,
           "dout", dout.Describe(), "the shape of out ([batch, Sq, H, Dv] in the layout)");
-  const AttentionDims dqd = CheckOutput(grads.dq, params.layout, "grads.dq", d.batch, d.query_len, d.heads, d.head_dim);
-  const AttentionDims dkd = CheckOutput(grads.dk, params.layout, "grads.dk", d.batch, d.key_len, d.kv_heads, d.head_dim);
-  const AttentionDims dvd = CheckOutput(grads.dv, params.layout, "grads.dv", d.batch, d.key_len, d.kv_heads, d.value_dim);
+  const AttentionDims dqd = CheckAttentionTensor(grads.dq, params.layout, "grads.dq", d.batch, d.query_len, d.heads, d.head_dim, /*writable=*/true);
+  const AttentionDims dkd = CheckAttentionTensor(grads.dk, params.layout, "grads.dk", d.batch, d.key_len, d.kv_heads, d.head_dim, /*writable=*/true);
+  const AttentionDims dvd = CheckAttentionTensor(grads.dv, params.layout, "grads.dv", d.batch, d.key_len, d.kv_heads, d.value_dim, /*writable=*/true);
   const std::vector<double> dO = Load(dout, dod);
   std::vector<double> dq(p.q.size(), 0.0), dk(p.k.size(), 0.0), dv(p.v.size(), 0.0);
   TableGrads tg = p.policy->ZeroGrads();
