@@ -262,11 +262,7 @@ void MakeApplyColumns(const RopeApplySpec& spec, Tables& t) {
   }
   t.cols = TrigCols{t.freq.data(), t.wc0.data(), t.ws0.data(), t.wc1.data(), t.ws1.data(),
                     ncols, pad, nullptr, nullptr};
-  t.small_cos.assign(kSmallRows * pad, 0.0);
-  t.small_sin.assign(kSmallRows * pad, 0.0);
-  FillSmallTable(t.cols, t.small_cos.data(), t.small_sin.data());
-  t.cols.small_cos = t.small_cos.data();
-  t.cols.small_sin = t.small_sin.data();
+  AttachSmallTable(t.cols, t.small_cos, t.small_sin);
 }
 
 // Fills float32 rows c/s ([n][pad]) for positions pos_of(r), r < n.
@@ -497,11 +493,7 @@ void CosSinTyped(const RopeTableSpec& spec, const RopeTableOut& cos, const RopeT
   }
   t.cols = TrigCols{t.freq.data(), t.wc0.data(), t.ws0.data(), t.wc1.data(), t.ws1.data(),
                     ncols, pad, nullptr, nullptr};
-  t.small_cos.assign(kSmallRows * pad, 0.0);
-  t.small_sin.assign(kSmallRows * pad, 0.0);
-  FillSmallTable(t.cols, t.small_cos.data(), t.small_sin.data());
-  t.cols.small_cos = t.small_cos.data();
-  t.cols.small_sin = t.small_sin.data();
+  AttachSmallTable(t.cols, t.small_cos, t.small_sin);
   const TrigCols& cols = t.cols;
 
   constexpr std::int64_t kTile = 64;

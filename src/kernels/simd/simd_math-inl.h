@@ -31,6 +31,7 @@
 #endif
 
 #include <cstdint>
+#include <vector>
 
 #include <hwy/highway.h>
 
@@ -116,6 +117,18 @@ inline void FillSmallTable(const TrigCols& cols, double* small_cos, double* smal
       hn::StoreU(s, dd, small_sin + t * cols.pad + c);
     }
   }
+}
+
+// Sizes small_cos/small_sin to kSmallRows * cols.pad, fills them
+// (FillSmallTable) and points cols at them: the setup every TrigRows user
+// does once per call.
+inline void AttachSmallTable(TrigCols& cols, std::vector<double>& small_cos,
+                             std::vector<double>& small_sin) {
+  small_cos.assign(static_cast<std::size_t>(kSmallRows * cols.pad), 0.0);
+  small_sin.assign(static_cast<std::size_t>(kSmallRows * cols.pad), 0.0);
+  FillSmallTable(cols, small_cos.data(), small_sin.data());
+  cols.small_cos = small_cos.data();
+  cols.small_sin = small_sin.data();
 }
 
 // Calls sink(row, col, v0, v1) for rows [0, n) and every column chunk

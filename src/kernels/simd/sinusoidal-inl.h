@@ -44,11 +44,7 @@ void MakeColumns(const scalar::SinusoidalRowSpec& spec, Columns& t) {
   }
   t.cols = TrigCols{t.freq.data(), t.wc.data(), t.ws.data(), nullptr, nullptr,
                     ncols, pad, nullptr, nullptr};
-  t.small_cos.assign(kSmallRows * pad, 0.0);
-  t.small_sin.assign(kSmallRows * pad, 0.0);
-  FillSmallTable(t.cols, t.small_cos.data(), t.small_sin.data());
-  t.cols.small_cos = t.small_cos.data();
-  t.cols.small_sin = t.small_sin.data();
+  AttachSmallTable(t.cols, t.small_cos, t.small_sin);
 }
 
 constexpr std::int64_t kRowTile = 64;
