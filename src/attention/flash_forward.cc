@@ -233,10 +233,10 @@ struct QueryTask {
     float* sc = w.s.data();
     if (plan.bf16) {
       kernels::simd::FlashTileLogitsBf16(
-          w.q_pairs.data(), reinterpret_cast<const std::uint16_t*>(vt + plan.bk * ldv), nq, D,
+          w.q_pairs.data(), D / 2, reinterpret_cast<const std::uint16_t*>(vt + plan.bk * ldv), nq, D,
           ldk, sc);
     } else {
-      ops.Logits(w.q.data(), kt, nq, D, ldk, sc);
+      ops.Logits(w.q.data(), D, kt, nq, D, ldk, sc);
     }
     const bool values = p.scheme->Has(SchemeTerm::kValue);
     for (std::int64_t i = 0; i < nq; ++i) {

@@ -32,8 +32,8 @@ inline constexpr int kFlashVecs = 2;
 #endif
 
 template <int kRows, int kVecs>
-HWY_INLINE void LogitsBlock(const float* q, const float* kt, std::int64_t dim, std::int64_t ld,
-                            std::int64_t j, float* s) {
+HWY_INLINE void LogitsBlock(const float* q, std::int64_t ldq, const float* kt, std::int64_t dim,
+                            std::int64_t ld, std::int64_t j, float* s) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   hn::Vec<decltype(d)> a[kRows][kVecs];
@@ -43,7 +43,7 @@ HWY_INLINE void LogitsBlock(const float* q, const float* kt, std::int64_t dim, s
     hn::Vec<decltype(d)> k[kVecs];
     for (int c = 0; c < kVecs; ++c) k[c] = hn::LoadU(d, kt + x * ld + j + c * N);
     for (int r = 0; r < kRows; ++r) {
-      const auto qx = hn::Set(d, q[r * dim + x]);
+      const auto qx = hn::Set(d, q[r * ldq + x]);
       for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(qx, k[c], a[r][c]);
     }
   }
@@ -52,22 +52,22 @@ HWY_INLINE void LogitsBlock(const float* q, const float* kt, std::int64_t dim, s
 }
 
 template <int kRows>
-HWY_INLINE void LogitsRows(const float* q, const float* kt, std::int64_t dim, std::int64_t ld,
-                           float* s) {
+HWY_INLINE void LogitsRows(const float* q, std::int64_t ldq, const float* kt, std::int64_t dim,
+                           std::int64_t ld, float* s) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t j = 0;
   for (; j + kFlashVecs * N <= ld; j += kFlashVecs * N) {
-    LogitsBlock<kRows, kFlashVecs>(q, kt, dim, ld, j, s);
+    LogitsBlock<kRows, kFlashVecs>(q, ldq, kt, dim, ld, j, s);
   }
-  for (; j < ld; j += N) LogitsBlock<kRows, 1>(q, kt, dim, ld, j, s);
+  for (; j < ld; j += N) LogitsBlock<kRows, 1>(q, ldq, kt, dim, ld, j, s);
 }
 
-void FlashTileLogitsImpl(const float* q, const float* kt, std::int64_t nq, std::int64_t dim,
-                         std::int64_t ld, float* s) {
+void FlashTileLogitsImpl(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                         std::int64_t dim, std::int64_t ld, float* s) {
   std::int64_t i = 0;
-  for (; i + 4 <= nq; i += 4) LogitsRows<4>(q + i * dim, kt, dim, ld, s + i * ld);
-  for (; i < nq; ++i) LogitsRows<1>(q + i * dim, kt, dim, ld, s + i * ld);
+  for (; i + 4 <= nq; i += 4) LogitsRows<4>(q + i * ldq, ldq, kt, dim, ld, s + i * ld);
+  for (; i < nq; ++i) LogitsRows<1>(q + i * ldq, ldq, kt, dim, ld, s + i * ld);
 }
 
 // row[j] = row[j] * scale + bias[j] (+ 0 without bias) for j < nk, -inf for
@@ -212,6 +212,83 @@ void FlashAccumulatePVScaledImpl(const float* p, std::int64_t ldp, const float* 
 void FlashAccumulatePVImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                            std::int64_t nk, std::int64_t ldv, float* acc) {
   FlashAccumulatePVScaledImpl(p, ldp, v, nq, nk, ldv, nullptr, acc);
+}
+
+// The transposed accumulation of the backward (dV += P^T dO, dK += dS^T Q):
+// kRows output rows (keys j) x kVecs vectors of columns; per query row i one
+// load of v's row and kRows broadcasts of p[i, j..j + kRows) feed kRows x
+// kVecs FMAs, so P is read in place (no transposed copy).
+template <int kRows, int kVecs>
+HWY_INLINE void PTVBlock(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                         std::int64_t ldv, std::int64_t x, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> a[kRows][kVecs];
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) a[r][c] = hn::LoadU(d, acc + r * ldv + x + c * N);
+  for (std::int64_t i = 0; i < nq; ++i) {
+    hn::Vec<decltype(d)> vi[kVecs];
+    for (int c = 0; c < kVecs; ++c) vi[c] = hn::LoadU(d, v + i * ldv + x + c * N);
+    for (int r = 0; r < kRows; ++r) {
+      const auto pij = hn::Set(d, p[i * ldp + r]);
+      for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(pij, vi[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) hn::StoreU(a[r][c], d, acc + r * ldv + x + c * N);
+}
+
+template <int kRows>
+HWY_INLINE void PTVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                        std::int64_t ldv, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t x = 0;
+  for (; x + kFlashVecs * N <= ldv; x += kFlashVecs * N) {
+    PTVBlock<kRows, kFlashVecs>(p, ldp, v, nq, ldv, x, acc);
+  }
+  for (; x < ldv; x += N) PTVBlock<kRows, 1>(p, ldp, v, nq, ldv, x, acc);
+}
+
+void FlashAccumulatePTVImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                            std::int64_t nk, std::int64_t ldv, float* acc) {
+  std::int64_t j = 0;
+  for (; j + 4 <= nk; j += 4) PTVRows<4>(p + j, ldp, v, nq, ldv, acc + j * ldv);
+  for (; j < nk; ++j) PTVRows<1>(p + j, ldp, v, nq, ldv, acc + j * ldv);
+}
+
+// The backward's row pass: x = s * scale (+ bias), P = exp(x - lse) (0 where
+// x is -inf and for j >= nk), dS = P * (dp - delta); P replaces s, dS
+// replaces dp (j < ld).
+void FlashBackwardRowImpl(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
+                          const float* bias, float lse, float delta) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto vscale = hn::Set(d, scale), vlse = hn::Set(d, lse), vdelta = hn::Set(d, delta);
+  for (std::int64_t j = 0; j < ld; j += N) {
+    auto x = hn::Mul(hn::LoadU(d, s + j), vscale);
+    if (bias != nullptr) x = hn::Add(x, hn::LoadU(d, bias + j));
+    auto visible = hn::Gt(x, neg_inf);
+    if (j + N > nk) {
+      const std::int64_t valid = nk > j ? nk - j : 0;
+      visible = hn::And(visible, hn::FirstN(d, static_cast<std::size_t>(valid)));
+    }
+    const auto p = hn::IfThenElseZero(visible, ExpNonPositive(d, hn::Sub(x, vlse)));
+    hn::StoreU(p, d, s + j);
+    hn::StoreU(hn::Mul(p, hn::Sub(hn::LoadU(d, dp + j), vdelta)), d, dp + j);
+  }
+}
+
+// dst[j] += src[j], j < n.
+void FlashAddRowImpl(float* dst, const float* src, std::int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    hn::StoreU(hn::Add(hn::LoadU(d, dst + j), hn::LoadU(d, src + j)), d, dst + j);
+  }
+  for (; j < n; ++j) dst[j] += src[j];
 }
 
 }  // namespace HWY_NAMESPACE

@@ -18,10 +18,27 @@ HWY_EXPORT(FlashAccumulatePVImpl);
 HWY_EXPORT(FlashAccumulatePVScaledImpl);
 HWY_EXPORT(FlashScaleRowImpl);
 HWY_EXPORT(FlashScaleAlibiRowImpl);
+HWY_EXPORT(FlashAccumulatePTVImpl);
+HWY_EXPORT(FlashBackwardRowImpl);
+HWY_EXPORT(FlashAddRowImpl);
 
-void FlashTileLogits(const float* q, const float* kt, std::int64_t nq, std::int64_t dim,
-                     std::int64_t ld, float* s) {
-  HWY_DYNAMIC_DISPATCH(FlashTileLogitsImpl)(q, kt, nq, dim, ld, s);
+void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                     std::int64_t dim, std::int64_t ld, float* s) {
+  HWY_DYNAMIC_DISPATCH(FlashTileLogitsImpl)(q, ldq, kt, nq, dim, ld, s);
+}
+
+void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                        std::int64_t nk, std::int64_t ldv, float* acc) {
+  HWY_DYNAMIC_DISPATCH(FlashAccumulatePTVImpl)(p, ldp, v, nq, nk, ldv, acc);
+}
+
+void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
+                      const float* bias, float lse, float delta) {
+  HWY_DYNAMIC_DISPATCH(FlashBackwardRowImpl)(s, dp, nk, ld, scale, bias, lse, delta);
+}
+
+void FlashAddRow(float* dst, const float* src, std::int64_t n) {
+  HWY_DYNAMIC_DISPATCH(FlashAddRowImpl)(dst, src, n);
 }
 
 float FlashExpRow(float* row, std::int64_t n, float max) {

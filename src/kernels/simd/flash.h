@@ -23,10 +23,11 @@ namespace posenc::kernels::simd {
 // float32 lanes of AVX-512).
 inline constexpr std::int64_t kFlashPad = 16;
 
-// s[i * ld + j] = sum_x q[i * dim + x] * kt[x * ld + j], i < nq, j < ld
-// (ld a multiple of kFlashPad; kt is the key tile transposed, [dim, ld]).
-void FlashTileLogits(const float* q, const float* kt, std::int64_t nq, std::int64_t dim,
-                     std::int64_t ld, float* s);
+// s[i * ld + j] = sum_x q[i * ldq + x] * kt[x * ld + j], i < nq, j < ld
+// (ld a multiple of kFlashPad; kt is the key tile transposed, [dim, ld];
+// ldq >= dim is the row stride of q).
+void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                     std::int64_t dim, std::int64_t ld, float* s);
 
 // row[j] = exp(row[j] - max) for j < n (n a multiple of kFlashPad; -inf
 // entries become 0); returns the sum of the new row.
@@ -42,6 +43,22 @@ void FlashAccumulatePV(const float* p, std::int64_t ldp, const float* v, std::in
 // alpha null: 1).
 void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                              std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc);
+
+// The backward's transposed accumulation (dV += P^T dO, dK += dS^T Q):
+// acc[j * ldv + x] += sum_i p[i * ldp + j] * v[i * ldv + x] for j < nk,
+// i < nq, x < ldv (ldv a multiple of kFlashPad); p is read in place.
+void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                        std::int64_t nk, std::int64_t ldv, float* acc);
+
+// The backward's row pass over a logit row s and a dP row dp (ld entries,
+// a multiple of kFlashPad): x = s[j] * scale + bias[j] (bias may be null;
+// finite or -inf), P = exp(x - lse) (0 where x = -inf and for j >= nk), then
+// s[j] = P and dp[j] = P * (dp[j] - delta) (dS). lse must be finite.
+void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
+                      const float* bias, float lse, float delta);
+
+// dst[j] += src[j], j < n (any n).
+void FlashAddRow(float* dst, const float* src, std::int64_t n);
 
 // row[j] = row[j] * scale (+ bias[j] when bias is non-null; bias holds ld
 // entries, finite or -inf) for j < nk and -inf for nk <= j < ld (ld a
@@ -61,11 +78,13 @@ float FlashScaleAlibiRow(float* row, std::int64_t nk, std::int64_t ld, float sca
 bool FlashBf16DotAvailable();
 
 // s[i * ld + j] = sum_x q[i, x] * k[j, x] for bfloat16 q and k (dim even):
-// q_pairs [nq, dim / 2] holds (q[i, 2p] | q[i, 2p + 1] << 16) bit pairs;
+// q_pairs [nq, ldq] (ldq >= dim / 2) holds (q[i, 2p] | q[i, 2p + 1] << 16)
+// bit pairs at i * ldq + p;
 // kt_pairs [dim / 2, ld, 2] holds k[j, 2p], k[j, 2p + 1] at (p * ld + j) * 2
 // (zero columns past the tile). Float32 accumulation; only call when
 // FlashBf16DotAvailable().
-void FlashTileLogitsBf16(const std::uint32_t* q_pairs, const std::uint16_t* kt_pairs,
-                         std::int64_t nq, std::int64_t dim, std::int64_t ld, float* s);
+void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
+                         const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
+                         std::int64_t ld, float* s);
 
 }  // namespace posenc::kernels::simd

@@ -28,8 +28,8 @@ namespace {
 // 4 query rows x 4 vectors of 16 keys per step (16 accumulators).
 template <int kRows, int kVecs>
 __attribute__((target("avx512f,avx512bf16"))) inline void Bf16Block(
-    const std::uint32_t* q, const std::uint16_t* kt, std::int64_t pairs, std::int64_t ld,
-    std::int64_t j, float* s) {
+    const std::uint32_t* q, std::int64_t ldq, const std::uint16_t* kt, std::int64_t pairs,
+    std::int64_t ld, std::int64_t j, float* s) {
   __m512 a[kRows][kVecs];
   for (int r = 0; r < kRows; ++r)
     for (int c = 0; c < kVecs; ++c) a[r][c] = _mm512_setzero_ps();
@@ -39,7 +39,7 @@ __attribute__((target("avx512f,avx512bf16"))) inline void Bf16Block(
       k[c] = (__m512bh)_mm512_loadu_si512(kt + x * 2 * ld + 2 * (j + 16 * c));
     }
     for (int r = 0; r < kRows; ++r) {
-      const __m512bh qx = (__m512bh)_mm512_set1_epi32(static_cast<int>(q[r * pairs + x]));
+      const __m512bh qx = (__m512bh)_mm512_set1_epi32(static_cast<int>(q[r * ldq + x]));
       for (int c = 0; c < kVecs; ++c) a[r][c] = _mm512_dpbf16_ps(a[r][c], qx, k[c]);
     }
   }
@@ -49,12 +49,13 @@ __attribute__((target("avx512f,avx512bf16"))) inline void Bf16Block(
 
 template <int kRows>
 __attribute__((target("avx512f,avx512bf16"))) void Bf16Rows(const std::uint32_t* q,
+                                                            std::int64_t ldq,
                                                             const std::uint16_t* kt,
                                                             std::int64_t pairs, std::int64_t ld,
                                                             float* s) {
   std::int64_t j = 0;
-  for (; j + 64 <= ld; j += 64) Bf16Block<kRows, 4>(q, kt, pairs, ld, j, s);
-  for (; j < ld; j += 16) Bf16Block<kRows, 1>(q, kt, pairs, ld, j, s);
+  for (; j + 64 <= ld; j += 64) Bf16Block<kRows, 4>(q, ldq, kt, pairs, ld, j, s);
+  for (; j < ld; j += 16) Bf16Block<kRows, 1>(q, ldq, kt, pairs, ld, j, s);
 }
 
 }  // namespace
@@ -66,12 +67,15 @@ bool FlashBf16DotAvailable() {
   return target == "AVX3" || target == "AVX3_DL";
 }
 
-void FlashTileLogitsBf16(const std::uint32_t* q_pairs, const std::uint16_t* kt_pairs,
-                         std::int64_t nq, std::int64_t dim, std::int64_t ld, float* s) {
+void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
+                         const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
+                         std::int64_t ld, float* s) {
   const std::int64_t pairs = dim / 2;
   std::int64_t i = 0;
-  for (; i + 4 <= nq; i += 4) Bf16Rows<4>(q_pairs + i * pairs, kt_pairs, pairs, ld, s + i * ld);
-  for (; i < nq; ++i) Bf16Rows<1>(q_pairs + i * pairs, kt_pairs, pairs, ld, s + i * ld);
+  for (; i + 4 <= nq; i += 4) {
+    Bf16Rows<4>(q_pairs + i * ldq, ldq, kt_pairs, pairs, ld, s + i * ld);
+  }
+  for (; i < nq; ++i) Bf16Rows<1>(q_pairs + i * ldq, ldq, kt_pairs, pairs, ld, s + i * ld);
 }
 
 }  // namespace posenc::kernels::simd
