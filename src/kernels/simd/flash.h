@@ -77,7 +77,9 @@ float FlashScaleAlibiRow(float* row, std::int64_t nk, std::int64_t ld, float sca
 // and Highway currently dispatches to an AVX-512 target.
 bool FlashBf16DotAvailable();
 
-// s[i * ld + j] = sum_x q[i, x] * k[j, x] for bfloat16 q and k (dim even):
+// s[i * ld + j] = sum_x q[i, x] * k[j, x] for bfloat16 q and k (dim even),
+// with AMX tiles (FlashTileLogitsAmx) where FlashAmxLogitsAvailable(dim),
+// else with AVX512_BF16 dot products (FlashTileLogitsAvx512Bf16):
 // q_pairs [nq, ldq] (ldq >= dim / 2) holds (q[i, 2p] | q[i, 2p + 1] << 16)
 // bit pairs at i * ldq + p;
 // kt_pairs [dim / 2, ld, 2] holds k[j, 2p], k[j, 2p + 1] at (p * ld + j) * 2
@@ -86,5 +88,20 @@ bool FlashBf16DotAvailable();
 void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
                          const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
                          std::int64_t ld, float* s);
+
+// AMX runs the bfloat16 logits: the CPU has AMX-BF16, Linux granted the
+// tile state (kernels/simd/x86_features.h) and dim % 32 == 0.
+bool FlashAmxLogitsAvailable(std::int64_t dim);
+
+// The two implementations of FlashTileLogitsBf16, same arguments (tests run
+// each where the CPU has it): AVX512_BF16 (flash_bf16.cc; only when
+// FlashBf16DotAvailable()) and AMX (flash_amx.cc; only when
+// FlashAmxLogitsAvailable(dim)).
+void FlashTileLogitsAvx512Bf16(const std::uint32_t* q_pairs, std::int64_t ldq,
+                               const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
+                               std::int64_t ld, float* s);
+void FlashTileLogitsAmx(const std::uint32_t* q_pairs, std::int64_t ldq,
+                        const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
+                        std::int64_t ld, float* s);
 
 }  // namespace posenc::kernels::simd

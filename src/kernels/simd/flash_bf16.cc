@@ -1,5 +1,6 @@
 // bfloat16 dot-product logits of the fused attention (kernels/simd/flash.h,
-// FlashTileLogitsBf16): AVX512_BF16's VDPBF16PS (Intel SDM; Cooper Lake,
+// FlashTileLogitsBf16, which runs the AMX kernel of flash_amx.cc instead
+// where AmxAvailable() and dim % 32 == 0): AVX512_BF16's VDPBF16PS (Intel SDM; Cooper Lake,
 // Zen 4/5) computes, per float32 lane, acc + a[2i] * b[2i] + a[2i+1] *
 // b[2i+1] from 32 bfloat16 pairs, twice the multiply-adds per instruction
 // of a float32 FMA. Highway 1.0.3 has no target that emits it (no
@@ -21,6 +22,7 @@
 
 #include "kernels/simd/flash.h"
 #include "kernels/simd/targets.h"
+#include "kernels/simd/x86_features.h"
 
 namespace posenc::kernels::simd {
 namespace {
@@ -61,15 +63,25 @@ __attribute__((target("avx512f,avx512bf16"))) void Bf16Rows(const std::uint32_t*
 }  // namespace
 
 bool FlashBf16DotAvailable() {
-  static const bool cpu = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");
-  if (!cpu) return false;
+  if (!CpuHasAvx512Bf16()) return false;
   const std::string_view target = DispatchedTargetName();
   return target == "AVX3" || target == "AVX3_DL";
 }
 
+bool FlashAmxLogitsAvailable(std::int64_t dim) { return dim % 32 == 0 && AmxAvailable(); }
+
 void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
                          const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
                          std::int64_t ld, float* s) {
+  if (FlashAmxLogitsAvailable(dim)) {
+    return FlashTileLogitsAmx(q_pairs, ldq, kt_pairs, nq, dim, ld, s);
+  }
+  FlashTileLogitsAvx512Bf16(q_pairs, ldq, kt_pairs, nq, dim, ld, s);
+}
+
+void FlashTileLogitsAvx512Bf16(const std::uint32_t* q_pairs, std::int64_t ldq,
+                               const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
+                               std::int64_t ld, float* s) {
   const std::int64_t pairs = dim / 2;
   std::int64_t i = 0;
   for (; i + 4 <= nq; i += 4) {

@@ -11,7 +11,7 @@
 namespace posenc::kernels::simd {
 
 // a[i] = a[i] * scale (rmw), a[i] = b[i] * scale (copy), a[i] = scale
-// (write), i < n.
+// (write), sum of a[i] (read; the sum goes to a volatile sink), i < n.
 void Stream(StreamKernel kernel, float* a, const float* b, std::int64_t n, float scale,
             const Context& ctx);
 
