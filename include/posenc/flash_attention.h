@@ -147,6 +147,28 @@ void FlashAttentionBackward(const AttentionParams& params, const TensorView& q,
                             const FlashAttentionOptions& options = FlashAttentionOptions{},
                             const Context& ctx = Context{});
 
+// Decode: Sq in [1, 16] query tokens per batch row against a KV cache of
+// Sk keys (any length up to the position limit; 2^20 keys and more are the
+// intended use), split-K across threads (flash-decoding, Dao et al. 2023):
+// the cache is cut into chunks whose size depends on Sk only (>= 256 keys,
+// <= 64 chunks), each (batch, chunk) task reads its keys and values once
+// for every kv head (GQA: all G query heads of a kv head share the read)
+// and leaves a partial softmax state (max, sum, output), and the partials
+// are merged with the log-sum-exp rule. Same formula, params (masks,
+// windows, positions: queries bottom-right aligned by default, i.e. at
+// Sk - Sq + i), schemes (ALiBi, T5, RoPE with keys rotated in the kernel or
+// pre-rotated in the cache, Shaw, none), layouts, dtypes, validation and
+// numerics as FlashAttention; lse (optional, null data: none) as in
+// FlashAttentionWithLse. Results do not depend on the thread count. Extra
+// memory: B * chunks * H * Sq * (Dv + 2) floats plus per-worker block
+// scratch. Throws InvalidArgument ("q.shape[seq]") for Sq outside [1, 16]
+// and for everything FlashAttention rejects.
+void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out,
+                          const TensorView& lse = TensorView{},
+                          const FlashAttentionOptions& options = FlashAttentionOptions{},
+                          const Context& ctx = Context{});
+
 // KV-cache re-rotation: keys in a RoPE cache, rotated at positions p, are
 // moved in place to positions p + delta (e.g. after evicting the first
 // tokens of a streaming cache, delta < 0), using R(p + delta) = R(delta) R(p):

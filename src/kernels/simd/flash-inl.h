@@ -14,6 +14,8 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include "kernels/simd/simd_math-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace posenc::kernels::simd {
 namespace HWY_NAMESPACE {
@@ -289,6 +291,89 @@ void FlashAddRowImpl(float* dst, const float* src, std::int64_t n) {
     hn::StoreU(hn::Add(hn::LoadU(d, dst + j), hn::LoadU(d, src + j)), d, dst + j);
   }
   for (; j < n; ++j) dst[j] += src[j];
+}
+
+// Rows of storage kind S (unit element stride, row stride `stride`
+// elements) as float32 rows of ld >= dim floats, zero past dim. The 16-bit
+// conversions are exact.
+template <Store S>
+void LoadRowsTyped(const void* src, std::int64_t stride, std::int64_t n, std::int64_t dim,
+                   float* dst, std::int64_t ld) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto* base = static_cast<const unsigned char*>(src);
+  for (std::int64_t r = 0; r < n; ++r) {
+    const unsigned char* row = base + r * stride * kStoreBytes<S>;
+    float* out = dst + r * ld;
+    std::int64_t x = 0;
+    for (; x + N <= dim; x += N) hn::StoreU(LoadF<S>(d, row + x * kStoreBytes<S>), d, out + x);
+    for (; x < dim; ++x) {
+      const hn::CappedTag<float, 1> d1;
+      hn::StoreU(LoadF<S>(d1, row + x * kStoreBytes<S>), d1, out + x);
+    }
+    for (; x < ld; ++x) out[x] = 0.0f;
+  }
+}
+
+void FlashLoadRowsImpl(int store, const void* src, std::int64_t stride, std::int64_t n,
+                       std::int64_t dim, float* dst, std::int64_t ld) {
+  if (store == 0) return LoadRowsTyped<Store::kF32>(src, stride, n, dim, dst, ld);
+  if (store == 1) return LoadRowsTyped<Store::kBF16>(src, stride, n, dim, dst, ld);
+  LoadRowsTyped<Store::kF16>(src, stride, n, dim, dst, ld);
+}
+
+// Sums each of the kN vectors a[] over its lanes into lane i of the result
+// (kN = Lanes): a tree of ConcatEven / ConcatOdd + Add (after each level,
+// vector i holds the partial sums of vectors 2i and 2i + 1 side by side),
+// log2(Lanes) levels instead of one horizontal sum per vector. Unrolled at
+// compile time so the vectors stay in registers.
+template <std::size_t kN, class D, class V>
+HWY_INLINE V SumLanesOfEach(D d, const V* a) {
+#if HWY_TARGET == HWY_SCALAR  // one lane: each vector is its own sum
+  (void)d;
+  return a[0];
+#else
+  if constexpr (kN == 1) {
+    (void)d;
+    return a[0];
+  } else {
+    V b[kN / 2];
+    for (std::size_t i = 0; i < kN / 2; ++i) {
+      b[i] = hn::Add(hn::ConcatEven(d, a[2 * i + 1], a[2 * i]),
+                     hn::ConcatOdd(d, a[2 * i + 1], a[2 * i]));
+    }
+    return SumLanesOfEach<kN / 2>(d, b);
+  }
+#endif
+}
+
+// Decode logits: s[r * lds + j] = q_r . k_j for r < R, j < Pad(nk), with k
+// as rows (stride ldkr, readable up to Pad(nk) rows, zero-padded to dim, a
+// multiple of kFlashPad): per query row and group of Lanes keys, one vector
+// accumulator per key along dim (Lanes independent FMA chains), then one
+// transposing lane sum (SumLanesOfEach) stored as a vector.
+void FlashDecodeLogitsImpl(const float* q, std::int64_t ldq, std::int64_t R, const float* k,
+                           std::int64_t ldkr, std::int64_t nk, std::int64_t dim, float* s,
+                           std::int64_t lds) {
+  const hn::ScalableTag<float> d;
+  constexpr std::size_t kN = hn::MaxLanes(decltype(d)());
+  using V = hn::Vec<decltype(d)>;
+  for (std::int64_t j0 = 0; j0 < nk; j0 += static_cast<std::int64_t>(kN)) {
+    const float* kj = k + j0 * ldkr;
+    for (std::int64_t r = 0; r < R; ++r) {
+      const float* qr = q + r * ldq;
+      V acc[kN];
+      for (std::size_t jj = 0; jj < kN; ++jj) acc[jj] = hn::Zero(d);
+      for (std::int64_t x = 0; x < dim; x += static_cast<std::int64_t>(kN)) {
+        const V qv = hn::LoadU(d, qr + x);
+        for (std::size_t jj = 0; jj < kN; ++jj) {
+          acc[jj] = hn::MulAdd(qv, hn::LoadU(d, kj + static_cast<std::int64_t>(jj) * ldkr + x),
+                               acc[jj]);
+        }
+      }
+      hn::StoreU(SumLanesOfEach<kN>(d, acc), d, s + r * lds + j0);
+    }
+  }
 }
 
 }  // namespace HWY_NAMESPACE

@@ -21,6 +21,8 @@ HWY_EXPORT(FlashScaleAlibiRowImpl);
 HWY_EXPORT(FlashAccumulatePTVImpl);
 HWY_EXPORT(FlashBackwardRowImpl);
 HWY_EXPORT(FlashAddRowImpl);
+HWY_EXPORT(FlashLoadRowsImpl);
+HWY_EXPORT(FlashDecodeLogitsImpl);
 
 void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
                      std::int64_t dim, std::int64_t ld, float* s) {
@@ -39,6 +41,17 @@ void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, flo
 
 void FlashAddRow(float* dst, const float* src, std::int64_t n) {
   HWY_DYNAMIC_DISPATCH(FlashAddRowImpl)(dst, src, n);
+}
+
+void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
+                   std::int64_t dim, float* dst, std::int64_t ld) {
+  HWY_DYNAMIC_DISPATCH(FlashLoadRowsImpl)(static_cast<int>(storage), src, stride, n, dim, dst, ld);
+}
+
+void FlashDecodeLogits(const float* q, std::int64_t ldq, std::int64_t rows, const float* k,
+                       std::int64_t ldk_rows, std::int64_t nk, std::int64_t dim, float* s,
+                       std::int64_t lds) {
+  HWY_DYNAMIC_DISPATCH(FlashDecodeLogitsImpl)(q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
 }
 
 float FlashExpRow(float* row, std::int64_t n, float max) {

@@ -60,6 +60,26 @@ void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, flo
 // dst[j] += src[j], j < n (any n).
 void FlashAddRow(float* dst, const float* src, std::int64_t n);
 
+// Storage of the rows FlashLoadRows converts.
+enum class FlashStorage : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
+
+// n rows of `storage` values (unit element stride, row stride `stride`
+// elements) as float32 rows of ld >= dim floats, zeros in [dim, ld); the
+// 16-bit conversions are exact.
+void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
+                   std::int64_t dim, float* dst, std::int64_t ld);
+
+// Decode logits against key rows: s[r * lds + j] = sum_x q[r * ldq + x] *
+// k[j * ldk_rows + x] for r < rows, j < Pad(nk), x < dim (dim a multiple of
+// kFlashPad, both operands zero-padded to it; k must have Pad(nk) readable
+// rows, and entries j >= nk of s are whatever those rows give: callers mask
+// them). Per query row and group of
+// Lanes keys: one vector accumulator per key, then one transposing lane
+// sum for the group (log2(Lanes) levels of ConcatEven/ConcatOdd + Add).
+void FlashDecodeLogits(const float* q, std::int64_t ldq, std::int64_t rows, const float* k,
+                       std::int64_t ldk_rows, std::int64_t nk, std::int64_t dim, float* s,
+                       std::int64_t lds);
+
 // row[j] = row[j] * scale (+ bias[j] when bias is non-null; bias holds ld
 // entries, finite or -inf) for j < nk and -inf for nk <= j < ld (ld a
 // multiple of kFlashPad); returns the max of the first nk entries (-inf if
