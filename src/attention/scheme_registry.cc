@@ -22,7 +22,8 @@
   X(t5)                   \
   X(shaw)                 \
   X(transformer_xl)       \
-  X(deberta)
+  X(deberta)              \
+  X(fire)
 
 namespace posenc {
 namespace attention_internal {
