@@ -16,15 +16,12 @@
 #include <fmt/format.h>
 
 #include "charts.h"
+#include "html.h"
 #include "posenc/model_config.h"
 #include "posenc/rope.h"
 #include "posenc/rope_scaling.h"
 #include "properties.h"
 #include "sections.h"
-
-#ifndef POSENC_EXAMPLES_DIR
-#error "POSENC_EXAMPLES_DIR must be defined by the build (cli/CMakeLists.txt)"
-#endif
 
 namespace posenc::report {
 namespace {
@@ -191,7 +188,7 @@ Chart ScalingFigure(std::vector<std::string>& summary) {
   l3.theta = 500000.0;
   l3.original_max_position_embeddings = 8192;
   add("Llama 3 x8 (theta 5e5)", l3, 0);
-  const std::filesystem::path phi = std::filesystem::path(POSENC_EXAMPLES_DIR) / "phi-3.5-mini-instruct.json";
+  const std::filesystem::path phi = std::filesystem::path(ExamplesDir()) / "phi-3.5-mini-instruct.json";
   std::string longrope = "LongRoPE: examples/configs/phi-3.5-mini-instruct.json not found, not drawn.";
   if (std::filesystem::exists(phi)) {
     const ModelConfig cfg = LoadModelConfig(phi.string());

@@ -14,7 +14,7 @@ include/posenc/ (each family's docblock).
 from __future__ import annotations
 
 from . import _posenc
-from ._posenc import MAX_POSITION, ConfigError, Context, IoError, simd_target
+from ._posenc import MAX_POSITION, ConfigError, Context, IoError, __version__, simd_target
 from ._absolute import LearnedTable, add_sinusoidal, sinusoidal_inv_freq, sinusoidal_table
 from ._attention import attention, flash_attention, flash_attention_varlen
 from ._bias import (alibi_bias, alibi_slopes, bloom_alibi_tensor, deberta_bucket,
@@ -23,7 +23,7 @@ from ._config import inspect, rope_config, rope_inv_freq
 from ._rope import apply_mrope, apply_rope, apply_rope_qk, rope_cos_sin, rope_default_inv_freq
 
 __all__ = [
-    "MAX_POSITION", "ConfigError", "Context", "IoError", "simd_target",
+    "__version__", "MAX_POSITION", "ConfigError", "Context", "IoError", "simd_target",
     "LearnedTable", "add_sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table",
     "apply_mrope", "apply_rope", "apply_rope_qk", "rope_cos_sin", "rope_default_inv_freq",
     "inspect", "rope_config", "rope_inv_freq", "attention", "flash_attention",

@@ -11,6 +11,7 @@ import numpy as np
 ArrayLike = Any  # numpy array, torch tensor (DLPack), DLPack capsule, or a sequence for inputs
 
 MAX_POSITION: int
+__version__: str
 
 class ConfigError(ValueError): ...
 class IoError(OSError): ...

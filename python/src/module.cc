@@ -13,6 +13,7 @@
 #include "bindings.h"
 #include "posenc/context.h"
 #include "posenc/error.h"
+#include "posenc/version.h"
 
 namespace posenc::python {
 
@@ -60,6 +61,7 @@ the GIL released, so several Python threads can use posenc at once.)doc")
 PYBIND11_MODULE(_posenc, m) {
   namespace pp = posenc::python;
   m.doc() = "posenc C++ core (low-level; use the posenc package).";
+  m.attr("__version__") = POSENC_VERSION_STRING;  // the repository's VERSION file
 
   static pybind11::exception<posenc::ConfigError> config_error(m, "ConfigError",
                                                                PyExc_ValueError);
