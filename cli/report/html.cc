@@ -235,7 +235,10 @@ std::string InstalledData(const char* sub) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  const fs::path dir = exe.parent_path().parent_path() / "share" / "posenc" / sub;
+  fs::path dir = exe.parent_path().parent_path();
+  dir /= "share";
+  dir /= "posenc";
+  dir /= sub;
   return fs::is_directory(dir, ec) ? dir.string() : "";
 }
 
