@@ -211,6 +211,19 @@ std::vector<Block> ConfigFigures(const ReportOptions& options) {
   for (const auto& path : options.configs) {
     const ModelConfig cfg = LoadModelConfig(path);
     const std::string name = std::filesystem::path(path).stem().string();
+    if (cfg.alibi) {  // no RoPE to chart: the ALiBi section draws its slopes
+      Table t;
+      t.id = fmt::format("config_{}_alibi", index++);
+      t.title = name + ": ALiBi slopes (no RoPE)";
+      t.header = {"head", "slope"};
+      for (std::size_t h = 0; h < cfg.alibi->slopes.size(); ++h) {
+        t.rows.push_back({std::to_string(h), fmt::format("{:.8g}", cfg.alibi->slopes[h])});
+      }
+      t.caption = fmt::format("{} ({}, {} heads, max bias {:g}): ALiBi, slopes as ggml_soft_max_ext.",
+                              path, cfg.model_type, cfg.alibi->num_heads, cfg.alibi->max_bias);
+      out.push_back(std::move(t));
+      continue;
+    }
     Chart c = MakeChart(fmt::format("config_{}_{}", index++, [&] {
                           std::string id;
                           for (char ch : name) id += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::tolower(ch)) : '_';
