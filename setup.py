@@ -36,7 +36,7 @@ class CMakeBuild(build_ext):
         if reuse:
             build_dir = pathlib.Path(reuse).resolve()
             if not (build_dir / "CMakeCache.txt").exists():
-                raise RuntimeError(f"POSENC_CMAKE_BUILD_DIR={reuse}: not a configured CMake build tree")
+                raise RuntimeError(f"POSENC_CMAKE_BUILD_DIR={reuse}: not a configured CMake tree")
         else:
             build_dir = ROOT / "build" / f"python-{sys.implementation.cache_tag}"
             subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",

@@ -28,7 +28,8 @@ inline std::string DefaultBenchScript() {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    const auto installed = exe.parent_path().parent_path() / "share" / "posenc" / "bench" / "torch_baseline.py";
+    std::filesystem::path installed = exe.parent_path().parent_path();
+    installed /= "share/posenc/bench/torch_baseline.py";
     if (std::filesystem::exists(installed, ec)) return installed.string();
   }
   return POSENC_BENCH_SCRIPT;

@@ -76,9 +76,13 @@ void PrintAlibi(const ModelConfig& cfg, const InspectArgs& a) {
     return;
   }
   std::string out = SourceLine(cfg);
-  out += fmt::format("position encoding: ALiBi, {} heads, max bias {}\n", al.num_heads, al.max_bias);
-  out += fmt::format("context: {}\n\n{:>5}  {:>14}\n", cfg.max_position_embeddings, "head", "slope");
-  for (std::size_t h = 0; h < al.slopes.size(); ++h) out += fmt::format("{:>5}  {:>14.8g}\n", h, al.slopes[h]);
+  out += fmt::format("position encoding: ALiBi, {} heads, max bias {}\n", al.num_heads,
+                     al.max_bias);
+  out += fmt::format("context: {}\n\n{:>5}  {:>14}\n", cfg.max_position_embeddings, "head",
+                     "slope");
+  for (std::size_t h = 0; h < al.slopes.size(); ++h) {
+    out += fmt::format("{:>5}  {:>14.8g}\n", h, al.slopes[h]);
+  }
   std::cout << out;
 }
 

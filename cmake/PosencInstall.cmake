@@ -56,7 +56,8 @@ if(TARGET posenc_cli)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/configs/ DESTINATION ${POSENC_DATADIR}/configs
           FILES_MATCHING PATTERN "*.json")
   # `posenc bench`'s PyTorch baselines (cli/bench_common.h).
-  install(FILES ${PROJECT_SOURCE_DIR}/bench/torch_baseline.py ${PROJECT_SOURCE_DIR}/bench/torch_attention.py
+  install(FILES ${PROJECT_SOURCE_DIR}/bench/torch_baseline.py
+                ${PROJECT_SOURCE_DIR}/bench/torch_attention.py
                 ${PROJECT_SOURCE_DIR}/bench/torch_common.py
           DESTINATION ${POSENC_DATADIR}/bench)
 endif()

@@ -14,7 +14,7 @@
 #include "posenc/error.h"
 
 #if !defined(POSENC_NODE_MODULES_DIR) || !defined(POSENC_EXAMPLES_DIR)
-#error "POSENC_NODE_MODULES_DIR and POSENC_EXAMPLES_DIR must be defined by the build (cli/CMakeLists.txt)"
+#error "POSENC_NODE_MODULES_DIR and POSENC_EXAMPLES_DIR must be defined (cli/CMakeLists.txt)"
 #endif
 
 namespace posenc::report {

@@ -188,7 +188,8 @@ Chart ScalingFigure(std::vector<std::string>& summary) {
   l3.theta = 500000.0;
   l3.original_max_position_embeddings = 8192;
   add("Llama 3 x8 (theta 5e5)", l3, 0);
-  const std::filesystem::path phi = std::filesystem::path(ExamplesDir()) / "phi-3.5-mini-instruct.json";
+  const std::filesystem::path phi =
+      std::filesystem::path(ExamplesDir()) / "phi-3.5-mini-instruct.json";
   std::string longrope = "LongRoPE: examples/configs/phi-3.5-mini-instruct.json not found, not drawn.";
   if (std::filesystem::exists(phi)) {
     const ModelConfig cfg = LoadModelConfig(phi.string());
@@ -219,8 +220,9 @@ std::vector<Block> ConfigFigures(const ReportOptions& options) {
       for (std::size_t h = 0; h < cfg.alibi->slopes.size(); ++h) {
         t.rows.push_back({std::to_string(h), fmt::format("{:.8g}", cfg.alibi->slopes[h])});
       }
-      t.caption = fmt::format("{} ({}, {} heads, max bias {:g}): ALiBi, slopes as ggml_soft_max_ext.",
-                              path, cfg.model_type, cfg.alibi->num_heads, cfg.alibi->max_bias);
+      t.caption = fmt::format("{} ({}, {} heads, max bias {:g}): ALiBi, slopes as "
+                              "ggml_soft_max_ext.", path, cfg.model_type, cfg.alibi->num_heads,
+                              cfg.alibi->max_bias);
       out.push_back(std::move(t));
       continue;
     }

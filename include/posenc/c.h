@@ -95,7 +95,11 @@ typedef struct {
 /* ---- context ---- */
 
 typedef struct posenc_context posenc_context;
-typedef enum { POSENC_BACKEND_AUTO = 0, POSENC_BACKEND_SCALAR = 1, POSENC_BACKEND_SIMD = 2 } posenc_backend;
+typedef enum {
+  POSENC_BACKEND_AUTO = 0,
+  POSENC_BACKEND_SCALAR = 1,
+  POSENC_BACKEND_SIMD = 2
+} posenc_backend;
 
 /* num_threads: 1 = the calling thread only, 0 = one per hardware thread. */
 POSENC_C_API posenc_status posenc_context_create(int32_t num_threads, posenc_backend backend,
@@ -127,26 +131,27 @@ typedef struct {
 POSENC_C_API void posenc_rope_params_init(posenc_rope_params* params);
 
 /* x: rank 4 in `layout`; out NULL = in place, else x's shape and dtype. */
-POSENC_C_API posenc_status posenc_rope_apply(const posenc_context* ctx, const posenc_rope_params* params,
+POSENC_C_API posenc_status posenc_rope_apply(const posenc_context* ctx,
+                                             const posenc_rope_params* params,
                                              const posenc_tensor* x, posenc_layout layout,
                                              const posenc_positions* positions,
-                                             posenc_rope_direction direction, const posenc_tensor* out);
+                                             posenc_rope_direction direction,
+                                             const posenc_tensor* out);
 /* q and k in one pass; q_out / k_out NULL = in place. */
-POSENC_C_API posenc_status posenc_rope_apply_qk(const posenc_context* ctx, const posenc_rope_params* params,
-                                                const posenc_tensor* q, const posenc_tensor* k,
-                                                posenc_layout layout, const posenc_positions* positions,
-                                                posenc_rope_direction direction, const posenc_tensor* q_out,
-                                                const posenc_tensor* k_out);
+POSENC_C_API posenc_status posenc_rope_apply_qk(
+    const posenc_context* ctx, const posenc_rope_params* params, const posenc_tensor* q,
+    const posenc_tensor* k, posenc_layout layout, const posenc_positions* positions,
+    posenc_rope_direction direction, const posenc_tensor* q_out, const posenc_tensor* k_out);
 /* Packed sequences: x [total_tokens, heads, head_dim], cu_seqlens num_seqs + 1
  * offsets, seq_offsets NULL (all 0) or num_seqs start positions. */
-POSENC_C_API posenc_status posenc_rope_apply_varlen(const posenc_context* ctx,
-                                                    const posenc_rope_params* params, const posenc_tensor* x,
-                                                    const int64_t* cu_seqlens, int64_t num_seqs,
-                                                    const int64_t* seq_offsets, posenc_rope_direction direction,
-                                                    const posenc_tensor* out);
+POSENC_C_API posenc_status posenc_rope_apply_varlen(
+    const posenc_context* ctx, const posenc_rope_params* params, const posenc_tensor* x,
+    const int64_t* cu_seqlens, int64_t num_seqs, const int64_t* seq_offsets,
+    posenc_rope_direction direction, const posenc_tensor* out);
 /* cos and sin [count, rotary_dim] in HF's layout (positions ids has count
  * entries, or offset + r). */
-POSENC_C_API posenc_status posenc_rope_cos_sin(const posenc_context* ctx, const posenc_rope_params* params,
+POSENC_C_API posenc_status posenc_rope_cos_sin(const posenc_context* ctx,
+                                               const posenc_rope_params* params,
                                                const posenc_positions* positions, int64_t count,
                                                const posenc_tensor* cos, const posenc_tensor* sin);
 /* The default table into out[0 .. rotary_dim/2). */
@@ -175,9 +180,11 @@ typedef struct {
  * are written to inv_freq (capacity entries); inv_freq NULL with capacity 0
  * only fills *out (params.inv_freq_count says how many are needed).
  * An ALiBi model returns POSENC_OK with is_alibi = 1 and no frequencies. */
-POSENC_C_API posenc_status posenc_rope_from_config(const char* path, int64_t seq_len, const char* layer_type,
-                                                   posenc_rope_numerics numerics, posenc_model_rope* out,
-                                                   double* inv_freq, int64_t capacity);
+POSENC_C_API posenc_status posenc_rope_from_config(const char* path, int64_t seq_len,
+                                                   const char* layer_type,
+                                                   posenc_rope_numerics numerics,
+                                                   posenc_model_rope* out, double* inv_freq,
+                                                   int64_t capacity);
 
 /* ---- sinusoidal (sinusoidal.h) ---- */
 
@@ -188,9 +195,10 @@ typedef enum {
 } posenc_sinusoidal_layout;
 
 /* out[r, :] = PE(offset + r), out [num_positions, dim] (any dtype). */
-POSENC_C_API posenc_status posenc_sinusoidal_table(const posenc_context* ctx, int64_t dim, double base,
-                                                   posenc_sinusoidal_layout layout, int64_t offset,
-                                                   int64_t num_positions, const posenc_tensor* out);
+POSENC_C_API posenc_status posenc_sinusoidal_table(const posenc_context* ctx, int64_t dim,
+                                                   double base, posenc_sinusoidal_layout layout,
+                                                   int64_t offset, int64_t num_positions,
+                                                   const posenc_tensor* out);
 
 /* ---- ALiBi (alibi.h) ---- */
 
@@ -205,9 +213,10 @@ POSENC_C_API posenc_status posenc_alibi_slopes(int64_t num_heads, double max_bia
  * col_begin], queries bottom-right aligned in a [query_len, key_len] score
  * matrix; slopes has num_slopes (= heads) entries. */
 POSENC_C_API posenc_status posenc_alibi_bias_tile(const posenc_context* ctx, const double* slopes,
-                                                  int64_t num_slopes, int64_t query_len, int64_t key_len,
-                                                  posenc_alibi_form form, int64_t head, int64_t row_begin,
-                                                  int64_t row_end, int64_t col_begin, int64_t col_end,
+                                                  int64_t num_slopes, int64_t query_len,
+                                                  int64_t key_len, posenc_alibi_form form,
+                                                  int64_t head, int64_t row_begin, int64_t row_end,
+                                                  int64_t col_begin, int64_t col_end,
                                                   const posenc_tensor* out);
 
 /* ---- T5 relative buckets (t5.h) ---- */
@@ -216,8 +225,8 @@ typedef enum { POSENC_T5_BIDIRECTIONAL = 0, POSENC_T5_CAUSAL = 1 } posenc_t5_dir
 
 /* Buckets of rel = first .. first + count - 1 (rel = key - query) into out. */
 POSENC_C_API posenc_status posenc_t5_buckets(int64_t num_buckets, int64_t max_distance,
-                                             posenc_t5_direction direction, int64_t first, int64_t count,
-                                             int64_t* out);
+                                             posenc_t5_direction direction, int64_t first,
+                                             int64_t count, int64_t* out);
 
 /* ---- fused attention forward (flash_attention.h) ---- */
 
@@ -248,7 +257,7 @@ typedef struct {
 typedef enum { POSENC_MASK_CAUSAL = 0, POSENC_MASK_BIDIRECTIONAL = 1 } posenc_mask;
 
 typedef struct {
-  posenc_layout layout;   /* of q, k, v and out */
+  posenc_layout layout; /* of q, k, v and out */
   posenc_mask mask;
   int64_t sliding_window; /* W >= 1, or 0 for none */
   double scale;           /* finite > 0, or 0 for 1/sqrt(D) */
@@ -270,12 +279,10 @@ POSENC_C_API posenc_status posenc_flash_attention(const posenc_context* ctx,
                                                   const posenc_tensor* v, const posenc_tensor* out);
 /* Packed sequences: q [total_q, H, D], k/v [total_k, Hkv, D|Dv], out
  * [total_q, H, Dv]; cu_seqlens_q / cu_seqlens_k have batch + 1 entries. */
-POSENC_C_API posenc_status posenc_flash_attention_varlen(const posenc_context* ctx,
-                                                         const posenc_attention_params* params,
-                                                         const posenc_tensor* q, const posenc_tensor* k,
-                                                         const posenc_tensor* v, const posenc_tensor* out,
-                                                         const int64_t* cu_seqlens_q,
-                                                         const int64_t* cu_seqlens_k, int64_t batch);
+POSENC_C_API posenc_status posenc_flash_attention_varlen(
+    const posenc_context* ctx, const posenc_attention_params* params, const posenc_tensor* q,
+    const posenc_tensor* k, const posenc_tensor* v, const posenc_tensor* out,
+    const int64_t* cu_seqlens_q, const int64_t* cu_seqlens_k, int64_t batch);
 
 #ifdef __cplusplus
 } /* extern "C" */

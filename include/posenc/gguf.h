@@ -33,8 +33,18 @@ namespace posenc {
 
 // GGUF value types (the numbers are the format's).
 enum class GgufType : std::uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5,
-  kFloat32 = 6, kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
   kFloat64 = 12,
 };
 // "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "str", "arr", "u64",
@@ -79,11 +89,11 @@ struct GgufTensorInfo {
 };
 
 struct GgufFile {
-  std::string source;            // file name for messages
-  std::uint32_t version = 0;     // 2 or 3
-  std::uint64_t file_size = 0;   // bytes
-  std::uint64_t alignment = 32;  // general.alignment or 32
-  std::uint64_t data_offset = 0; // start of the tensor data (aligned)
+  std::string source;             // file name for messages
+  std::uint32_t version = 0;      // 2 or 3
+  std::uint64_t file_size = 0;    // bytes
+  std::uint64_t alignment = 32;   // general.alignment or 32
+  std::uint64_t data_offset = 0;  // start of the tensor data (aligned)
   std::vector<GgufKeyValue> metadata;
   std::vector<GgufTensorInfo> tensors;
 

@@ -54,7 +54,8 @@ class Args {
     }
   }
 
-  const posenc_scheme_arg* Find(const char* name, posenc_arg_kind kind, const char* kind_name) const {
+  const posenc_scheme_arg* Find(const char* name, posenc_arg_kind kind,
+                                const char* kind_name) const {
     for (const posenc_scheme_arg* a : args_) {
       if (std::string_view(a->name) != name) continue;
       Require(a->kind == kind, std::string(name) + ".kind", static_cast<int>(a->kind),
@@ -96,7 +97,8 @@ class Args {
 std::vector<double> Vector1D(const TensorView& t, const char* name) {
   ValidateView(t, name, 1);
   std::vector<double> v;
-  for (std::int64_t i = 0; i < t.shape[0]; ++i) v.push_back(LoadAsDouble(t.data, t.dtype, i * t.strides[0]));
+  for (std::int64_t i = 0; i < t.shape[0]; ++i)
+    v.push_back(LoadAsDouble(t.data, t.dtype, i * t.strides[0]));
   return v;
 }
 
@@ -114,15 +116,17 @@ Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int6
       s.scheme = kind == Kind::kNone ? PositionScheme::None() : PositionScheme::Absolute();
       break;
     case Kind::kRope: {
-      const Args a(scheme, args, n, {"rotary_dim", "theta", "attention_factor", "pairing", "numerics",
-                                     "rope_keys", "inv_freq"});
+      const Args a(scheme, args, n,
+                   {"rotary_dim", "theta", "attention_factor", "pairing", "numerics", "rope_keys",
+                    "inv_freq"});
       RopeParams r;
       r.head_dim = head_dim;
       r.rotary_dim = a.Int("rotary_dim", 0);
       r.theta = a.Number("theta", 10000.0);
       r.pairing = ParseRopePairing(a.Text("pairing", "half_split"), "pairing");
       r.numerics = ParseRopeNumerics(a.Text("numerics", "accurate"), "numerics");
-      if (const auto f = a.Tensor("inv_freq", false)) r.frequencies.inv_freq = Vector1D(*f, "inv_freq");
+      if (const auto f = a.Tensor("inv_freq", false))
+        r.frequencies.inv_freq = Vector1D(*f, "inv_freq");
       r.frequencies.attention_factor = a.Number("attention_factor", 1.0);
       s.rope_keys = ParseFlashRopeKeys(a.Text("rope_keys", "rotate"), "rope_keys");
       s.scheme = PositionScheme::FromRope(r);
@@ -145,12 +149,13 @@ Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int6
       T5BucketParams b;
       b.num_buckets = t.shape[0];
       b.max_distance = a.Int("max_distance", 128);
-      b.direction = a.Number("bidirectional", 1.0) != 0.0 ? T5Direction::kBidirectional : T5Direction::kCausal;
+      b.direction = a.Number("bidirectional", 1.0) != 0.0 ? T5Direction::kBidirectional
+                                                          : T5Direction::kCausal;
       s.t5 = std::make_unique<T5BiasTable>(b, t.shape[1]);
       for (std::int64_t i = 0; i < t.shape[0]; ++i) {
         for (std::int64_t h = 0; h < t.shape[1]; ++h) {
-          s.t5->data()[i * t.shape[1] + h] =
-              static_cast<float>(LoadAsDouble(t.data, t.dtype, i * t.strides[0] + h * t.strides[1]));
+          s.t5->data()[i * t.shape[1] + h] = static_cast<float>(
+              LoadAsDouble(t.data, t.dtype, i * t.strides[0] + h * t.strides[1]));
         }
       }
       s.scheme = PositionScheme::FromT5(*s.t5);
@@ -166,9 +171,10 @@ Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int6
     }
     case Kind::kTransformerXL:
     case Kind::kDeBERTa:
-      throw InvalidArgument(ArgMessage("scheme", scheme,
-                                       "a scheme the fused attention computes: none, absolute, rope, "
-                                       "alibi, t5, shaw"));
+      throw InvalidArgument(
+          ArgMessage("scheme", scheme,
+                     "a scheme the fused attention computes: none, absolute, rope, "
+                     "alibi, t5, shaw"));
   }
   return s;
 }
@@ -185,7 +191,8 @@ Prepared Prepare(const posenc_attention_params* p, const TensorView& q, bool var
   r.params.layout = LayoutOf(p->layout);
   r.params.mask = EnumOf<AttentionMask>(static_cast<int>(p->mask), 2, "mask",
                                         "POSENC_MASK_CAUSAL (0) or POSENC_MASK_BIDIRECTIONAL (1)");
-  Require(p->sliding_window >= 0, "sliding_window", p->sliding_window, "a window W >= 1, or 0 for none");
+  Require(p->sliding_window >= 0, "sliding_window", p->sliding_window,
+          "a window W >= 1, or 0 for none");
   if (p->sliding_window > 0) r.params.sliding_window = p->sliding_window;
   if (p->scale != 0.0) r.params.scale = p->scale;
   r.options.query_tile = p->query_tile == 0 ? 64 : p->query_tile;
@@ -219,29 +226,32 @@ void posenc_attention_params_init(posenc_attention_params* params) {
   params->scheme = "none";
 }
 
-posenc_status posenc_flash_attention(const posenc_context* ctx, const posenc_attention_params* params,
-                                     const posenc_tensor* q, const posenc_tensor* k, const posenc_tensor* v,
+posenc_status posenc_flash_attention(const posenc_context* ctx,
+                                     const posenc_attention_params* params, const posenc_tensor* q,
+                                     const posenc_tensor* k, const posenc_tensor* v,
                                      const posenc_tensor* out) {
   using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
   return Guard([&] {
     const posenc::TensorView qv = ViewOf(q, "q");
     const Prepared p = Prepare(params, qv, false);
-    posenc::FlashAttention(p.params, qv, ViewOf(k, "k"), ViewOf(v, "v"), ViewOf(out, "out"), p.options,
-                           ContextOf(ctx));
+    posenc::FlashAttention(p.params, qv, ViewOf(k, "k"), ViewOf(v, "v"), ViewOf(out, "out"),
+                           p.options, ContextOf(ctx));
   });
 }
 
-posenc_status posenc_flash_attention_varlen(const posenc_context* ctx, const posenc_attention_params* params,
+posenc_status posenc_flash_attention_varlen(const posenc_context* ctx,
+                                            const posenc_attention_params* params,
                                             const posenc_tensor* q, const posenc_tensor* k,
                                             const posenc_tensor* v, const posenc_tensor* out,
-                                            const int64_t* cu_seqlens_q, const int64_t* cu_seqlens_k,
-                                            int64_t batch) {
+                                            const int64_t* cu_seqlens_q,
+                                            const int64_t* cu_seqlens_k, int64_t batch) {
   using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
   return Guard([&] {
     const posenc::TensorView qv = ViewOf(q, "q");
     RequirePointer(cu_seqlens_q, "cu_seqlens_q", "batch + 1 offsets");
     RequirePointer(cu_seqlens_k, "cu_seqlens_k", "batch + 1 offsets");
-    posenc::Require(batch >= 1 && batch <= (std::int64_t{1} << 24), "batch", batch, "a count in [1, 2^24]");
+    posenc::Require(batch >= 1 && batch <= (std::int64_t{1} << 24), "batch", batch,
+                    "a count in [1, 2^24]");
     const Prepared p = Prepare(params, qv, true);
     const auto n = static_cast<std::size_t>(batch + 1);
     posenc::FlashAttentionVarlen(p.params, qv, ViewOf(k, "k"), ViewOf(v, "v"), ViewOf(out, "out"),

@@ -143,10 +143,10 @@ class Cursor {
 
   void Need(std::uint64_t n, const std::string& field) const {
     if (n > left()) {
-      Fail(field, "end of file after " + std::to_string(left()) + " of " + std::to_string(n) +
-                      " bytes at offset " + std::to_string(pos_),
-           "a complete value (the file is " + std::to_string(src_.size()) +
-               " bytes: truncated?)");
+      Fail(field,
+           "end of file after " + std::to_string(left()) + " of " + std::to_string(n) +
+               " bytes at offset " + std::to_string(pos_),
+           "a complete value (the file is " + std::to_string(src_.size()) + " bytes: truncated?)");
     }
   }
 
@@ -172,7 +172,8 @@ class Cursor {
                std::to_string(src_.size()) + "-byte file: truncated?)");
     }
     if (len > max_bytes) {
-      Fail(field + " length", std::to_string(len) + " bytes", "at most " + std::to_string(max_bytes));
+      Fail(field + " length", std::to_string(len) + " bytes",
+           "at most " + std::to_string(max_bytes));
     }
     std::string s(static_cast<std::size_t>(len), '\0');
     src_.Read(pos_, s.data(), s.size());
@@ -200,17 +201,23 @@ std::uint64_t ScalarSize(GgufType t) {
   switch (t) {
     case GgufType::kUint8:
     case GgufType::kInt8:
-    case GgufType::kBool: return 1;
+    case GgufType::kBool:
+      return 1;
     case GgufType::kUint16:
-    case GgufType::kInt16: return 2;
+    case GgufType::kInt16:
+      return 2;
     case GgufType::kUint32:
     case GgufType::kInt32:
-    case GgufType::kFloat32: return 4;
+    case GgufType::kFloat32:
+      return 4;
     case GgufType::kUint64:
     case GgufType::kInt64:
-    case GgufType::kFloat64: return 8;
-    case GgufType::kString: return 8;  // the length prefix: the least a string takes
-    case GgufType::kArray: return 12;  // element type + count
+    case GgufType::kFloat64:
+      return 8;
+    case GgufType::kString:
+      return 8;  // the length prefix: the least a string takes
+    case GgufType::kArray:
+      return 12;  // element type + count
   }
   return 1;
 }
@@ -234,13 +241,27 @@ std::string Hex(std::uint32_t v) {
 void ReadNumber(Cursor& c, GgufType t, const std::string& field, double& number,
                 std::int64_t& integer) {
   switch (t) {
-    case GgufType::kUint8: integer = c.Scalar<std::uint8_t>(field); break;
-    case GgufType::kInt8: integer = c.Scalar<std::int8_t>(field); break;
-    case GgufType::kUint16: integer = c.Scalar<std::uint16_t>(field); break;
-    case GgufType::kInt16: integer = c.Scalar<std::int16_t>(field); break;
-    case GgufType::kUint32: integer = c.Scalar<std::uint32_t>(field); break;
-    case GgufType::kInt32: integer = c.Scalar<std::int32_t>(field); break;
-    case GgufType::kInt64: integer = c.Scalar<std::int64_t>(field); break;
+    case GgufType::kUint8:
+      integer = c.Scalar<std::uint8_t>(field);
+      break;
+    case GgufType::kInt8:
+      integer = c.Scalar<std::int8_t>(field);
+      break;
+    case GgufType::kUint16:
+      integer = c.Scalar<std::uint16_t>(field);
+      break;
+    case GgufType::kInt16:
+      integer = c.Scalar<std::int16_t>(field);
+      break;
+    case GgufType::kUint32:
+      integer = c.Scalar<std::uint32_t>(field);
+      break;
+    case GgufType::kInt32:
+      integer = c.Scalar<std::int32_t>(field);
+      break;
+    case GgufType::kInt64:
+      integer = c.Scalar<std::int64_t>(field);
+      break;
     case GgufType::kUint64: {
       const auto u = c.Scalar<std::uint64_t>(field);
       if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
@@ -255,9 +276,14 @@ void ReadNumber(Cursor& c, GgufType t, const std::string& field, double& number,
       integer = b;
       break;
     }
-    case GgufType::kFloat32: number = c.Scalar<float>(field); return;
-    case GgufType::kFloat64: number = c.Scalar<double>(field); return;
-    default: c.Fail(field, std::string(GgufTypeName(t)), "a number");
+    case GgufType::kFloat32:
+      number = c.Scalar<float>(field);
+      return;
+    case GgufType::kFloat64:
+      number = c.Scalar<double>(field);
+      return;
+    default:
+      c.Fail(field, std::string(GgufTypeName(t)), "a number");
   }
   number = static_cast<double>(integer);
 }
@@ -355,7 +381,8 @@ GgufFile Parse(Source& src, std::string_view source) {
     if (kv.key == "general.alignment") {
       const std::uint64_t a = static_cast<std::uint64_t>(kv.value.integer);
       if (type != GgufType::kUint32 || a == 0 || (a & (a - 1)) != 0) {
-        c.Fail(field, type == GgufType::kUint32 ? std::to_string(a) : std::string(GgufTypeName(type)),
+        c.Fail(field,
+               type == GgufType::kUint32 ? std::to_string(a) : std::string(GgufTypeName(type)),
                "a u32 power of two");
       }
       f.alignment = a;
@@ -364,22 +391,25 @@ GgufFile Parse(Source& src, std::string_view source) {
   }
   if (n_tensors > c.left() / kMinTensorBytes) {
     c.Fail("header.n_tensors", std::to_string(n_tensors),
-           "at most " + std::to_string(c.left() / kMinTensorBytes) + " (tensor infos that fit in the " +
-               std::to_string(c.left()) + " bytes after the metadata)");
+           "at most " + std::to_string(c.left() / kMinTensorBytes) +
+               " (tensor infos that fit in the " + std::to_string(c.left()) +
+               " bytes after the metadata)");
   }
   std::set<std::string, std::less<>> names;
   for (std::uint64_t i = 0; i < n_tensors; ++i) {
     const std::string at = "tensor[" + std::to_string(i) + "]";
     GgufTensorInfo t;
     t.name = c.String(at + ".name", kMaxKeyBytes);
-    if (!names.insert(t.name).second) c.Fail(at + ".name", "\"" + t.name + "\" again", "unique names");
+    if (!names.insert(t.name).second)
+      c.Fail(at + ".name", "\"" + t.name + "\" again", "unique names");
     const std::string field = at + " '" + t.name + "'";
     const auto n_dims = c.Scalar<std::uint32_t>(field + " n_dims");
     if (n_dims > kMaxDims) c.Fail(field + " n_dims", std::to_string(n_dims), "at most 4");
     std::int64_t elements = 1;
     for (std::uint32_t d = 0; d < n_dims; ++d) {
       const auto dim = c.Scalar<std::int64_t>(field + " dim[" + std::to_string(d) + "]");
-      if (dim < 0) c.Fail(field + " dim[" + std::to_string(d) + "]", std::to_string(dim), "a size >= 0");
+      if (dim < 0)
+        c.Fail(field + " dim[" + std::to_string(d) + "]", std::to_string(dim), "a size >= 0");
       if (dim != 0 && elements > std::numeric_limits<std::int64_t>::max() / dim) {
         c.Fail(field + " shape", "more than 2^63 - 1 elements", "a representable element count");
       }
@@ -404,8 +434,8 @@ std::vector<float> TensorValues(Source& src, const GgufFile& file, std::string_v
   const std::string field = file.source + ": tensor '" + std::string(name) + "'";
   if (t == nullptr) throw IoError(field + ": not in the file");
   std::uint64_t elem_size = 0;
-  if (t->ggml_type == 0) elem_size = 4;                          // F32
-  if (t->ggml_type == 1 || t->ggml_type == 30) elem_size = 2;    // F16, BF16
+  if (t->ggml_type == 0) elem_size = 4;                        // F32
+  if (t->ggml_type == 1 || t->ggml_type == 30) elem_size = 2;  // F16, BF16
   if (elem_size == 0) {
     throw IoError(field + " type: got ggml type " + std::to_string(t->ggml_type) +
                   ", expected F32 (0), F16 (1) or BF16 (30)");
@@ -449,19 +479,32 @@ std::vector<float> TensorValues(Source& src, const GgufFile& file, std::string_v
 
 std::string_view GgufTypeName(GgufType type) {
   switch (type) {
-    case GgufType::kUint8: return "u8";
-    case GgufType::kInt8: return "i8";
-    case GgufType::kUint16: return "u16";
-    case GgufType::kInt16: return "i16";
-    case GgufType::kUint32: return "u32";
-    case GgufType::kInt32: return "i32";
-    case GgufType::kFloat32: return "f32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "str";
-    case GgufType::kArray: return "arr";
-    case GgufType::kUint64: return "u64";
-    case GgufType::kInt64: return "i64";
-    case GgufType::kFloat64: return "f64";
+    case GgufType::kUint8:
+      return "u8";
+    case GgufType::kInt8:
+      return "i8";
+    case GgufType::kUint16:
+      return "u16";
+    case GgufType::kInt16:
+      return "i16";
+    case GgufType::kUint32:
+      return "u32";
+    case GgufType::kInt32:
+      return "i32";
+    case GgufType::kFloat32:
+      return "f32";
+    case GgufType::kBool:
+      return "bool";
+    case GgufType::kString:
+      return "str";
+    case GgufType::kArray:
+      return "arr";
+    case GgufType::kUint64:
+      return "u64";
+    case GgufType::kInt64:
+      return "i64";
+    case GgufType::kFloat64:
+      return "f64";
   }
   return "?";
 }

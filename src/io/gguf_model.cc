@@ -59,37 +59,68 @@ struct ArchInfo {
 // llama_model_rope_type (llama.cpp src/llama-model.cpp) and the ALiBi models
 // among its NONE architectures.
 constexpr ArchInfo kArchs[] = {
-    {"llama", ArchRope::kNorm, false},       {"deci", ArchRope::kNorm, false},
-    {"baichuan", ArchRope::kNorm, false},    {"starcoder", ArchRope::kNorm, false},
-    {"plamo", ArchRope::kNorm, false},       {"orion", ArchRope::kNorm, false},
-    {"internlm2", ArchRope::kNorm, false},   {"minicpm", ArchRope::kNorm, false},
-    {"xverse", ArchRope::kNorm, false},      {"command-r", ArchRope::kNorm, false},
-    {"cohere2", ArchRope::kNorm, false},     {"olmo", ArchRope::kNorm, false},
-    {"arctic", ArchRope::kNorm, false},      {"deepseek", ArchRope::kNorm, false},
-    {"deepseek2", ArchRope::kNorm, false},   {"chatglm", ArchRope::kNorm, false},
-    {"granite", ArchRope::kNorm, false},     {"granitemoe", ArchRope::kNorm, false},
-    {"chameleon", ArchRope::kNorm, false},   {"falcon", ArchRope::kNeox, false},
-    {"grok", ArchRope::kNeox, false},        {"dbrx", ArchRope::kNeox, false},
-    {"bert", ArchRope::kNeox, false},        {"nomic-bert", ArchRope::kNeox, false},
-    {"stablelm", ArchRope::kNeox, false},    {"bitnet", ArchRope::kNeox, false},
-    {"qwen", ArchRope::kNeox, false},        {"qwen2", ArchRope::kNeox, false},
-    {"qwen2moe", ArchRope::kNeox, false},    {"qwen3", ArchRope::kNeox, false},
-    {"qwen3moe", ArchRope::kNeox, false},    {"olmo2", ArchRope::kNeox, false},
-    {"olmoe", ArchRope::kNeox, false},       {"phi2", ArchRope::kNeox, false},
-    {"phi3", ArchRope::kNeox, false},        {"phimoe", ArchRope::kNeox, false},
-    {"gemma", ArchRope::kNeox, false},       {"gemma2", ArchRope::kNeox, false},
-    {"gemma3", ArchRope::kNeox, false},      {"starcoder2", ArchRope::kNeox, false},
-    {"openelm", ArchRope::kNeox, false},     {"gptneox", ArchRope::kNeox, false},
-    {"codeshell", ArchRope::kNeox, false},   {"nemotron", ArchRope::kNeox, false},
-    {"exaone", ArchRope::kNeox, false},      {"minicpm3", ArchRope::kNeox, false},
-    {"qwen2vl", ArchRope::kMRope, false},    {"qwen3vl", ArchRope::kIMRope, false},
-    {"qwen3vlmoe", ArchRope::kIMRope, false}, {"gpt2", ArchRope::kNone, false},
-    {"gptj", ArchRope::kNone, false},        {"mamba", ArchRope::kNone, false},
-    {"t5", ArchRope::kNone, false},          {"t5encoder", ArchRope::kNone, false},
-    {"rwkv6", ArchRope::kNone, false},       {"rwkv6qwen2", ArchRope::kNone, false},
-    {"wavtokenizer-dec", ArchRope::kNone, false}, {"bloom", ArchRope::kNone, true},
-    {"mpt", ArchRope::kNone, true},          {"refact", ArchRope::kNone, true},
-    {"jina-bert-v2", ArchRope::kNone, true}, {"jais", ArchRope::kNone, true},
+    {"llama", ArchRope::kNorm, false},
+    {"deci", ArchRope::kNorm, false},
+    {"baichuan", ArchRope::kNorm, false},
+    {"starcoder", ArchRope::kNorm, false},
+    {"plamo", ArchRope::kNorm, false},
+    {"orion", ArchRope::kNorm, false},
+    {"internlm2", ArchRope::kNorm, false},
+    {"minicpm", ArchRope::kNorm, false},
+    {"xverse", ArchRope::kNorm, false},
+    {"command-r", ArchRope::kNorm, false},
+    {"cohere2", ArchRope::kNorm, false},
+    {"olmo", ArchRope::kNorm, false},
+    {"arctic", ArchRope::kNorm, false},
+    {"deepseek", ArchRope::kNorm, false},
+    {"deepseek2", ArchRope::kNorm, false},
+    {"chatglm", ArchRope::kNorm, false},
+    {"granite", ArchRope::kNorm, false},
+    {"granitemoe", ArchRope::kNorm, false},
+    {"chameleon", ArchRope::kNorm, false},
+    {"falcon", ArchRope::kNeox, false},
+    {"grok", ArchRope::kNeox, false},
+    {"dbrx", ArchRope::kNeox, false},
+    {"bert", ArchRope::kNeox, false},
+    {"nomic-bert", ArchRope::kNeox, false},
+    {"stablelm", ArchRope::kNeox, false},
+    {"bitnet", ArchRope::kNeox, false},
+    {"qwen", ArchRope::kNeox, false},
+    {"qwen2", ArchRope::kNeox, false},
+    {"qwen2moe", ArchRope::kNeox, false},
+    {"qwen3", ArchRope::kNeox, false},
+    {"qwen3moe", ArchRope::kNeox, false},
+    {"olmo2", ArchRope::kNeox, false},
+    {"olmoe", ArchRope::kNeox, false},
+    {"phi2", ArchRope::kNeox, false},
+    {"phi3", ArchRope::kNeox, false},
+    {"phimoe", ArchRope::kNeox, false},
+    {"gemma", ArchRope::kNeox, false},
+    {"gemma2", ArchRope::kNeox, false},
+    {"gemma3", ArchRope::kNeox, false},
+    {"starcoder2", ArchRope::kNeox, false},
+    {"openelm", ArchRope::kNeox, false},
+    {"gptneox", ArchRope::kNeox, false},
+    {"codeshell", ArchRope::kNeox, false},
+    {"nemotron", ArchRope::kNeox, false},
+    {"exaone", ArchRope::kNeox, false},
+    {"minicpm3", ArchRope::kNeox, false},
+    {"qwen2vl", ArchRope::kMRope, false},
+    {"qwen3vl", ArchRope::kIMRope, false},
+    {"qwen3vlmoe", ArchRope::kIMRope, false},
+    {"gpt2", ArchRope::kNone, false},
+    {"gptj", ArchRope::kNone, false},
+    {"mamba", ArchRope::kNone, false},
+    {"t5", ArchRope::kNone, false},
+    {"t5encoder", ArchRope::kNone, false},
+    {"rwkv6", ArchRope::kNone, false},
+    {"rwkv6qwen2", ArchRope::kNone, false},
+    {"wavtokenizer-dec", ArchRope::kNone, false},
+    {"bloom", ArchRope::kNone, true},
+    {"mpt", ArchRope::kNone, true},
+    {"refact", ArchRope::kNone, true},
+    {"jina-bert-v2", ArchRope::kNone, true},
+    {"jais", ArchRope::kNone, true},
 };
 
 const ArchInfo* FindArch(const std::string& arch) {
@@ -146,7 +177,8 @@ class Meta {
     } else if (v->type == GgufType::kArray && !v->numbers.empty() &&
                v->element_type != GgufType::kFloat32 && v->element_type != GgufType::kFloat64 &&
                v->element_type != GgufType::kBool) {
-      const auto nz = std::find_if(v->numbers.begin(), v->numbers.end(), [](double x) { return x != 0; });
+      const auto nz =
+          std::find_if(v->numbers.begin(), v->numbers.end(), [](double x) { return x != 0; });
       value = static_cast<std::int64_t>(nz == v->numbers.end() ? 0.0 : *nz);
       if (std::any_of(v->numbers.begin(), v->numbers.end(),
                       [&](double x) { return x != 0 && x != static_cast<double>(value); })) {
@@ -207,11 +239,13 @@ ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
   const auto max_alibi = m.Number(key("attention.max_alibi_bias"), "a number > 0");
 
   if ((info != nullptr && info->alibi) || (max_alibi && *max_alibi > 0.0)) {
-    if (!heads) m.Fail(key("attention.head_count"), "nothing (missing)", "the head count of an ALiBi model");
+    if (!heads)
+      m.Fail(key("attention.head_count"), "nothing (missing)", "the head count of an ALiBi model");
     ModelAlibi a;
     a.num_heads = *heads;
     a.max_bias = max_alibi.value_or(8.0);
-    if (!(a.max_bias > 0.0)) m.Fail(key("attention.max_alibi_bias"), Num(a.max_bias), "a number > 0");
+    if (!(a.max_bias > 0.0))
+      m.Fail(key("attention.max_alibi_bias"), Num(a.max_bias), "a number > 0");
     if (a.num_heads > kMaxAlibiHeads) {
       m.Fail(key("attention.head_count"), std::to_string(a.num_heads), "at most 65536 heads");
     }
@@ -339,7 +373,8 @@ ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
       m.Fail(key("rope.dimension_sections"), "sections summing to " + std::to_string(sum),
              "sections summing to rotary_dim/2 = " + std::to_string(rot / 2));
     }
-    if (info != nullptr && info->rope == ArchRope::kIMRope) layer.mrope_layout = MRopeLayout::kInterleaved;
+    if (info != nullptr && info->rope == ArchRope::kIMRope)
+      layer.mrope_layout = MRopeLayout::kInterleaved;
   }
   try {
     ValidateRopeScalingParams(p);
@@ -347,7 +382,7 @@ ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
     throw ConfigError(f.source + ": " + e.what());
   }
   cfg.pairing = info != nullptr && info->rope == ArchRope::kNorm ? RopePairing::kInterleaved
-                                                                  : RopePairing::kHalfSplit;
+                                                                 : RopePairing::kHalfSplit;
   if (p.original_max_position_embeddings > 0) {
     cfg.original_max_position_embeddings = p.original_max_position_embeddings;
   }

@@ -408,7 +408,9 @@ bool ParseAlibi(const Reader& rd, const Scope& scope, ModelConfig& cfg) {
     heads = first_int({"n_heads", "num_attention_heads"});
     max_bias = rd.Number(*attn, "alibi_bias_max", scope.text_prefix + "attn_config.alibi_bias_max",
                          "a number > 0").value_or(8.0);
-    if (!(max_bias > 0.0)) rd.Fail(scope.text_prefix + "attn_config.alibi_bias_max", Num(max_bias), "a number > 0");
+    if (!(max_bias > 0.0)) {
+      rd.Fail(scope.text_prefix + "attn_config.alibi_bias_max", Num(max_bias), "a number > 0");
+    }
   } else {
     const auto alibi = rd.Bool(obj, "alibi", scope.text_prefix + "alibi");
     if (!alibi || !*alibi) return false;

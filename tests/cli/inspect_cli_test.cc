@@ -119,7 +119,9 @@ TEST(InspectCli, UserErrorsAreOneLine) {
   EXPECT_NE(r.out.find("--layer-type"), std::string::npos);
 }
 
-std::string Gguf(const std::string& name) { return "'" + SourcePath("tests/golden/gguf/" + name) + "'"; }
+std::string Gguf(const std::string& name) {
+  return "'" + SourcePath("tests/golden/gguf/" + name) + "'";
+}
 
 TEST(InspectCli, GgufGivesTheJsonOfItsConfig) {
   const auto g = RunCli("inspect " + Gguf("b_llama31_8b_llama3_rope_freqs.gguf") + " --json");
@@ -140,12 +142,14 @@ TEST(InspectCli, GgufGivesTheJsonOfItsConfig) {
   ASSERT_EQ(jg["inv_freq"].size(), jh["inv_freq"].size());
   for (std::size_t i = 0; i < jh["inv_freq"].size(); ++i) {
     const double want = jh["inv_freq"][i].get<double>();
-    EXPECT_LE(std::abs(jg["inv_freq"][i].get<double>() - want), 4 * std::ldexp(1.0, -24) * want) << i;
+    const double got = jg["inv_freq"][i].get<double>();
+    EXPECT_LE(std::abs(got - want), 4 * std::ldexp(1.0, -24) * want) << i;
   }
   const auto text = RunCli("inspect " + Gguf("e_phi2_partial_rotary.gguf"));
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("(phi2) [GGUF]"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("head dim: 80   rotary dim: 32   pairing: half_split"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("head dim: 80   rotary dim: 32   pairing: half_split"),
+            std::string::npos) << text.out;
 }
 
 TEST(InspectCli, GgufAlibiModelShowsSlopes) {
@@ -159,7 +163,8 @@ TEST(InspectCli, GgufAlibiModelShowsSlopes) {
   EXPECT_EQ(j["slopes"][0].get<double>(), std::exp2(-0.25));
   EXPECT_EQ(j["slopes"][31].get<double>(), std::exp2(-8.0));
   const auto text = RunCli("inspect " + Gguf("f_bloom_alibi.gguf"));
-  EXPECT_NE(text.out.find("position encoding: ALiBi, 32 heads, max bias 8"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("position encoding: ALiBi, 32 heads, max bias 8"), std::string::npos)
+      << text.out;
 }
 
 TEST(InspectCli, BrokenGgufIsAnIoErrorLine) {
@@ -170,7 +175,8 @@ TEST(InspectCli, BrokenGgufIsAnIoErrorLine) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
   }
-  const auto t = RunCli("table rope --config " + Gguf("d_llama_linear_x2.gguf") + " --positions 3 --format csv");
+  const auto t = RunCli("table rope --config " + Gguf("d_llama_linear_x2.gguf") +
+                        " --positions 3 --format csv");
   EXPECT_EQ(t.exit_code, 0) << t.err;
 }
 

@@ -26,12 +26,14 @@ import time
 SKIP = [
     (r"^bash scripts/run\.sh$", "the main job itself: set-up, build and report (minutes)"),
     (r"^bash scripts/test\.sh$", "the test command itself (this check is part of it)"),
-    (r"posenc bench ", "a benchmark: minutes, and publishable figures are taken on an idle machine"),
-    (r"^cmake --preset release && cmake --build", "the build command: the tree is built before tests run"),
+    (r"posenc bench ", "a benchmark: minutes; publishable figures are taken on an idle machine"),
+    (r"^cmake --preset release && cmake --build",
+     "the build command: the tree is built before tests run"),
     (r"-m pytest -q python/tests$", "the Python test suite itself (run by scripts/test.sh)"),
     (r"^pip install \. --no-build-isolation$",
      "installs into the current environment; ctest python_wheel runs it in a scratch venv"),
-    (r"-m build --wheel --no-isolation$", "writes dist/ into the source tree; ctest python_wheel runs it"),
+    (r"-m build --wheel --no-isolation$",
+     "writes dist/ into the source tree; ctest python_wheel runs it"),
 ]
 TIMEOUT_S = 120
 SKIP_DIRS = {"build", "node_modules", ".git", "report", "dist"}

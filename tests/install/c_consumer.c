@@ -9,22 +9,21 @@
  *
  * usage: c_consumer VERSION LLAMA31.gguf llama-3.1-8b.json */
 #include <math.h>
+#include <posenc/c.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <posenc/c.h>
-
 static int failures = 0;
 
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (!(cond)) {                                         \
       fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fprintf(stderr, "\n");                              \
-      ++failures;                                         \
-    }                                                     \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fprintf(stderr, "\n");                               \
+      ++failures;                                          \
+    }                                                      \
   } while (0)
 
 #define OK(call) CHECK((call) == POSENC_OK, "%s: %s", #call, posenc_last_error())
@@ -80,16 +79,18 @@ static void Rope(void) {
   for (int i = 0; i < S * H * D; ++i) CHECK(fabsf(x[i] - out[i]) < 1e-5f, "inverse [%d]", i);
   /* A bad rotary dim: status and message. */
   p.rotary_dim = 3;
-  CHECK(posenc_rope_apply(NULL, &p, &xt, POSENC_LAYOUT_BSHD, &pos, POSENC_DIRECTION_FORWARD, NULL) ==
-            POSENC_ERROR_INVALID_ARGUMENT,
+  CHECK(posenc_rope_apply(NULL, &p, &xt, POSENC_LAYOUT_BSHD, &pos, POSENC_DIRECTION_FORWARD,
+                          NULL) == POSENC_ERROR_INVALID_ARGUMENT,
         "rotary_dim 3 accepted");
-  CHECK(strstr(posenc_last_error(), "rotary_dim: got 3") != NULL, "message: %s", posenc_last_error());
+  CHECK(strstr(posenc_last_error(), "rotary_dim: got 3") != NULL, "message: %s",
+        posenc_last_error());
 }
 
 static void AlibiAndT5(void) {
   double slopes[8];
   OK(posenc_alibi_slopes(8, 8.0, POSENC_ALIBI_REFERENCE, slopes, 8));
-  for (int h = 0; h < 8; ++h) CHECK(slopes[h] == ldexp(1.0, -(h + 1)), "slope %d = %g", h, slopes[h]);
+  for (int h = 0; h < 8; ++h)
+    CHECK(slopes[h] == ldexp(1.0, -(h + 1)), "slope %d = %g", h, slopes[h]);
   double tile[4 * 4];
   posenc_tensor t;
   const int64_t shape[2] = {4, 4};
@@ -126,7 +127,8 @@ static void Config(const char* gguf, const char* json) {
     CHECK(fabs(inv[j] - inv_hf[j]) <= 4.0 * ldexp(1.0, -24) * inv_hf[j], "gguf vs json pair %d", j);
   }
   CHECK(strcmp(hf.rope_type, "llama3") == 0, "json rope_type %s", hf.rope_type);
-  CHECK(posenc_rope_from_config("/nonexistent.gguf", 0, NULL, POSENC_NUMERICS_HF, &m, NULL, 0) == POSENC_ERROR_IO,
+  CHECK(posenc_rope_from_config("/nonexistent.gguf", 0, NULL, POSENC_NUMERICS_HF, &m, NULL, 0) ==
+            POSENC_ERROR_IO,
         "missing file");
 }
 
@@ -180,7 +182,8 @@ static void Attention(void) {
   }
   p.scheme = "alibi";
   arg.name = "slope";
-  CHECK(posenc_flash_attention(NULL, &p, &qt, &kt, &vt, &ot) == POSENC_ERROR_INVALID_ARGUMENT, "bad arg name");
+  CHECK(posenc_flash_attention(NULL, &p, &qt, &kt, &vt, &ot) == POSENC_ERROR_INVALID_ARGUMENT,
+        "bad arg name");
   CHECK(strstr(posenc_last_error(), "got slope") != NULL, "message: %s", posenc_last_error());
 }
 

@@ -66,8 +66,10 @@ standalone)
     test "$("$posenc" --version)" = "posenc $version"
     "$posenc" report --quick -o "$tmp/report" >/dev/null
     "$posenc" plot sinusoidal --positions 32 --dim 16 -o "$tmp/plot.html" >/dev/null
-    "$posenc" inspect "$tmp/prefix/share/posenc/configs/llama-3.1-8b.json" --json > "$tmp/inspect.json"
-    for bundle in vega/build/vega.min.js vega-lite/build/vega-lite.min.js vega-embed/build/vega-embed.min.js; do
+    configs=$tmp/prefix/share/posenc/configs
+    "$posenc" inspect "$configs/llama-3.1-8b.json" --json > "$tmp/inspect.json"
+    for bundle in vega/build/vega.min.js vega-lite/build/vega-lite.min.js \
+                  vega-embed/build/vega-embed.min.js; do
       sig=$(head -c 40000 "$tmp/prefix/share/posenc/node_modules/$bundle" | tail -c 100)
       for page in "$tmp/report/index.html" "$tmp/plot.html"; do
         grep -qF -- "$sig" "$page" || { echo "FAIL: $page lacks $bundle" >&2; exit 1; }
@@ -76,7 +78,8 @@ standalone)
     grep -q "LongRoPE (Phi-3.5-mini" "$tmp/report/index.html" || {
       echo "FAIL: the report did not find share/posenc/configs" >&2; exit 1; }
     grep -q "\"rope_type\": \"llama3\"" "$tmp/inspect.json"
-    echo "standalone: report $(wc -c < "$tmp/report/index.html") bytes, plot $(wc -c < "$tmp/plot.html") bytes, with ${*} hidden"
+    echo "standalone: report $(wc -c < "$tmp/report/index.html") bytes," \
+         "plot $(wc -c < "$tmp/plot.html") bytes, with ${*} hidden"
   ' standalone "$tmp" "$version" "${hide[@]}"
   ;;
 *)

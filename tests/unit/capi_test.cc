@@ -5,6 +5,8 @@
 // T5, fused attention with every scheme it passes by name), statuses and
 // messages for bad input, the thread-local last error, and the exception
 // barrier (bad_alloc, foreign exceptions).
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -12,8 +14,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "capi/c_api_internal.h"
 #include "posenc/alibi.h"
@@ -37,8 +37,9 @@ std::vector<float> Ramp(std::size_t n, float scale = 0.01f) {
 
 posenc_tensor CTensor(void* data, posenc_dtype dtype, std::vector<int64_t> shape) {
   posenc_tensor t;
-  EXPECT_EQ(posenc_tensor_contiguous(data, dtype, static_cast<int32_t>(shape.size()), shape.data(), &t),
-            POSENC_OK);
+  EXPECT_EQ(
+      posenc_tensor_contiguous(data, dtype, static_cast<int32_t>(shape.size()), shape.data(), &t),
+      POSENC_OK);
   return t;
 }
 
@@ -70,11 +71,13 @@ TEST(CApi, RopeApplyMatchesCpp) {
       p.numerics = POSENC_NUMERICS_HF;
       posenc_positions pos{use_ids ? ids.data() : nullptr, use_ids ? s : 0, 7};
       std::vector<float> c_in = x, c_out(x.size()), cpp = x;
-      const std::vector<int64_t> shape = layout == POSENC_LAYOUT_BSHD ? std::vector<int64_t>{b, s, h, d}
-                                                                      : std::vector<int64_t>{b, h, s, d};
+      const std::vector<int64_t> shape = layout == POSENC_LAYOUT_BSHD
+                                             ? std::vector<int64_t>{b, s, h, d}
+                                             : std::vector<int64_t>{b, h, s, d};
       const posenc_tensor in = CTensor(c_in.data(), POSENC_FLOAT32, shape);
       const posenc_tensor out = CTensor(c_out.data(), POSENC_FLOAT32, shape);
-      ASSERT_EQ(posenc_rope_apply(nullptr, &p, &in, layout, &pos, POSENC_DIRECTION_FORWARD, &out), POSENC_OK)
+      ASSERT_EQ(posenc_rope_apply(nullptr, &p, &in, layout, &pos, POSENC_DIRECTION_FORWARD, &out),
+                POSENC_OK)
           << posenc_last_error();
       RopeParams rp;
       rp.head_dim = d;
@@ -89,9 +92,13 @@ TEST(CApi, RopeApplyMatchesCpp) {
       ApplyRope(rp, v, al, use_ids ? Positions::Ids(ids.data(), s) : Positions::Offset(7));
       EXPECT_EQ(c_out, cpp);
       EXPECT_EQ(c_in, x);  // out of place: input untouched
-      ASSERT_EQ(posenc_rope_apply(nullptr, &p, &in, layout, &pos, POSENC_DIRECTION_FORWARD, nullptr), POSENC_OK);
+      ASSERT_EQ(
+          posenc_rope_apply(nullptr, &p, &in, layout, &pos, POSENC_DIRECTION_FORWARD, nullptr),
+          POSENC_OK);
       EXPECT_EQ(c_in, cpp);  // in place
-      ASSERT_EQ(posenc_rope_apply(nullptr, &p, &in, layout, &pos, POSENC_DIRECTION_INVERSE, nullptr), POSENC_OK);
+      ASSERT_EQ(
+          posenc_rope_apply(nullptr, &p, &in, layout, &pos, POSENC_DIRECTION_INVERSE, nullptr),
+          POSENC_OK);
       for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(c_in[i], x[i], 1e-5) << i;
     }
   }
@@ -99,7 +106,8 @@ TEST(CApi, RopeApplyMatchesCpp) {
 
 TEST(CApi, RopeQkBf16VarlenCosSinAndFrequenciesMatchCpp) {
   const int64_t s = 6, d = 8;
-  std::vector<std::uint16_t> q(static_cast<std::size_t>(s * 2 * d)), k(static_cast<std::size_t>(s * d));
+  std::vector<std::uint16_t> q(static_cast<std::size_t>(s * 2 * d)),
+      k(static_cast<std::size_t>(s * d));
   const std::vector<float> src = Ramp(q.size());
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = FloatToBF16(src[i]).bits;
   for (std::size_t i = 0; i < k.size(); ++i) k[i] = FloatToBF16(-src[i]).bits;
@@ -110,29 +118,35 @@ TEST(CApi, RopeQkBf16VarlenCosSinAndFrequenciesMatchCpp) {
   const posenc_positions pos{nullptr, 0, 100};
   const posenc_tensor qt = CTensor(q.data(), POSENC_BFLOAT16, {1, s, 2, d});
   const posenc_tensor kt = CTensor(k.data(), POSENC_BFLOAT16, {1, s, 1, d});
-  ASSERT_EQ(posenc_rope_apply_qk(nullptr, &p, &qt, &kt, POSENC_LAYOUT_BSHD, &pos, POSENC_DIRECTION_FORWARD,
-                                 nullptr, nullptr), POSENC_OK) << posenc_last_error();
+  ASSERT_EQ(posenc_rope_apply_qk(nullptr, &p, &qt, &kt, POSENC_LAYOUT_BSHD, &pos,
+                                 POSENC_DIRECTION_FORWARD, nullptr, nullptr),
+            POSENC_OK)
+      << posenc_last_error();
   RopeParams rp;
   rp.head_dim = d;
   ApplyRopeQK(rp, TensorView::Contiguous(q_cpp.data(), DType::kBFloat16, {1, s, 2, d}),
-              TensorView::Contiguous(k_cpp.data(), DType::kBFloat16, {1, s, 1, d}), AttentionLayout::kBSHD,
-              Positions::Offset(100));
+              TensorView::Contiguous(k_cpp.data(), DType::kBFloat16, {1, s, 1, d}),
+              AttentionLayout::kBSHD, Positions::Offset(100));
   EXPECT_EQ(q, q_cpp);
   EXPECT_EQ(k, k_cpp);
 
   std::vector<float> x = Ramp(static_cast<std::size_t>(7 * 2 * d)), x_cpp = x;
   const std::vector<int64_t> cu = {0, 3, 3, 7}, offsets = {5, 0, 9};
   const posenc_tensor xt = CTensor(x.data(), POSENC_FLOAT32, {7, 2, d});
-  ASSERT_EQ(posenc_rope_apply_varlen(nullptr, &p, &xt, cu.data(), 3, offsets.data(), POSENC_DIRECTION_FORWARD,
-                                     nullptr), POSENC_OK) << posenc_last_error();
-  ApplyRopeVarlen(rp, TensorView::Contiguous(x_cpp.data(), DType::kFloat32, {7, 2, d}), cu.data(), 3,
-                  offsets.data());
+  ASSERT_EQ(posenc_rope_apply_varlen(nullptr, &p, &xt, cu.data(), 3, offsets.data(),
+                                     POSENC_DIRECTION_FORWARD, nullptr),
+            POSENC_OK)
+      << posenc_last_error();
+  ApplyRopeVarlen(rp, TensorView::Contiguous(x_cpp.data(), DType::kFloat32, {7, 2, d}), cu.data(),
+                  3, offsets.data());
   EXPECT_EQ(x, x_cpp);
 
   std::vector<double> cos(4 * d), sin(4 * d), cos_cpp(4 * d), sin_cpp(4 * d);
-  const posenc_tensor ct = CTensor(cos.data(), POSENC_FLOAT64, {4, d}), st = CTensor(sin.data(), POSENC_FLOAT64, {4, d});
+  const posenc_tensor ct = CTensor(cos.data(), POSENC_FLOAT64, {4, d}),
+                      st = CTensor(sin.data(), POSENC_FLOAT64, {4, d});
   ASSERT_EQ(posenc_rope_cos_sin(nullptr, &p, &pos, 4, &ct, &st), POSENC_OK);
-  RopeCosSin(rp, Positions::Offset(100), 4, TensorView::Contiguous(cos_cpp.data(), DType::kFloat64, {4, d}),
+  RopeCosSin(rp, Positions::Offset(100), 4,
+             TensorView::Contiguous(cos_cpp.data(), DType::kFloat64, {4, d}),
              TensorView::Contiguous(sin_cpp.data(), DType::kFloat64, {4, d}));
   EXPECT_EQ(cos, cos_cpp);
   EXPECT_EQ(sin, sin_cpp);
@@ -150,12 +164,14 @@ TEST(CApi, RopeFromConfigReadsJsonAndGguf) {
     SCOPED_TRACE(rel);
     const std::string path = test::SourcePath(rel);
     posenc_model_rope m;
-    ASSERT_EQ(posenc_rope_from_config(path.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0), POSENC_OK)
+    ASSERT_EQ(posenc_rope_from_config(path.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
+              POSENC_OK)
         << posenc_last_error();
     EXPECT_EQ(m.params.inv_freq_count, 64);
     EXPECT_EQ(m.params.inv_freq, nullptr);
     std::vector<double> inv(64);
-    ASSERT_EQ(posenc_rope_from_config(path.c_str(), 0, "", POSENC_NUMERICS_HF, &m, inv.data(), 64), POSENC_OK);
+    ASSERT_EQ(posenc_rope_from_config(path.c_str(), 0, "", POSENC_NUMERICS_HF, &m, inv.data(), 64),
+              POSENC_OK);
     const ModelConfig cfg = LoadModelConfig(path);
     EXPECT_EQ(inv, ModelRopeScaling(cfg, "", 0).frequencies.inv_freq);
     EXPECT_EQ(m.params.inv_freq, inv.data());
@@ -167,33 +183,40 @@ TEST(CApi, RopeFromConfigReadsJsonAndGguf) {
     std::vector<float> x = Ramp(2 * 128), x_cpp = x;
     const posenc_tensor xt = CTensor(x.data(), POSENC_FLOAT32, {1, 2, 1, 128});
     const posenc_positions pos{nullptr, 0, 3};
-    ASSERT_EQ(posenc_rope_apply(nullptr, &m.params, &xt, POSENC_LAYOUT_BSHD, &pos, POSENC_DIRECTION_FORWARD,
-                                nullptr), POSENC_OK) << posenc_last_error();
+    ASSERT_EQ(posenc_rope_apply(nullptr, &m.params, &xt, POSENC_LAYOUT_BSHD, &pos,
+                                POSENC_DIRECTION_FORWARD, nullptr),
+              POSENC_OK)
+        << posenc_last_error();
     RopeParams rp = ModelRopeParams(cfg, "", 0);
     rp.pairing = cfg.pairing;
-    ApplyRope(rp, TensorView::Contiguous(x_cpp.data(), DType::kFloat32, {1, 2, 1, 128}), AttentionLayout::kBSHD,
-              Positions::Offset(3));
+    ApplyRope(rp, TensorView::Contiguous(x_cpp.data(), DType::kFloat32, {1, 2, 1, 128}),
+              AttentionLayout::kBSHD, Positions::Offset(3));
     EXPECT_EQ(x, x_cpp);
-    ExpectStatus(posenc_rope_from_config(path.c_str(), 0, "", POSENC_NUMERICS_HF, &m, inv.data(), 10),
-                 POSENC_ERROR_INVALID_ARGUMENT, {"capacity: got 10", "64"});
+    ExpectStatus(
+        posenc_rope_from_config(path.c_str(), 0, "", POSENC_NUMERICS_HF, &m, inv.data(), 10),
+        POSENC_ERROR_INVALID_ARGUMENT, {"capacity: got 10", "64"});
   }
   posenc_model_rope m;
   const std::string bloom = test::SourcePath("tests/golden/gguf/f_bloom_alibi.gguf");
-  ASSERT_EQ(posenc_rope_from_config(bloom.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0), POSENC_OK);
+  ASSERT_EQ(posenc_rope_from_config(bloom.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
+            POSENC_OK);
   EXPECT_EQ(m.is_alibi, 1);
   EXPECT_EQ(m.alibi_heads, 32);
   const std::string broken = test::SourcePath("tests/golden/gguf/h_nkv_2pow40.gguf");
-  ExpectStatus(posenc_rope_from_config(broken.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
-               POSENC_ERROR_IO, {"h_nkv_2pow40.gguf", "header.n_kv"});
+  ExpectStatus(
+      posenc_rope_from_config(broken.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
+      POSENC_ERROR_IO, {"h_nkv_2pow40.gguf", "header.n_kv"});
   const std::string layers = test::SourcePath("examples/configs/gemma-3-4b.json");
-  ExpectStatus(posenc_rope_from_config(layers.c_str(), 0, "nope", POSENC_NUMERICS_HF, &m, nullptr, 0),
-               POSENC_ERROR_INVALID_ARGUMENT, {"layer_type: got nope", "sliding_attention"});
+  ExpectStatus(
+      posenc_rope_from_config(layers.c_str(), 0, "nope", POSENC_NUMERICS_HF, &m, nullptr, 0),
+      POSENC_ERROR_INVALID_ARGUMENT, {"layer_type: got nope", "sliding_attention"});
 }
 
 TEST(CApi, TablesSlopesTilesAndBucketsMatchCpp) {
   std::vector<float> pe(10 * 12), pe_cpp(10 * 12);
   const posenc_tensor t = CTensor(pe.data(), POSENC_FLOAT32, {10, 12});
-  ASSERT_EQ(posenc_sinusoidal_table(nullptr, 12, 10000.0, POSENC_SINUSOIDAL_SPLIT, 4, 10, &t), POSENC_OK);
+  ASSERT_EQ(posenc_sinusoidal_table(nullptr, 12, 10000.0, POSENC_SINUSOIDAL_SPLIT, 4, 10, &t),
+            POSENC_OK);
   SinusoidalParams sp;
   sp.dim = 12;
   sp.layout = SinusoidalLayout::kSplit;
@@ -208,8 +231,10 @@ TEST(CApi, TablesSlopesTilesAndBucketsMatchCpp) {
   EXPECT_EQ(slopes, AlibiSlopes(ap));
   std::vector<float> tile(3 * 5), tile_cpp(3 * 5);
   const posenc_tensor tt = CTensor(tile.data(), POSENC_FLOAT32, {3, 5});
-  ASSERT_EQ(posenc_alibi_bias_tile(nullptr, slopes.data(), 12, 8, 10, POSENC_ALIBI_CAUSAL, 4, 2, 5, 3, 8, &tt),
-            POSENC_OK) << posenc_last_error();
+  ASSERT_EQ(posenc_alibi_bias_tile(nullptr, slopes.data(), 12, 8, 10, POSENC_ALIBI_CAUSAL, 4, 2, 5,
+                                   3, 8, &tt),
+            POSENC_OK)
+      << posenc_last_error();
   AlibiBiasTile(slopes, AlibiGeometry{8, 10, AlibiForm::kCausal}, AlibiTile{4, 2, 5, 3, 8},
                 TensorView::Contiguous(tile_cpp.data(), DType::kFloat32, {3, 5}));
   EXPECT_EQ(tile, tile_cpp);
@@ -248,15 +273,32 @@ TEST(CApi, FlashAttentionSchemesByNameMatchCpp) {
     std::vector<posenc_scheme_arg> args;
     PositionScheme scheme;
   };
-  const auto num = [](const char* n, double x) { posenc_scheme_arg a{}; a.name = n; a.kind = POSENC_ARG_NUMBER; a.number = x; return a; };
-  const auto ten = [](const char* n, posenc_tensor t) { posenc_scheme_arg a{}; a.name = n; a.kind = POSENC_ARG_TENSOR; a.tensor = t; return a; };
+  const auto num = [](const char* n, double x) {
+    posenc_scheme_arg a{};
+    a.name = n;
+    a.kind = POSENC_ARG_NUMBER;
+    a.number = x;
+    return a;
+  };
+  const auto ten = [](const char* n, posenc_tensor t) {
+    posenc_scheme_arg a{};
+    a.name = n;
+    a.kind = POSENC_ARG_TENSOR;
+    a.tensor = t;
+    return a;
+  };
   const std::vector<Case> cases = {
       {"none", {}, PositionScheme::None()},
       {"rope", {num("theta", 100.0)}, PositionScheme::FromRope(rp)},
-      {"alibi", {ten("slopes", CTensor(slopes.data(), POSENC_FLOAT64, {h}))}, PositionScheme::FromAlibi(slopes)},
-      {"t5", {ten("table", CTensor(t5_table.data(), POSENC_FLOAT32, {32, h}))}, PositionScheme::FromT5(t5)},
-      {"shaw", {num("clip", 2), ten("a_key", CTensor(a_key.data(), POSENC_FLOAT32, {5, d})),
-                ten("a_value", CTensor(a_value.data(), POSENC_FLOAT32, {5, d}))},
+      {"alibi",
+       {ten("slopes", CTensor(slopes.data(), POSENC_FLOAT64, {h}))},
+       PositionScheme::FromAlibi(slopes)},
+      {"t5",
+       {ten("table", CTensor(t5_table.data(), POSENC_FLOAT32, {32, h}))},
+       PositionScheme::FromT5(t5)},
+      {"shaw",
+       {num("clip", 2), ten("a_key", CTensor(a_key.data(), POSENC_FLOAT32, {5, d})),
+        ten("a_value", CTensor(a_value.data(), POSENC_FLOAT32, {5, d}))},
        PositionScheme::FromShaw(ShawParams{2, d}, ak, av)},
   };
   posenc_context* ctx = nullptr;
@@ -272,7 +314,8 @@ TEST(CApi, FlashAttentionSchemesByNameMatchCpp) {
     p.num_scheme_args = static_cast<int64_t>(c.args.size());
     p.query_tile = 2;
     p.key_tile = 3;
-    ASSERT_EQ(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &ot), POSENC_OK) << posenc_last_error();
+    ASSERT_EQ(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &ot), POSENC_OK)
+        << posenc_last_error();
     AttentionParams ap;
     ap.scheme = c.scheme;
     FlashAttentionOptions o;
@@ -281,7 +324,8 @@ TEST(CApi, FlashAttentionSchemesByNameMatchCpp) {
     FlashAttention(ap, TensorView::Contiguous(q.data(), DType::kFloat32, {b, sq, h, d}),
                    TensorView::Contiguous(k.data(), DType::kFloat32, {b, sk, hkv, d}),
                    TensorView::Contiguous(v.data(), DType::kFloat32, {b, sk, hkv, d}),
-                   TensorView::Contiguous(out_cpp.data(), DType::kFloat32, {b, sq, h, d}), o, Context(2));
+                   TensorView::Contiguous(out_cpp.data(), DType::kFloat32, {b, sq, h, d}), o,
+                   Context(2));
     EXPECT_EQ(out, out_cpp);
   }
   // Varlen: two sequences, ALiBi by max_bias.
@@ -297,7 +341,8 @@ TEST(CApi, FlashAttentionSchemesByNameMatchCpp) {
   const posenc_tensor k3 = CTensor(const_cast<float*>(k.data()), POSENC_FLOAT32, {sk, hkv, d});
   const posenc_tensor v3 = CTensor(const_cast<float*>(v.data()), POSENC_FLOAT32, {sk, hkv, d});
   const posenc_tensor o3 = CTensor(out.data(), POSENC_FLOAT32, {sq, h, d});
-  ASSERT_EQ(posenc_flash_attention_varlen(ctx, &p, &q3, &k3, &v3, &o3, cu_q.data(), cu_k.data(), 2), POSENC_OK)
+  ASSERT_EQ(posenc_flash_attention_varlen(ctx, &p, &q3, &k3, &v3, &o3, cu_q.data(), cu_k.data(), 2),
+            POSENC_OK)
       << posenc_last_error();
   AttentionParams ap;
   AlibiParams alp;
@@ -307,8 +352,8 @@ TEST(CApi, FlashAttentionSchemesByNameMatchCpp) {
   FlashAttentionVarlen(ap, TensorView::Contiguous(q.data(), DType::kFloat32, {sq, h, d}),
                        TensorView::Contiguous(k.data(), DType::kFloat32, {sk, hkv, d}),
                        TensorView::Contiguous(v.data(), DType::kFloat32, {sk, hkv, d}),
-                       TensorView::Contiguous(out_cpp.data(), DType::kFloat32, {sq, h, d}), cu_q, cu_k,
-                       FlashAttentionOptions{}, Context(2));
+                       TensorView::Contiguous(out_cpp.data(), DType::kFloat32, {sq, h, d}), cu_q,
+                       cu_k, FlashAttentionOptions{}, Context(2));
   EXPECT_EQ(out, out_cpp);
   // Bad scheme arguments.
   const posenc_scheme_arg bad = num("thetta", 1.0);
@@ -318,7 +363,8 @@ TEST(CApi, FlashAttentionSchemesByNameMatchCpp) {
                {"scheme_args[0].name: got thetta", "rope arguments: rotary_dim, theta"});
   p.scheme = "sinusoidal";
   p.num_scheme_args = 0;
-  ExpectStatus(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &qt), POSENC_ERROR_INVALID_ARGUMENT, {"scheme: got sinusoidal"});
+  ExpectStatus(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &qt), POSENC_ERROR_INVALID_ARGUMENT,
+               {"scheme: got sinusoidal"});
   p.scheme = "t5";
   ExpectStatus(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &qt), POSENC_ERROR_INVALID_ARGUMENT,
                {"table: got nothing (missing)"});
@@ -333,22 +379,27 @@ TEST(CApi, BadInputGivesStatusAndMessage) {
   std::vector<float> x(16);
   const posenc_tensor xt = CTensor(x.data(), POSENC_FLOAT32, {1, 2, 1, 8});
   const posenc_positions pos{nullptr, 0, 0};
-  ExpectStatus(posenc_rope_apply(nullptr, &p, &xt, POSENC_LAYOUT_BSHD, &pos, POSENC_DIRECTION_FORWARD, nullptr),
+  ExpectStatus(posenc_rope_apply(nullptr, &p, &xt, POSENC_LAYOUT_BSHD, &pos,
+                                 POSENC_DIRECTION_FORWARD, nullptr),
                POSENC_ERROR_INVALID_ARGUMENT, {"rotary_dim: got 3"});
   p.rotary_dim = 0;
-  ExpectStatus(posenc_rope_apply(nullptr, &p, nullptr, POSENC_LAYOUT_BSHD, &pos, POSENC_DIRECTION_FORWARD, nullptr),
+  ExpectStatus(posenc_rope_apply(nullptr, &p, nullptr, POSENC_LAYOUT_BSHD, &pos,
+                                 POSENC_DIRECTION_FORWARD, nullptr),
                POSENC_ERROR_INVALID_ARGUMENT, {"x: got NULL"});
-  ExpectStatus(posenc_rope_apply(nullptr, &p, &xt, static_cast<posenc_layout>(7), &pos, POSENC_DIRECTION_FORWARD,
-                                 nullptr), POSENC_ERROR_INVALID_ARGUMENT, {"layout: got 7", "POSENC_LAYOUT_BSHD"});
+  ExpectStatus(posenc_rope_apply(nullptr, &p, &xt, static_cast<posenc_layout>(7), &pos,
+                                 POSENC_DIRECTION_FORWARD, nullptr),
+               POSENC_ERROR_INVALID_ARGUMENT, {"layout: got 7", "POSENC_LAYOUT_BSHD"});
   p.inv_freq_count = 4;
-  ExpectStatus(posenc_rope_apply(nullptr, &p, &xt, POSENC_LAYOUT_BSHD, &pos, POSENC_DIRECTION_FORWARD, nullptr),
+  ExpectStatus(posenc_rope_apply(nullptr, &p, &xt, POSENC_LAYOUT_BSHD, &pos,
+                                 POSENC_DIRECTION_FORWARD, nullptr),
                POSENC_ERROR_INVALID_ARGUMENT, {"params.inv_freq: got NULL with inv_freq_count 4"});
   posenc_tensor bad = xt;
   bad.dtype = static_cast<posenc_dtype>(9);
   ExpectStatus(posenc_sinusoidal_table(nullptr, 8, 10000.0, POSENC_SINUSOIDAL_SPLIT, 0, 2, &bad),
                POSENC_ERROR_INVALID_ARGUMENT, {"out.dtype: got 9"});
   posenc_context* ctx = nullptr;
-  ExpectStatus(posenc_context_create(-1, POSENC_BACKEND_AUTO, &ctx), POSENC_ERROR_INVALID_ARGUMENT, {"-1"});
+  ExpectStatus(posenc_context_create(-1, POSENC_BACKEND_AUTO, &ctx), POSENC_ERROR_INVALID_ARGUMENT,
+               {"-1"});
   EXPECT_EQ(ctx, nullptr);
   posenc_context_destroy(nullptr);
 }

@@ -5,11 +5,11 @@
 // BLOOM's ALiBi) and files the test writer builds for the scaling types that
 // have no fixture (yarn, DeepSeek's yarn_log_multiplier, longrope, the legacy
 // scale_linear key, Gemma 3's sliding base, M-RoPE sections).
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "gguf_test_util.h"
 #include "posenc/alibi.h"
@@ -56,7 +56,8 @@ void ExpectConfigError(Fn fn, const std::vector<std::string>& needles) {
     fn();
     ADD_FAILURE() << "no ConfigError";
   } catch (const ConfigError& e) {
-    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+    for (const std::string& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
   }
 }
 
@@ -70,8 +71,12 @@ TEST(GgufModel, Llama2PlainMatchesItsConfig) {
   const LayerRope& l = SelectLayerRope(g, "");
   EXPECT_EQ(l.scaling.type, RopeScalingType::kDefault);
   EXPECT_EQ(l.scaling.theta, 10000.0);
-  ExpectSameRope(g, Json({{"hidden_size", 4096}, {"num_attention_heads", 32},
-                          {"max_position_embeddings", 4096}, {"rope_theta", 10000.0}}), "", 0, 0.0);
+  ExpectSameRope(g,
+                 Json({{"hidden_size", 4096},
+                       {"num_attention_heads", 32},
+                       {"max_position_embeddings", 4096},
+                       {"rope_theta", 10000.0}}),
+                 "", 0, 0.0);
 }
 
 TEST(GgufModel, Llama31RopeFreqsMatchTheLlama3Config) {
@@ -92,15 +97,22 @@ TEST(GgufModel, Llama31RopeFreqsMatchTheLlama3Config) {
 TEST(GgufModel, LinearAndPartialRotaryMatchTheirConfigs) {
   const ModelConfig d = LoadModelConfig(FixturePath("d_llama_linear_x2.gguf"));
   EXPECT_EQ(SelectLayerRope(d, "").scaling.type, RopeScalingType::kLinear);
-  ExpectSameRope(d, Json({{"hidden_size", 4096}, {"num_attention_heads", 32},
-                          {"max_position_embeddings", 8192},
-                          {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}}), "", 0, 0.0);
+  ExpectSameRope(d,
+                 Json({{"hidden_size", 4096},
+                       {"num_attention_heads", 32},
+                       {"max_position_embeddings", 8192},
+                       {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}}),
+                 "", 0, 0.0);
   const ModelConfig e = LoadModelConfig(FixturePath("e_phi2_partial_rotary.gguf"));
   EXPECT_EQ(e.head_dim, 80);
   EXPECT_EQ(e.pairing, RopePairing::kHalfSplit);
   EXPECT_EQ(ModelRopeScaling(e, "", 0).rotary_dim, 32);
-  ExpectSameRope(e, Json({{"hidden_size", 2560}, {"num_attention_heads", 32},
-                          {"partial_rotary_factor", 0.4}, {"max_position_embeddings", 2048}}), "", 0, 0.0);
+  ExpectSameRope(e,
+                 Json({{"hidden_size", 2560},
+                       {"num_attention_heads", 32},
+                       {"partial_rotary_factor", 0.4},
+                       {"max_position_embeddings", 2048}}),
+                 "", 0, 0.0);
 }
 
 TEST(GgufModel, BloomReportsAlibiSlopes) {
@@ -144,12 +156,14 @@ TEST(GgufModel, YarnMatchesTheQwenYarnConfig) {
   b.U32("qwen2.rope.scaling.original_context_length", 32768);
   const ModelConfig g = Built(b);
   EXPECT_EQ(g.pairing, RopePairing::kHalfSplit);
-  const ModelConfig hf = LoadModelConfig(test::SourcePath("examples/configs/qwen2.5-7b-instruct-yarn.json"));
+  const ModelConfig hf =
+      LoadModelConfig(test::SourcePath("examples/configs/qwen2.5-7b-instruct-yarn.json"));
   ExpectSameRope(g, hf, "", 0, 0.0);
   // Explicit betas and attention factor.
   b.F32("qwen2.rope.scaling.yarn_beta_fast", 16.0f).F32("qwen2.rope.scaling.yarn_beta_slow", 2.0f);
   b.F32("qwen2.rope.scaling.yarn_attn_factor", 1.5f);
-  json j = json::parse(R"({"hidden_size": 3584, "num_attention_heads": 28, "max_position_embeddings": 32768,
+  json j = json::parse(
+      R"({"hidden_size": 3584, "num_attention_heads": 28, "max_position_embeddings": 32768,
     "rope_theta": 1000000.0, "rope_scaling": {"type": "yarn", "factor": 4.0, "beta_fast": 16.0,
     "beta_slow": 2.0, "attention_factor": 1.5, "original_max_position_embeddings": 32768}})");
   ExpectSameRope(Built(b), Json(j), "", 0, 0.0);
@@ -161,7 +175,8 @@ TEST(GgufModel, DeepSeekYarnLogMultiplierMatchesMscaleAllDim) {
   b.U32("deepseek2.rope.dimension_count", 64);
   b.Str("deepseek2.rope.scaling.type", "yarn").F32("deepseek2.rope.scaling.factor", 40.0f);
   b.U32("deepseek2.rope.scaling.original_context_length", 4096);
-  b.F32("deepseek2.rope.scaling.yarn_beta_fast", 32.0f).F32("deepseek2.rope.scaling.yarn_beta_slow", 1.0f);
+  b.F32("deepseek2.rope.scaling.yarn_beta_fast", 32.0f)
+      .F32("deepseek2.rope.scaling.yarn_beta_slow", 1.0f);
   b.F32("deepseek2.rope.scaling.yarn_log_multiplier", 0.1f);
   const ModelConfig g = Built(b);
   const ModelConfig hf = LoadModelConfig(test::SourcePath("examples/configs/deepseek-v3.json"));
@@ -170,11 +185,13 @@ TEST(GgufModel, DeepSeekYarnLogMultiplierMatchesMscaleAllDim) {
   // 0.1f / 0.1 is 1 + 1.5e-8: the mscale terms agree to float32 rounding.
   ExpectSameRope(g, hf, "", 0, 0.0);
   ASSERT_TRUE(g.deepseek_softmax_scale && hf.deepseek_softmax_scale);
-  EXPECT_NEAR(*g.deepseek_softmax_scale, *hf.deepseek_softmax_scale, 1e-7 * *hf.deepseek_softmax_scale);
+  EXPECT_NEAR(*g.deepseek_softmax_scale, *hf.deepseek_softmax_scale,
+              1e-7 * *hf.deepseek_softmax_scale);
 }
 
 TEST(GgufModel, LongRopeTensorsMatchThePhi3Config) {
-  const ModelConfig hf = LoadModelConfig(test::SourcePath("examples/configs/phi-3.5-mini-instruct.json"));
+  const ModelConfig hf =
+      LoadModelConfig(test::SourcePath("examples/configs/phi-3.5-mini-instruct.json"));
   const RopeScalingParams& hp = SelectLayerRope(hf, "").scaling;
   GgufBuilder b = Converted("phi3", 32, 3072, 131072, 10000.0f);
   b.Str("phi3.rope.scaling.type", "longrope");
@@ -191,12 +208,14 @@ TEST(GgufModel, LongRopeTensorsMatchThePhi3Config) {
     EXPECT_EQ(a.longrope_factors, h.longrope_factors);
     for (std::size_t j = 0; j < a.frequencies.inv_freq.size(); ++j) {
       EXPECT_LE(std::abs(a.frequencies.inv_freq[j] - h.frequencies.inv_freq[j]),
-                4 * std::ldexp(1.0, -24) * h.frequencies.inv_freq[j]) << j;
+                4 * std::ldexp(1.0, -24) * h.frequencies.inv_freq[j])
+          << j;
     }
     EXPECT_NEAR(a.frequencies.attention_factor, h.frequencies.attention_factor, 1e-7);
   }
   GgufBuilder missing = Converted("phi3", 32, 3072, 131072, 10000.0f);
-  missing.Str("phi3.rope.scaling.type", "longrope").U32("phi3.rope.scaling.original_context_length", 4096);
+  missing.Str("phi3.rope.scaling.type", "longrope")
+      .U32("phi3.rope.scaling.original_context_length", 4096);
   EXPECT_THROW(Built(missing), IoError);  // the factor tensors are absent
 }
 
@@ -215,7 +234,8 @@ TEST(GgufModel, MRopeSectionsMatchQwen2VL) {
   GgufBuilder b = Converted("qwen2vl", 28, 3584, 32768, 1e6f);
   b.I32Array("qwen2vl.rope.dimension_sections", {16, 24, 24, 0});
   const ModelConfig g = Built(b);
-  const ModelConfig hf = LoadModelConfig(test::SourcePath("examples/configs/qwen2-vl-7b-instruct.json"));
+  const ModelConfig hf =
+      LoadModelConfig(test::SourcePath("examples/configs/qwen2-vl-7b-instruct.json"));
   EXPECT_EQ(SelectLayerRope(g, "").mrope_section, SelectLayerRope(hf, "").mrope_section);
   ExpectSameRope(g, hf, "", 0, 0.0);
 }
@@ -223,21 +243,32 @@ TEST(GgufModel, MRopeSectionsMatchQwen2VL) {
 TEST(GgufModel, BadMetadataIsAConfigErrorNamingTheKey) {
   ExpectConfigError([] { Built(GgufBuilder().U32("x.context_length", 5)); },
                     {"built.gguf", "general.architecture", "missing"});
-  ExpectConfigError([] { Built(Converted("llama", 32, 4096, 4096, 1e4f).Str("llama.rope.scaling.type", "magic")); },
-                    {"llama.rope.scaling.type", "\"magic\"", "none, linear, yarn, longrope"});
+  ExpectConfigError(
+      [] {
+        Built(Converted("llama", 32, 4096, 4096, 1e4f).Str("llama.rope.scaling.type", "magic"));
+      },
+      {"llama.rope.scaling.type", "\"magic\"", "none, linear, yarn, longrope"});
   GgufBuilder mistyped;
   mistyped.Str("general.architecture", "llama").Str("llama.rope.freq_base", "10000");
   mistyped.U32("llama.attention.head_count", 32).U32("llama.embedding_length", 4096);
-  ExpectConfigError([&] { Built(mistyped); }, {"llama.rope.freq_base", "got str \"10000\"", "a number > 1"});
-  ExpectConfigError([] { Built(Converted("llama", 32, 4096, 4096, 1e4f).TensorF32("rope_freqs.weight", {1, 2})); },
-                    {"rope_freqs.weight", "got 2 values", "rotary_dim/2 = 64"});
-  ExpectConfigError([] { Built(Converted("llama", 32, 4096, 4096, 0.5f)); }, {"llama.rope.freq_base", "0.5"});
-  ExpectConfigError([] { Built(Converted("llama", 32, 4096, 4096, 1e4f).U32("llama.rope.dimension_count", 7)); },
-                    {"llama.rope.dimension_count", "got 7"});
+  ExpectConfigError([&] { Built(mistyped); },
+                    {"llama.rope.freq_base", "got str \"10000\"", "a number > 1"});
+  ExpectConfigError(
+      [] {
+        Built(Converted("llama", 32, 4096, 4096, 1e4f).TensorF32("rope_freqs.weight", {1, 2}));
+      },
+      {"rope_freqs.weight", "got 2 values", "rotary_dim/2 = 64"});
+  ExpectConfigError([] { Built(Converted("llama", 32, 4096, 4096, 0.5f)); },
+                    {"llama.rope.freq_base", "0.5"});
+  ExpectConfigError(
+      [] { Built(Converted("llama", 32, 4096, 4096, 1e4f).U32("llama.rope.dimension_count", 7)); },
+      {"llama.rope.dimension_count", "got 7"});
   ExpectConfigError([] { Built(Converted("gpt2", 12, 768, 1024, 1e4f)); }, {"\"gpt2\"", "neither"});
-  ExpectConfigError([] {
-    Built(Converted("llama", 32, 4096, 4096, 1e4f).Str("llama.rope.scaling.type", "yarn"));
-  }, {"llama.rope.scaling.factor", "missing"});
+  ExpectConfigError(
+      [] {
+        Built(Converted("llama", 32, 4096, 4096, 1e4f).Str("llama.rope.scaling.type", "yarn"));
+      },
+      {"llama.rope.scaling.factor", "missing"});
   const ModelConfig unknown = Built(Converted("newarch", 8, 512, 1024, 1e4f));
   ASSERT_EQ(unknown.warnings.size(), 1u);
   EXPECT_NE(unknown.warnings[0].find("'newarch'"), std::string::npos);

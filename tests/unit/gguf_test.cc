@@ -3,6 +3,10 @@
 // cases.json, the rope_freqs tensor bit for bit), the two broken fixtures,
 // and one malformed file per rule (built with the test writer), including
 // every truncation of a valid file.
+#include "posenc/gguf.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -11,11 +15,8 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "gguf_test_util.h"
 #include "posenc/error.h"
-#include "posenc/gguf.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -46,7 +47,8 @@ void ExpectIoError(Fn fn, const std::vector<std::string>& needles) {
     fn();
     ADD_FAILURE() << "no IoError";
   } catch (const IoError& e) {
-    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+    for (const std::string& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
   }
 }
 
@@ -73,7 +75,8 @@ TEST(Gguf, ValidFixturesReadBackEveryKeyTypeAndValue) {
       }
       if (want["type"] == "f32") {
         EXPECT_EQ(Bits(static_cast<float>(got.value.number)),
-                  std::stoul(want["f32_bits"].get<std::string>(), nullptr, 16)) << got.key;
+                  std::stoul(want["f32_bits"].get<std::string>(), nullptr, 16))
+            << got.key;
       }
     }
     ASSERT_EQ(f.tensors.size(), c["tensors"].size());
@@ -104,7 +107,8 @@ TEST(Gguf, RopeFreqsTensorIsReadBitForBit) {
   }
   const std::vector<std::uint8_t> bytes = FileBytes(path);
   EXPECT_EQ(GgufTensorValues(bytes, f, "rope_freqs.weight"), v);
-  ExpectIoError([&] { ReadGgufTensor(path, f, "missing.weight"); }, {"missing.weight", "not in the file"});
+  ExpectIoError([&] { ReadGgufTensor(path, f, "missing.weight"); },
+                {"missing.weight", "not in the file"});
 }
 
 TEST(Gguf, BrokenFixturesAreIoErrorsNamingFileAndField) {
@@ -130,7 +134,8 @@ TEST(Gguf, EveryTruncationOfAValidFileIsAnIoError) {
         ParseGgufModelConfig(prefix, name);
         first_ok = std::min(first_ok, n);
       } catch (const IoError& e) {
-        EXPECT_EQ(first_ok, bytes.size()) << name << ": cut at " << n << " fails after shorter cuts parsed";
+        EXPECT_EQ(first_ok, bytes.size())
+            << name << ": cut at " << n << " fails after shorter cuts parsed";
         EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
       }
     }
@@ -152,10 +157,12 @@ GgufBuilder Minimal() {
 TEST(Gguf, MalformedHeadersAreIoErrors) {
   std::vector<std::uint8_t> bytes = Minimal().Bytes();
   bytes[0] = 'X';
-  ExpectIoError([&] { ParseGguf(bytes, "m.gguf"); }, {"m.gguf", "header.magic", "\"XGUF\"", "\"GGUF\""});
+  ExpectIoError([&] { ParseGguf(bytes, "m.gguf"); },
+                {"m.gguf", "header.magic", "\"XGUF\"", "\"GGUF\""});
   ExpectIoError([&] { ParseGguf(Minimal().Version(1).Bytes(), "m.gguf"); },
                 {"header.version", "got 1 (GGUF v1", "2 or 3"});
-  ExpectIoError([&] { ParseGguf(Minimal().Version(4).Bytes(), "m.gguf"); }, {"header.version", "got 4"});
+  ExpectIoError([&] { ParseGguf(Minimal().Version(4).Bytes(), "m.gguf"); },
+                {"header.version", "got 4"});
   ExpectIoError([&] { ParseGguf(Minimal().Version(0x03000000u).Bytes(), "m.gguf"); },
                 {"header.version", "big-endian"});
   EXPECT_NO_THROW(ParseGguf(Minimal().Version(2).Bytes(), "m.gguf"));
@@ -163,13 +170,19 @@ TEST(Gguf, MalformedHeadersAreIoErrors) {
   const std::uint64_t huge = std::uint64_t{1} << 40;
   std::memcpy(bytes.data() + 8, &huge, 8);  // n_tensors
   ExpectIoError([&] { ParseGguf(bytes, "m.gguf"); }, {"header.n_tensors", "got 1099511627776"});
-  ExpectIoError([&] { ParseGguf(std::vector<std::uint8_t>{'G', 'G'}, "m.gguf"); },
-                {"header.magic", "end of file after 2 of 4 bytes"});
+  ExpectIoError(
+      [&] {
+        ParseGguf(std::vector<std::uint8_t>{'G', 'G'}, "m.gguf");
+      },
+      {"header.magic", "end of file after 2 of 4 bytes"});
 }
 
 TEST(Gguf, MalformedMetadataIsAnIoErrorNamingTheKey) {
-  ExpectIoError([] { ParseGguf(Minimal().RawKv("x.bad", 13, {0, 0, 0, 0}).Bytes(), "m.gguf"); },
-                {"kv[3] 'x.bad' type", "got 13", "[0, 12]"});
+  ExpectIoError(
+      [] {
+        ParseGguf(Minimal().RawKv("x.bad", 13, {0, 0, 0, 0}).Bytes(), "m.gguf");
+      },
+      {"kv[3] 'x.bad' type", "got 13", "[0, 12]"});
   std::vector<std::uint8_t> nested;  // array of arrays
   GgufBuilder::Put(nested, std::uint32_t{9});
   GgufBuilder::Put(nested, std::uint64_t{0});
@@ -189,7 +202,8 @@ TEST(Gguf, MalformedMetadataIsAnIoErrorNamingTheKey) {
                 {"'x.flag'", "got 2", "0 or 1"});
   ExpectIoError([] { ParseGguf(Minimal().U32("llama.embedding_length", 1).Bytes(), "m.gguf"); },
                 {"kv[3].key", "again", "unique keys"});
-  ExpectIoError([] { ParseGguf(Minimal().U32("", 1).Bytes(), "m.gguf"); }, {"kv[3].key", "non-empty"});
+  ExpectIoError([] { ParseGguf(Minimal().U32("", 1).Bytes(), "m.gguf"); },
+                {"kv[3].key", "non-empty"});
   ExpectIoError([] { ParseGguf(Minimal().U32("general.alignment", 48).Bytes(), "m.gguf"); },
                 {"'general.alignment'", "got 48", "power of two"});
   ExpectIoError([] { ParseGguf(Minimal().F32("general.alignment", 32).Bytes(), "m.gguf"); },
@@ -201,34 +215,42 @@ TEST(Gguf, MalformedTensorInfosAreIoErrors) {
   b.TensorF32("t.weight", {1, 2, 3});
   std::vector<std::uint8_t> bytes = b.Bytes();
   const std::string_view name = "t.weight";  // the info starts 8 bytes before its name
-  const std::size_t info = static_cast<std::size_t>(
-      std::search(bytes.begin(), bytes.end(), name.begin(), name.end()) - bytes.begin()) - 8;
+  const std::size_t info =
+      static_cast<std::size_t>(std::search(bytes.begin(), bytes.end(), name.begin(), name.end()) -
+                               bytes.begin()) -
+      8;
   std::vector<std::uint8_t> five_dims = bytes;
   five_dims[info + 16] = 5;  // n_dims
-  ExpectIoError([&] { ParseGguf(five_dims, "m.gguf"); }, {"tensor[0] 't.weight' n_dims", "got 5", "at most 4"});
+  ExpectIoError([&] { ParseGguf(five_dims, "m.gguf"); },
+                {"tensor[0] 't.weight' n_dims", "got 5", "at most 4"});
   std::vector<std::uint8_t> negative = bytes;
   const std::int64_t minus = -3;
   std::memcpy(negative.data() + info + 20, &minus, 8);
   ExpectIoError([&] { ParseGguf(negative, "m.gguf"); }, {"dim[0]", "got -3"});
   std::vector<std::uint8_t> misaligned = bytes;
   misaligned[info + 32] = 4;  // offset 4
-  ExpectIoError([&] { ParseGguf(misaligned, "m.gguf"); }, {"'t.weight' offset", "got 4", "multiple of"});
+  ExpectIoError([&] { ParseGguf(misaligned, "m.gguf"); },
+                {"'t.weight' offset", "got 4", "multiple of"});
   // Data past the end: the infos parse, reading the tensor fails.
   std::vector<std::uint8_t> cut(bytes.begin(), bytes.end() - 24);  // 8 of the 12 data bytes left
   const GgufFile f = ParseGguf(cut, "m.gguf");
-  ExpectIoError([&] { GgufTensorValues(cut, f, "t.weight"); }, {"tensor 't.weight' data", "truncated?"});
-  EXPECT_EQ(GgufTensorValues(bytes, ParseGguf(bytes, "m.gguf"), "t.weight"), (std::vector<float>{1, 2, 3}));
+  ExpectIoError([&] { GgufTensorValues(cut, f, "t.weight"); },
+                {"tensor 't.weight' data", "truncated?"});
+  EXPECT_EQ(GgufTensorValues(bytes, ParseGguf(bytes, "m.gguf"), "t.weight"),
+            (std::vector<float>{1, 2, 3}));
 }
 
 TEST(Gguf, LargeArraysKeepTheirCountOnly) {
   std::vector<std::int32_t> many(kGgufKeptArrayLength + 1, 7);
-  const std::vector<std::uint8_t> bytes = Minimal().I32Array("tokenizer.ggml.token_type", many).Bytes();
+  const std::vector<std::uint8_t> bytes =
+      Minimal().I32Array("tokenizer.ggml.token_type", many).Bytes();
   const GgufFile f = ParseGguf(bytes, "m.gguf");
   const GgufValue* v = f.Find("tokenizer.ggml.token_type");
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->count, many.size());
   EXPECT_TRUE(v->numbers.empty());
-  const GgufFile small = ParseGguf(Minimal().I32Array("x.sections", {16, 24, 24, 0}).Bytes(), "m.gguf");
+  const GgufFile small =
+      ParseGguf(Minimal().I32Array("x.sections", {16, 24, 24, 0}).Bytes(), "m.gguf");
   EXPECT_EQ(small.Find("x.sections")->numbers, (std::vector<double>{16, 24, 24, 0}));
 }
 

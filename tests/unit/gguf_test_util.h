@@ -51,7 +51,8 @@ class GgufBuilder {
     return *this;
   }
   // Any bytes as one key/value pair: type then payload.
-  GgufBuilder& RawKv(std::string_view key, std::uint32_t type, const std::vector<std::uint8_t>& payload) {
+  GgufBuilder& RawKv(std::string_view key, std::uint32_t type,
+                     const std::vector<std::uint8_t>& payload) {
     Key(key, type);
     kv_.insert(kv_.end(), payload.begin(), payload.end());
     ++n_kv_;
