@@ -21,6 +21,9 @@
  *    by one call at a time; create one per thread that calls in parallel.
  *  - Output arrays (slopes, buckets, frequencies) are caller-owned with an
  *    explicit capacity; a too small capacity is POSENC_ERROR_INVALID_ARGUMENT.
+ *  - Enumerations are int32_t typedefs with named constants (not C enum
+ *    types), so any value a caller passes is well defined on both sides; a
+ *    value outside the constants is POSENC_ERROR_INVALID_ARGUMENT.
  *
  * Link: `pkg-config --cflags --libs posenc`, or CMake find_package(posenc)
  * and target posenc::shared. The symbols live in libposenc.so beside the
@@ -45,14 +48,15 @@ extern "C" {
 
 /* ---- status, version, errors ---- */
 
-typedef enum {
+typedef int32_t posenc_status; /* one of: */
+enum {
   POSENC_OK = 0,
   POSENC_ERROR_INVALID_ARGUMENT = 1, /* posenc::InvalidArgument, NULL pointers, bad enums */
   POSENC_ERROR_CONFIG = 2,           /* posenc::ConfigError: a model config/GGUF is unusable */
   POSENC_ERROR_IO = 3,               /* posenc::IoError: unreadable or malformed file */
   POSENC_ERROR_OUT_OF_MEMORY = 4,    /* std::bad_alloc */
   POSENC_ERROR_INTERNAL = 5          /* any other exception (a bug: please report it) */
-} posenc_status;
+};
 
 /* "ok", "invalid_argument", "config", "io", "out_of_memory", "internal". */
 POSENC_C_API const char* posenc_status_name(posenc_status status);
@@ -65,12 +69,8 @@ POSENC_C_API const char* posenc_version(void);
 
 #define POSENC_MAX_RANK 6
 
-typedef enum {
-  POSENC_FLOAT32 = 0,
-  POSENC_FLOAT64 = 1,
-  POSENC_BFLOAT16 = 2,
-  POSENC_FLOAT16 = 3
-} posenc_dtype;
+typedef int32_t posenc_dtype; /* one of: */
+enum { POSENC_FLOAT32 = 0, POSENC_FLOAT64 = 1, POSENC_BFLOAT16 = 2, POSENC_FLOAT16 = 3 };
 
 typedef struct {
   void* data;
@@ -95,11 +95,8 @@ typedef struct {
 /* ---- context ---- */
 
 typedef struct posenc_context posenc_context;
-typedef enum {
-  POSENC_BACKEND_AUTO = 0,
-  POSENC_BACKEND_SCALAR = 1,
-  POSENC_BACKEND_SIMD = 2
-} posenc_backend;
+typedef int32_t posenc_backend; /* one of: */
+enum { POSENC_BACKEND_AUTO = 0, POSENC_BACKEND_SCALAR = 1, POSENC_BACKEND_SIMD = 2 };
 
 /* num_threads: 1 = the calling thread only, 0 = one per hardware thread. */
 POSENC_C_API posenc_status posenc_context_create(int32_t num_threads, posenc_backend backend,
@@ -108,10 +105,14 @@ POSENC_C_API void posenc_context_destroy(posenc_context* ctx); /* NULL is a no-o
 
 /* ---- RoPE (rope.h) ---- */
 
-typedef enum { POSENC_LAYOUT_BSHD = 0, POSENC_LAYOUT_BHSD = 1 } posenc_layout;
-typedef enum { POSENC_PAIRING_HALF_SPLIT = 0, POSENC_PAIRING_INTERLEAVED = 1 } posenc_rope_pairing;
-typedef enum { POSENC_NUMERICS_ACCURATE = 0, POSENC_NUMERICS_HF = 1 } posenc_rope_numerics;
-typedef enum { POSENC_DIRECTION_FORWARD = 0, POSENC_DIRECTION_INVERSE = 1 } posenc_rope_direction;
+typedef int32_t posenc_layout; /* one of: */
+enum { POSENC_LAYOUT_BSHD = 0, POSENC_LAYOUT_BHSD = 1 };
+typedef int32_t posenc_rope_pairing; /* one of: */
+enum { POSENC_PAIRING_HALF_SPLIT = 0, POSENC_PAIRING_INTERLEAVED = 1 };
+typedef int32_t posenc_rope_numerics; /* one of: */
+enum { POSENC_NUMERICS_ACCURATE = 0, POSENC_NUMERICS_HF = 1 };
+typedef int32_t posenc_rope_direction; /* one of: */
+enum { POSENC_DIRECTION_FORWARD = 0, POSENC_DIRECTION_INVERSE = 1 };
 
 typedef struct {
   int64_t head_dim;   /* in [2, 65536] */
@@ -188,11 +189,12 @@ POSENC_C_API posenc_status posenc_rope_from_config(const char* path, int64_t seq
 
 /* ---- sinusoidal (sinusoidal.h) ---- */
 
-typedef enum {
+typedef int32_t posenc_sinusoidal_layout; /* one of: */
+enum {
   POSENC_SINUSOIDAL_INTERLEAVED = 0,
   POSENC_SINUSOIDAL_SPLIT = 1,
   POSENC_SINUSOIDAL_SPLIT_T2T = 2
-} posenc_sinusoidal_layout;
+};
 
 /* out[r, :] = PE(offset + r), out [num_positions, dim] (any dtype). */
 POSENC_C_API posenc_status posenc_sinusoidal_table(const posenc_context* ctx, int64_t dim,
@@ -202,8 +204,10 @@ POSENC_C_API posenc_status posenc_sinusoidal_table(const posenc_context* ctx, in
 
 /* ---- ALiBi (alibi.h) ---- */
 
-typedef enum { POSENC_ALIBI_REFERENCE = 0, POSENC_ALIBI_BLOOM_FLOAT32 = 1 } posenc_alibi_convention;
-typedef enum { POSENC_ALIBI_CAUSAL = 0, POSENC_ALIBI_SYMMETRIC = 1 } posenc_alibi_form;
+typedef int32_t posenc_alibi_convention; /* one of: */
+enum { POSENC_ALIBI_REFERENCE = 0, POSENC_ALIBI_BLOOM_FLOAT32 = 1 };
+typedef int32_t posenc_alibi_form; /* one of: */
+enum { POSENC_ALIBI_CAUSAL = 0, POSENC_ALIBI_SYMMETRIC = 1 };
 
 /* The num_heads slopes into out (capacity >= num_heads). */
 POSENC_C_API posenc_status posenc_alibi_slopes(int64_t num_heads, double max_bias,
@@ -221,7 +225,8 @@ POSENC_C_API posenc_status posenc_alibi_bias_tile(const posenc_context* ctx, con
 
 /* ---- T5 relative buckets (t5.h) ---- */
 
-typedef enum { POSENC_T5_BIDIRECTIONAL = 0, POSENC_T5_CAUSAL = 1 } posenc_t5_direction;
+typedef int32_t posenc_t5_direction; /* one of: */
+enum { POSENC_T5_BIDIRECTIONAL = 0, POSENC_T5_CAUSAL = 1 };
 
 /* Buckets of rel = first .. first + count - 1 (rel = key - query) into out. */
 POSENC_C_API posenc_status posenc_t5_buckets(int64_t num_buckets, int64_t max_distance,
@@ -238,13 +243,14 @@ POSENC_C_API posenc_status posenc_t5_buckets(int64_t num_buckets, int64_t max_di
  *     rope_keys ("rotate" | "pre_rotated"); tensor inv_freq (float64 [n]).
  *   "alibi": tensor slopes (float32/float64 [H]), or number max_bias (default
  *     8) with text convention ("reference" | "bloom_float32").
- *   "t5": tensor table (float32 [num_buckets, H], required), numbers
- *     max_distance (default 128); text direction ("bidirectional" | "causal").
+ *   "t5": tensor table ([num_buckets, H], required); numbers max_distance
+ *     (default 128) and bidirectional (default 1; 0: causal buckets).
  *   "shaw": tensors a_key [2 clip + 1, D], a_value [2 clip + 1, Dv] (float32
  *     or float64, required); number clip (required).
  * An unknown scheme or argument name, a missing required argument or a
  * wrong kind is POSENC_ERROR_INVALID_ARGUMENT naming it and what is allowed. */
-typedef enum { POSENC_ARG_NUMBER = 0, POSENC_ARG_TEXT = 1, POSENC_ARG_TENSOR = 2 } posenc_arg_kind;
+typedef int32_t posenc_arg_kind; /* one of: */
+enum { POSENC_ARG_NUMBER = 0, POSENC_ARG_TEXT = 1, POSENC_ARG_TENSOR = 2 };
 
 typedef struct {
   const char* name;
@@ -254,7 +260,8 @@ typedef struct {
   posenc_tensor tensor; /* POSENC_ARG_TENSOR */
 } posenc_scheme_arg;
 
-typedef enum { POSENC_MASK_CAUSAL = 0, POSENC_MASK_BIDIRECTIONAL = 1 } posenc_mask;
+typedef int32_t posenc_mask; /* one of: */
+enum { POSENC_MASK_CAUSAL = 0, POSENC_MASK_BIDIRECTIONAL = 1 };
 
 typedef struct {
   posenc_layout layout; /* of q, k, v and out */
@@ -266,9 +273,14 @@ typedef struct {
   int64_t num_scheme_args;
   int64_t query_tile; /* 0: 64 */
   int64_t key_tile;   /* 0: 64 */
+  /* Explicit positions (posenc_flash_attention only; NULL: queries at
+   * Sk - Sq + i, keys at j). Ids per batch row or shared, or an offset. */
+  const posenc_positions* query_positions;
+  const posenc_positions* key_positions;
 } posenc_attention_params;
 
-/* Defaults: bshd, causal, no window, default scale, scheme "none", tiles 64. */
+/* Defaults: bshd, causal, no window, default scale, scheme "none", tiles 64,
+ * default positions. */
 POSENC_C_API void posenc_attention_params_init(posenc_attention_params* params);
 
 /* q [B, Sq, H, D], k [B, Sk, Hkv, D], v [B, Sk, Hkv, Dv], out [B, Sq, H, Dv]

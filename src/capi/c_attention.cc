@@ -195,6 +195,12 @@ Prepared Prepare(const posenc_attention_params* p, const TensorView& q, bool var
           "a window W >= 1, or 0 for none");
   if (p->sliding_window > 0) r.params.sliding_window = p->sliding_window;
   if (p->scale != 0.0) r.params.scale = p->scale;
+  if (p->query_positions != nullptr) {
+    r.params.query_positions = PositionsOf(p->query_positions, "query_positions");
+  }
+  if (p->key_positions != nullptr) {
+    r.params.key_positions = PositionsOf(p->key_positions, "key_positions");
+  }
   r.options.query_tile = p->query_tile == 0 ? 64 : p->query_tile;
   r.options.key_tile = p->key_tile == 0 ? 64 : p->key_tile;
   std::int64_t head_dim = 0, heads = 0;

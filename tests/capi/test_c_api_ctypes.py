@@ -53,7 +53,9 @@ class AttentionParams(ctypes.Structure):
                 ("sliding_window", ctypes.c_int64),
                 ("scale", ctypes.c_double), ("scheme", ctypes.c_char_p),
                 ("scheme_args", ctypes.POINTER(SchemeArg)), ("num_scheme_args", ctypes.c_int64),
-                ("query_tile", ctypes.c_int64), ("key_tile", ctypes.c_int64)]
+                ("query_tile", ctypes.c_int64), ("key_tile", ctypes.c_int64),
+                ("query_positions", ctypes.POINTER(Positions)),
+                ("key_positions", ctypes.POINTER(Positions))]
 
 
 lib.posenc_last_error.restype = ctypes.c_char_p

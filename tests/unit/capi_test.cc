@@ -303,31 +303,42 @@ TEST(CApi, FlashAttentionSchemesByNameMatchCpp) {
   };
   posenc_context* ctx = nullptr;
   ASSERT_EQ(posenc_context_create(2, POSENC_BACKEND_AUTO, &ctx), POSENC_OK);
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name);
-    std::vector<float> out(static_cast<std::size_t>(b * sq * h * d)), out_cpp(out.size());
-    const posenc_tensor ot = CTensor(out.data(), POSENC_FLOAT32, {b, sq, h, d});
-    posenc_attention_params p;
-    posenc_attention_params_init(&p);
-    p.scheme = c.name;
-    p.scheme_args = c.args.data();
-    p.num_scheme_args = static_cast<int64_t>(c.args.size());
-    p.query_tile = 2;
-    p.key_tile = 3;
-    ASSERT_EQ(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &ot), POSENC_OK)
-        << posenc_last_error();
-    AttentionParams ap;
-    ap.scheme = c.scheme;
-    FlashAttentionOptions o;
-    o.query_tile = 2;
-    o.key_tile = 3;
-    FlashAttention(ap, TensorView::Contiguous(q.data(), DType::kFloat32, {b, sq, h, d}),
-                   TensorView::Contiguous(k.data(), DType::kFloat32, {b, sk, hkv, d}),
-                   TensorView::Contiguous(v.data(), DType::kFloat32, {b, sk, hkv, d}),
-                   TensorView::Contiguous(out_cpp.data(), DType::kFloat32, {b, sq, h, d}), o,
-                   Context(2));
-    EXPECT_EQ(out, out_cpp);
-  }
+  const std::vector<int64_t> query_ids = {6, 2, 5, 6, 4};
+  const posenc_positions query_pos{query_ids.data(), sq, 0}, key_pos{nullptr, 0, 0};
+  for (const Case& c : cases)
+    for (const bool explicit_pos : {false, true}) {
+      SCOPED_TRACE(std::string(c.name) + (explicit_pos ? " with explicit positions" : ""));
+      std::vector<float> out(static_cast<std::size_t>(b * sq * h * d)), out_cpp(out.size());
+      const posenc_tensor ot = CTensor(out.data(), POSENC_FLOAT32, {b, sq, h, d});
+      posenc_attention_params p;
+      posenc_attention_params_init(&p);
+      p.scheme = c.name;
+      p.scheme_args = c.args.data();
+      p.num_scheme_args = static_cast<int64_t>(c.args.size());
+      p.query_tile = 2;
+      p.key_tile = 3;
+      if (explicit_pos) {
+        p.query_positions = &query_pos;
+        p.key_positions = &key_pos;
+      }
+      ASSERT_EQ(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &ot), POSENC_OK)
+          << posenc_last_error();
+      AttentionParams ap;
+      ap.scheme = c.scheme;
+      if (explicit_pos) {
+        ap.query_positions = Positions::Ids(query_ids.data(), sq);
+        ap.key_positions = Positions::Offset(0);
+      }
+      FlashAttentionOptions o;
+      o.query_tile = 2;
+      o.key_tile = 3;
+      FlashAttention(ap, TensorView::Contiguous(q.data(), DType::kFloat32, {b, sq, h, d}),
+                     TensorView::Contiguous(k.data(), DType::kFloat32, {b, sk, hkv, d}),
+                     TensorView::Contiguous(v.data(), DType::kFloat32, {b, sk, hkv, d}),
+                     TensorView::Contiguous(out_cpp.data(), DType::kFloat32, {b, sq, h, d}), o,
+                     Context(2));
+      EXPECT_EQ(out, out_cpp);
+    }
   // Varlen: two sequences, ALiBi by max_bias.
   std::vector<float> out(static_cast<std::size_t>(sq * h * d)), out_cpp(out.size());
   const std::vector<int64_t> cu_q = {0, 2, 5}, cu_k = {0, 3, 7};
