@@ -6,11 +6,12 @@
 
 #include "commands.h"
 #include "posenc/error.h"
+#include "posenc/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"posenc: positional encodings for transformer models"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "posenc 0.1.0");
+  app.set_version_flag("--version", "posenc " POSENC_VERSION_STRING);
   // Subcommands, one Register* per file (cli/cmd_*.cc).
   // POSENC_CLI_REGISTER: keep this list sorted.
   posenc::cli::RegisterAlibiCommand(app);
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   posenc::cli::RegisterInspectCommand(app);
   posenc::cli::RegisterPlotCommand(app);
   posenc::cli::RegisterRelativeCommand(app);
+  posenc::cli::RegisterSchemesCommand(app);
   posenc::cli::RegisterReportCommand(app);
   posenc::cli::RegisterTableCommand(app);
   posenc::cli::RegisterTourCommand(app);
