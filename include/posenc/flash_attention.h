@@ -114,7 +114,14 @@ void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q,
 
 // Backward of the fused attention (FlashAttention-2, Dao 2023, Alg. 2) by
 // recomputation: P is rebuilt tile by tile from lse (no stored
-// probabilities; extra memory O(B * H * Sq) at most, never [Sq, Sk]).
+// probabilities), once per visible (query tile, key tile) pair; tasks over
+// (batch, kv head, chunk of key tiles) finish dK and dV of their keys (the
+// GQA group summed inside the task) and add dS K into per-chunk float32
+// partials of dQ summed in a fixed order (no atomics; gradients do not
+// depend on the thread count). Extra memory: the query side packed once
+// (q, dO as float32 rows, lse, D) and the dQ partials, O(B H Sq (D + Dv))
+// floats for the units in flight (<= 64 MiB per group of units), never
+// [Sq, Sk].
 //   D_i = dO_i . O_i;  P_ij = exp(logit_ij - lse_i);  dV_j += P_ij dO_i;
 //   dP_ij = dO_i . (v_j + a^V_ij);  dS_ij = P_ij (dP_ij - D_i);
 //   dQ_i += scale dS_ij (k_j + a^K_ij);  dK_j += scale dS_ij q_i.
