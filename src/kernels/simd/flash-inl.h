@@ -165,8 +165,9 @@ float FlashExpRowImpl(float* row, std::int64_t n, float max) {
 // value columns; each accumulator row is first multiplied by alpha[r] (the
 // online-softmax rescale), when alpha is given.
 template <int kRows, int kVecs>
-HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::int64_t nk,
-                        std::int64_t ldv, std::int64_t x, const float* alpha, float* acc) {
+HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                        std::int64_t nk, std::int64_t ldv, std::int64_t x, const float* alpha,
+                        float* acc) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   hn::Vec<decltype(d)> a[kRows][kVecs];
@@ -179,7 +180,7 @@ HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::i
   }
   for (std::int64_t j = 0; j < nk; ++j) {
     hn::Vec<decltype(d)> vj[kVecs];
-    for (int c = 0; c < kVecs; ++c) vj[c] = hn::LoadU(d, v + j * ldv + x + c * N);
+    for (int c = 0; c < kVecs; ++c) vj[c] = hn::LoadU(d, v + j * ldvr + x + c * N);
     for (int r = 0; r < kRows; ++r) {
       const auto pj = hn::Set(d, p[r * ldp + j]);
       for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(pj, vj[c], a[r][c]);
@@ -190,25 +191,34 @@ HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::i
 }
 
 template <int kRows>
-HWY_INLINE void PVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t nk,
-                       std::int64_t ldv, const float* alpha, float* acc) {
+HWY_INLINE void PVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                       std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t x = 0;
   for (; x + kFlashVecs * N <= ldv; x += kFlashVecs * N) {
-    PVBlock<kRows, kFlashVecs>(p, ldp, v, nk, ldv, x, alpha, acc);
+    PVBlock<kRows, kFlashVecs>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
   }
-  for (; x < ldv; x += N) PVBlock<kRows, 1>(p, ldp, v, nk, ldv, x, alpha, acc);
+  for (; x < ldv; x += N) PVBlock<kRows, 1>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
+}
+
+// v rows at stride ldvr (>= ldv), accumulator rows at stride ldv.
+void FlashAccumulatePVRowsImpl(const float* p, std::int64_t ldp, const float* v,
+                               std::int64_t ldvr, std::int64_t nq, std::int64_t nk,
+                               std::int64_t ldv, const float* alpha, float* acc) {
+  std::int64_t i = 0;
+  for (; i + 4 <= nq; i += 4) {
+    PVRows<4>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
+  }
+  for (; i < nq; ++i) {
+    PVRows<1>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
+  }
 }
 
 void FlashAccumulatePVScaledImpl(const float* p, std::int64_t ldp, const float* v,
                                  std::int64_t nq, std::int64_t nk, std::int64_t ldv,
                                  const float* alpha, float* acc) {
-  std::int64_t i = 0;
-  for (; i + 4 <= nq; i += 4) {
-    PVRows<4>(p + i * ldp, ldp, v, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
-  }
-  for (; i < nq; ++i) PVRows<1>(p + i * ldp, ldp, v, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
+  FlashAccumulatePVRowsImpl(p, ldp, v, ldv, nq, nk, ldv, alpha, acc);
 }
 
 void FlashAccumulatePVImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,

@@ -16,6 +16,7 @@ HWY_EXPORT(FlashTileLogitsImpl);
 HWY_EXPORT(FlashExpRowImpl);
 HWY_EXPORT(FlashAccumulatePVImpl);
 HWY_EXPORT(FlashAccumulatePVScaledImpl);
+HWY_EXPORT(FlashAccumulatePVRowsImpl);
 HWY_EXPORT(FlashScaleRowImpl);
 HWY_EXPORT(FlashScaleAlibiRowImpl);
 HWY_EXPORT(FlashAccumulatePTVImpl);
@@ -61,6 +62,12 @@ float FlashExpRow(float* row, std::int64_t n, float max) {
 void FlashAccumulatePV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                        std::int64_t nk, std::int64_t ldv, float* acc) {
   HWY_DYNAMIC_DISPATCH(FlashAccumulatePVImpl)(p, ldp, v, nq, nk, ldv, acc);
+}
+
+void FlashAccumulatePVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                           std::int64_t nq, std::int64_t nk, std::int64_t ldv, const float* alpha,
+                           float* acc) {
+  HWY_DYNAMIC_DISPATCH(FlashAccumulatePVRowsImpl)(p, ldp, v, ldvr, nq, nk, ldv, alpha, acc);
 }
 
 void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,

@@ -60,6 +60,16 @@ void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, flo
 // dst[j] += src[j], j < n (any n).
 void FlashAddRow(float* dst, const float* src, std::int64_t n);
 
+// FlashDecodeLogits for bfloat16 q and k rows read in place (no float32
+// copy of the cache): AVX512_BF16 VDPBF16PS along dim (32 products per
+// instruction, masked loads for dim % 32), the same transposing lane sum.
+// q [rows, ldq] and k [.., ldk_rows] are bfloat16 bits; s rows hold
+// Pad(nk) entries, those past nk are zero. Only when
+// FlashBf16DotAvailable(). Numerics as FlashTileLogitsBf16.
+void FlashDecodeLogitsBf16(const std::uint16_t* q, std::int64_t ldq, std::int64_t rows,
+                           const std::uint16_t* k, std::int64_t ldk_rows, std::int64_t nk,
+                           std::int64_t dim, float* s, std::int64_t lds);
+
 // Storage of the rows FlashLoadRows converts.
 enum class FlashStorage : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
 
@@ -79,6 +89,13 @@ void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, s
 void FlashDecodeLogits(const float* q, std::int64_t ldq, std::int64_t rows, const float* k,
                        std::int64_t ldk_rows, std::int64_t nk, std::int64_t dim, float* s,
                        std::int64_t lds);
+
+// FlashAccumulatePVScaled with v rows at stride ldvr (>= ldv; the
+// accumulator rows stay at stride ldv): the decode reads one kv head's
+// value rows out of a block that holds every kv head.
+void FlashAccumulatePVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                           std::int64_t nq, std::int64_t nk, std::int64_t ldv, const float* alpha,
+                           float* acc);
 
 // row[j] = row[j] * scale (+ bias[j] when bias is non-null; bias holds ld
 // entries, finite or -inf) for j < nk and -inf for nk <= j < ld (ld a
