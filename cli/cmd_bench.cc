@@ -61,7 +61,8 @@ void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
     }
     if (o.max_seq > 1 && o.max_seq < 4096) seqs.push_back(o.max_seq);  // --max-seq smoke runs
     // The DRAM-sized headline case: q + k >= 4x the LLC (full runs only).
-    const std::int64_t qk_bytes_per_token = 2 * heads * hd * static_cast<std::int64_t>(DTypeSize(dtype));
+    const std::int64_t qk_bytes_per_token =
+        2 * heads * hd * static_cast<std::int64_t>(DTypeSize(dtype));
     std::int64_t dram = 16384;
     while (o.max_seq >= 16384 && dram * qk_bytes_per_token < 4 * o.llc_bytes && dram < (1 << 20)) {
       dram *= 2;
@@ -234,8 +235,8 @@ void Run(BenchOptions o) {
   Require(o.reps >= 1 && o.reps <= 10000, "--reps", o.reps, "1 to 10000");
   Require(o.warmup >= 0 && o.warmup <= 1000, "--warmup", o.warmup, "0 to 1000");
   Require(o.max_seq >= 1 && o.max_seq <= 16384, "--max-seq", o.max_seq, "1 to 16384");
-  Require(o.what == "attention" || (!o.backward && !o.decode), o.backward ? "--backward" : "--decode",
-          o.what, "only with `posenc bench attention`");
+  Require(o.what == "attention" || (!o.backward && !o.decode),
+          o.backward ? "--backward" : "--decode", o.what, "only with `posenc bench attention`");
   const int threads = o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
   const CacheInfo llc = LastLevelCache();
   o.llc_bytes = llc.bytes;
@@ -279,7 +280,8 @@ void Run(BenchOptions o) {
                               {"threads", threads}, {"inplace", r.inplace}, {"ms", r.ms},
                               {"bytes", r.bytes}, {"gbps", gbps}, {"bandwidth_kernel", r.ceiling},
                               {"bandwidth_gbps", bw}, {"fraction_of_bandwidth", gbps / bw},
-                              {"cache_resident", r.footprint < 4.0 * static_cast<double>(o.llc_bytes)},
+                              {"cache_resident",
+                               r.footprint < 4.0 * static_cast<double>(o.llc_bytes)},
                               {"torch_ms", r.torch_ms ? nlohmann::json(*r.torch_ms) : nlohmann::json()},
                               {"torch_variant", r.torch_variant},
                               {"speedup_vs_torch", r.torch_ms ? nlohmann::json(*r.torch_ms / r.ms) : nlohmann::json()}});
@@ -298,14 +300,16 @@ void Run(BenchOptions o) {
   }
   if (!attention.empty()) PrintAttentionTable(attention, std::cout);
   if (results.empty()) return;
-  std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8} {:>7}\n", "kernel",
+  std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8} "
+                           "{:>7}\n", "kernel",
                            "dtype", "shape", "inplace", "ms", "GB/s", "ceiling GB/s", "frac", "torch ms",
                            "speedup", "in LLC");
   for (const Result& r : results) {
     std::string shape;
     for (std::size_t i = 0; i < r.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(r.shape[i]);
     const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
-    std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9.4f} {:>8.1f} {:>8.1f} {:<4} {:>6.2f} {:>10} {:>8} {:>7}\n",
+    std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9.4f} {:>8.1f} {:>8.1f} {:<4} {:>6.2f} "
+                             "{:>10} {:>8} {:>7}\n",
                              r.kernel, r.dtype, shape, r.inplace ? "yes" : "no", r.ms, gbps, bw, r.ceiling,
                              gbps / bw, r.torch_ms ? fmt::format("{:.3f}", *r.torch_ms) : "-",
                              r.torch_ms ? fmt::format("{:.1f}x", *r.torch_ms / r.ms) : "-",

@@ -234,13 +234,15 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
                        [&](const nlohmann::json& e) { return e["kernel"] == kind; });
   };
   if (any("attention")) {
-    out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10} {:>8} {:>6} {:>11} {:>10} {:>10} {:>8} {:>12}\n",
+    out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10} {:>8} {:>6} {:>11} {:>10} {:>10} {:>8} "
+                       "{:>12}\n",
                        "attention", "seq", "dtype", "threads", "ms", "GFLOP/s", "frac", "extra MiB",
                        "torch ms", "torch MiB", "speedup", "reference ms");
   }
   for (const nlohmann::json& e : entries) {
     if (e["kernel"] != "attention") continue;
-    out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10.1f} {:>8.1f} {:>6} {:>11.1f} {:>10} {:>10} {:>8} {:>12}\n",
+    out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10.1f} {:>8.1f} {:>6} {:>11.1f} {:>10} {:>10} "
+                       "{:>8} {:>12}\n",
                        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(),
                        e["dtype"].get<std::string>(), e["threads"].get<int>(), e["ms"].get<double>(),
                        e["gflops"].get<double>(), num(e["fraction_of_compute"], "{:.2f}"),
@@ -255,7 +257,8 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
   }
   for (const nlohmann::json& e : entries) {
     if (e["kernel"] != "attention_backward") continue;
-    out << fmt::format("{:<9} {:<6} {:<9} {:>9.1f} {:>9.1f} {:>6.2f} {:>8.1f} {:>6} {:>9.1f} {:>9} {:>10} {:>8}\n",
+    out << fmt::format("{:<9} {:<6} {:<9} {:>9.1f} {:>9.1f} {:>6.2f} {:>8.1f} {:>6} {:>9.1f} {:>9} "
+                       "{:>10} {:>8}\n",
                        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(),
                        e["dtype"].get<std::string>(), e["forward_ms"].get<double>(),
                        e["ms"].get<double>(), e["ms"].get<double>() / e["forward_ms"].get<double>(),

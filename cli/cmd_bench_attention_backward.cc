@@ -23,12 +23,12 @@
 //    ru_maxrss growth "torch_peak_mib"; skipped (null) above ~8 GiB of
 //    [H, S, S] buffers (~32 bytes per score). "speedup_vs_torch" = torch_ms
 //    / (forward_ms + ms).
+#include <fmt/format.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "bench_attention.h"
 #include "bench_attention_util.h"
@@ -83,8 +83,8 @@ BackwardReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType 
   std::vector<unsigned char> ob(n * DTypeSize(dtype)), dqb(ob.size()), dkb(ob.size()),
       dvb(ob.size());
   std::vector<float> lse(static_cast<std::size_t>(kHeads * seq));
-  const TensorView out = view(ob), lse_view = TensorView::Contiguous(
-                                        lse.data(), DType::kFloat32, {1, kHeads, seq});
+  const TensorView out = view(ob),
+                   lse_view = TensorView::Contiguous(lse.data(), DType::kFloat32, {1, kHeads, seq});
   AttentionGrads grads;
   grads.dq = view(dqb);
   grads.dk = view(dkb);
@@ -93,8 +93,8 @@ BackwardReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType 
     FlashAttentionWithLse(params, view(qb), view(kb), view(vb), out, lse_view, {}, ctx);
   };
   const auto backward = [&] {
-    FlashAttentionBackward(params, view(qb), view(kb), view(vb), out, view(gb), lse_view, grads,
-                           {}, ctx);
+    FlashAttentionBackward(params, view(qb), view(kb), view(vb), out, view(gb), lse_view, grads, {},
+                           ctx);
   };
   for (int i = 0; i < std::min(o.warmup, 1); ++i) {
     forward();
@@ -102,8 +102,7 @@ BackwardReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType 
   }
   std::vector<double> tf, tb;
   const auto ms_since = [](auto t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-        .count();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   for (int i = 0; i < std::min(o.reps, 5); ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -139,10 +138,15 @@ std::vector<nlohmann::json> RunAttentionBackwardBench(const AttentionBenchOption
         const double torch_bytes =
             32.0 * static_cast<double>(seq) * static_cast<double>(seq) * kHeads;
         if (o.torch && torch_bytes <= kTorchLimitBytes) {
-          const nlohmann::json spec = {
-              {"mode", "backward"},         {"scheme", scheme},     {"seq", seq},
-              {"heads", kHeads},            {"head_dim", kHeadDim}, {"threads", o.threads},
-              {"reps", std::min(o.reps, 5)}, {"warmup", std::min(o.warmup, 1)}, {"dtype", dname}};
+          const nlohmann::json spec = {{"mode", "backward"},
+                                       {"scheme", scheme},
+                                       {"seq", seq},
+                                       {"heads", kHeads},
+                                       {"head_dim", kHeadDim},
+                                       {"threads", o.threads},
+                                       {"reps", std::min(o.reps, 5)},
+                                       {"warmup", std::min(o.warmup, 1)},
+                                       {"dtype", dname}};
           const nlohmann::json t = bench_attention::RunTorchCase(spec, o);
           torch_ms = t.at("ms").get<double>();
           torch_mib = t.at("peak_extra_mib").get<double>();
@@ -157,10 +161,18 @@ std::vector<nlohmann::json> RunAttentionBackwardBench(const AttentionBenchOption
             2.0 * (3.0 * kHeadDim + 2.0 * kHeadDim) * kHeads * CausalPairs(seq) / (r.ms * 1e6);
         const auto [ceiling_name, ceiling] = bench_attention::CeilingFor(ceilings, dtype);
         entries.push_back(
-            {{"kernel", "attention_backward"}, {"scheme", scheme}, {"seq", seq},
-             {"heads", kHeads}, {"head_dim", kHeadDim}, {"causal", true}, {"dtype", dname},
-             {"threads", o.threads}, {"ms", r.ms}, {"forward_ms", r.forward_ms},
-             {"gflops", gflops}, {"fraction_of_compute", OrNull(gflops / ceiling, ceiling > 0)},
+            {{"kernel", "attention_backward"},
+             {"scheme", scheme},
+             {"seq", seq},
+             {"heads", kHeads},
+             {"head_dim", kHeadDim},
+             {"causal", true},
+             {"dtype", dname},
+             {"threads", o.threads},
+             {"ms", r.ms},
+             {"forward_ms", r.forward_ms},
+             {"gflops", gflops},
+             {"fraction_of_compute", OrNull(gflops / ceiling, ceiling > 0)},
              {"compute_kernel", ceiling_name},
              {"peak_extra_mib", static_cast<double>(r.extra_kib) / 1024.0},
              {"torch_ms", OrNull(torch_ms, have_torch)},

@@ -19,12 +19,12 @@
 //    viewed as [1, 8, 4, 128] per kv head: HF's repeat_kv would first copy
 //    the cache 4x, so this baseline is faster than HF), bias materialised
 //    as [1, 32, 1, Sk] before timing; rope rotates q inside the call.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "bench_attention.h"
 #include "bench_attention_util.h"
@@ -90,10 +90,10 @@ DecodeReply MeasureInChild(const std::string& scheme, std::int64_t seq,
   r.ms = time([&] { FlashAttentionDecode(params, q, k, v, out, TensorView{}, options, ctx); });
   const auto floats = static_cast<std::int64_t>(kb.size() / 4);
   r.ceiling_ms = time([&] {
-    RunStreamKernel(StreamKernel::kRead, reinterpret_cast<float*>(kb.data()), nullptr, floats,
-                    1.0f, ctx);
-    RunStreamKernel(StreamKernel::kRead, reinterpret_cast<float*>(vb.data()), nullptr, floats,
-                    1.0f, ctx);
+    RunStreamKernel(StreamKernel::kRead, reinterpret_cast<float*>(kb.data()), nullptr, floats, 1.0f,
+                    ctx);
+    RunStreamKernel(StreamKernel::kRead, reinterpret_cast<float*>(vb.data()), nullptr, floats, 1.0f,
+                    ctx);
   });
   return r;
 }
@@ -121,30 +121,38 @@ std::vector<nlohmann::json> RunAttentionDecodeBench(const AttentionBenchOptions&
       bool have_torch = false;
       double torch_ms = 0;
       if (o.torch) {
-        const nlohmann::json spec = {{"mode", "decode"},     {"scheme", scheme},
-                                     {"seq", seq},           {"heads", kHeads},
-                                     {"kv_heads", kKvHeads}, {"head_dim", kHeadDim},
-                                     {"threads", o.threads}, {"reps", o.reps},
-                                     {"warmup", std::max(o.warmup, 1)}};
+        const nlohmann::json spec = {
+            {"mode", "decode"},     {"scheme", scheme},     {"seq", seq},
+            {"heads", kHeads},      {"kv_heads", kKvHeads}, {"head_dim", kHeadDim},
+            {"threads", o.threads}, {"reps", o.reps},       {"warmup", std::max(o.warmup, 1)}};
         const nlohmann::json t = bench_attention::RunTorchCase(spec, o);
         torch_ms = t.at("ms").get<double>();
         have_torch = true;
         machine["torch"] = t.value("torch", "");
       }
-      const DecodeReply r = bench_attention::RunInChild<DecodeReply>(
-          [&] { return MeasureInChild(scheme, seq, o); },
-          fmt::format("decode {} Sk={}", scheme, seq));
+      const DecodeReply r =
+          bench_attention::RunInChild<DecodeReply>([&] { return MeasureInChild(scheme, seq, o); },
+                                                   fmt::format("decode {} Sk={}", scheme, seq));
       const double bytes = bytes_per_key * static_cast<double>(seq);
       const double gbps = bytes / (r.ms * 1e6), ceiling = bytes / (r.ceiling_ms * 1e6);
-      entries.push_back(
-          {{"kernel", "attention_decode"}, {"scheme", scheme}, {"seq", seq},
-           {"dtype", "bfloat16"}, {"queries", 1}, {"heads", kHeads}, {"kv_heads", kKvHeads},
-           {"head_dim", kHeadDim}, {"threads", o.threads}, {"ms", r.ms}, {"bytes", bytes},
-           {"bandwidth_gbps", gbps}, {"read_ceiling_gbps", ceiling},
-           {"fraction_of_bandwidth", gbps / ceiling},
-           {"cache_resident", bytes < 4.0 * static_cast<double>(o.llc_bytes)},
-           {"torch_ms", OrNull(torch_ms, have_torch)},
-           {"speedup_vs_torch", OrNull(torch_ms / r.ms, have_torch)}, {"reps", o.reps}});
+      entries.push_back({{"kernel", "attention_decode"},
+                         {"scheme", scheme},
+                         {"seq", seq},
+                         {"dtype", "bfloat16"},
+                         {"queries", 1},
+                         {"heads", kHeads},
+                         {"kv_heads", kKvHeads},
+                         {"head_dim", kHeadDim},
+                         {"threads", o.threads},
+                         {"ms", r.ms},
+                         {"bytes", bytes},
+                         {"bandwidth_gbps", gbps},
+                         {"read_ceiling_gbps", ceiling},
+                         {"fraction_of_bandwidth", gbps / ceiling},
+                         {"cache_resident", bytes < 4.0 * static_cast<double>(o.llc_bytes)},
+                         {"torch_ms", OrNull(torch_ms, have_torch)},
+                         {"speedup_vs_torch", OrNull(torch_ms / r.ms, have_torch)},
+                         {"reps", o.reps}});
     }
   }
   return entries;

@@ -69,16 +69,18 @@ struct Layout {
   // Floats of one unit: q rows, dO rows, lse, chunk partials of dQ.
   Index RowsFloats() const { return G * Sq * (ldd + ldv + 1); }
   Index UnitFloats() const { return RowsFloats() + chunks * G * Sq * ldd; }
-  Index UnitPairs() const { return (bf16_qk ? G * Sq * D / 2 : 0) + (bf16_dv ? G * Sq * Dv / 2 : 0); }
+  Index UnitPairs() const {
+    return (bf16_qk ? G * Sq * D / 2 : 0) + (bf16_dv ? G * Sq * Dv / 2 : 0);
+  }
 };
 
 // The packed query side of one unit, inside the group's buffers.
 struct UnitView {
-  float* q = nullptr;     // [G, Sq, ldd] rotated q rows (zero padding)
-  float* dout = nullptr;  // [G, Sq, ldv]
-  float* lse = nullptr;   // [G, Sq]
-  float* dq = nullptr;    // [chunks, G, Sq, ldd] partial sums of dS K
-  double* delta = nullptr;        // [G, Sq] D_i = dO_i . O_i
+  float* q = nullptr;                   // [G, Sq, ldd] rotated q rows (zero padding)
+  float* dout = nullptr;                // [G, Sq, ldv]
+  float* lse = nullptr;                 // [G, Sq]
+  float* dq = nullptr;                  // [chunks, G, Sq, ldd] partial sums of dS K
+  double* delta = nullptr;              // [G, Sq] D_i = dO_i . O_i
   std::uint32_t* q_pairs = nullptr;     // [G, Sq, D / 2] (bf16_qk)
   std::uint32_t* dout_pairs = nullptr;  // [G, Sq, Dv / 2] (bf16_dv)
 };
@@ -208,7 +210,8 @@ void LoadKeyTile(const BackwardCall& c, const Layout& L, const TensorView& k, co
   const Index j0 = u * c.bk, nk = std::min(c.bk, p.dims.key_len - j0);
   float* tmp = w.rows.data();
   LoadRows(k, p.kd, b, hk, j0, nk, tmp, L.D);
-  if (p.rotate_keys) RotateTile(*p.rope, tmp, nk, L.D, &c.kpos[Z(b * p.dims.key_len + j0)], w.serial);
+  if (p.rotate_keys)
+    RotateTile(*p.rope, tmp, nk, L.D, &c.kpos[Z(b * p.dims.key_len + j0)], w.serial);
   TransposeTile(tmp, nk, L.D, L.D, w.kt.data(), L.ldk);
   for (Index j = 0; j < nk; ++j) {
     float* dst = w.krows.data() + j * L.ldd;
@@ -230,8 +233,7 @@ struct PairWork {
   Scratch& w;
   Index b, h, hl, chunk;
 
-  SchemeRow<float> RowOf(Index row, Index i, const Index* qpos, const Index* kpos,
-                         Index nk) const {
+  SchemeRow<float> RowOf(Index row, Index i, const Index* qpos, const Index* kpos, Index nk) const {
     SchemeRow<float> r;
     r.head = h;
     r.qpos = qpos[i];
@@ -252,8 +254,8 @@ struct PairWork {
     float* s = w.s.data();
     float* dp = w.dp.data();
     if (L.bf16_qk) {
-      kernels::simd::FlashTileLogitsBf16(u.q_pairs + row0 * L.D / 2, L.D / 2, w.kt_pairs.data(),
-                                         nq, L.D, ldk, s);
+      kernels::simd::FlashTileLogitsBf16(u.q_pairs + row0 * L.D / 2, L.D / 2, w.kt_pairs.data(), nq,
+                                         L.D, ldk, s);
     } else {
       ops.Logits(qt, L.ldd, w.kt.data(), nq, L.D, ldk, s);
     }
@@ -340,8 +342,8 @@ struct PairWork {
 
 // Phase 2: key tiles [u0, u1) of unit (b, hk), chunk `chunk`.
 void KeyChunk(const BackwardCall& c, const Layout& L, const TileOps& ops, const UnitView& u,
-              const TensorView& k, const TensorView& v, const AttentionGrads& g, Index b,
-              Index hk, Index chunk, Index u0, Index u1, Scratch& w) {
+              const TensorView& k, const TensorView& v, const AttentionGrads& g, Index b, Index hk,
+              Index chunk, Index u0, Index u1, Scratch& w) {
   const Problem& p = c.p;
   for (Index ku = u0; ku < u1; ++ku) {
     const Index j0 = ku * c.bk, nk = std::min(c.bk, p.dims.key_len - j0);
@@ -371,9 +373,8 @@ void KeyChunk(const BackwardCall& c, const Layout& L, const TileOps& ops, const 
 }
 
 // Phase 3: dq of query tile t of head h = scale * sum of the chunk partials.
-void ReduceQueryTile(const BackwardCall& c, const Layout& L, const TileOps& ops,
-                     const UnitView& u, const AttentionGrads& g, Index b, Index h, Index hl,
-                     Index t, Scratch& w) {
+void ReduceQueryTile(const BackwardCall& c, const Layout& L, const TileOps& ops, const UnitView& u,
+                     const AttentionGrads& g, Index b, Index h, Index hl, Index t, Scratch& w) {
   const Problem& p = c.p;
   const Index i0 = t * c.bq, nq = std::min(c.bq, L.Sq - i0), row0 = hl * L.Sq + i0;
   float* sum = u.dq + row0 * L.ldd;  // chunk 0's partial accumulates the others
@@ -384,8 +385,7 @@ void ReduceQueryTile(const BackwardCall& c, const Layout& L, const TileOps& ops,
   for (Index i = 0; i < nq; ++i)
     for (Index x = 0; x < L.D; ++x) tmp[i * L.D + x] = p.scale * sum[i * L.ldd + x];
   if (p.rope != nullptr) {
-    RotateTile(*p.rope, tmp, nq, L.D, &c.qpos[Z(b * L.Sq + i0)], w.serial,
-               RopeDirection::kInverse);
+    RotateTile(*p.rope, tmp, nq, L.D, &c.qpos[Z(b * L.Sq + i0)], w.serial, RopeDirection::kInverse);
   }
   StoreRows(g.dq, c.dqd, b, h, i0, nq, tmp, L.D);
 }
@@ -434,8 +434,8 @@ void RunBackward(const BackwardCall& c, const TensorView& q, const TensorView& k
   L.Sq = d.query_len;
   L.bf16_qk = bf16_cpu && q.dtype == DType::kBFloat16 && k.dtype == DType::kBFloat16 &&
               p.rope == nullptr && L.D % 2 == 0;
-  L.bf16_dv = bf16_cpu && dout.dtype == DType::kBFloat16 && v.dtype == DType::kBFloat16 &&
-              L.Dv % 2 == 0;
+  L.bf16_dv =
+      bf16_cpu && dout.dtype == DType::kBFloat16 && v.dtype == DType::kBFloat16 && L.Dv % 2 == 0;
   const Index units = d.batch * d.kv_heads, threads = ctx.num_threads();
   // Enough tasks for the threads: when units are few, each unit's key tiles
   // are split into chunks, each with its own dQ partial. The count depends
@@ -457,8 +457,8 @@ void RunBackward(const BackwardCall& c, const TensorView& q, const TensorView& k
   for (Index first = 0; first < units; first += group_units) {
     const Index n_units = std::min(group_units, units - first);
     auto unit_view = [&](Index local) {
-      return ViewOf(L, floats.data() + local * L.UnitFloats(),
-                    deltas.data() + local * L.G * L.Sq, pairs.data() + local * L.UnitPairs());
+      return ViewOf(L, floats.data() + local * L.UnitFloats(), deltas.data() + local * L.G * L.Sq,
+                    pairs.data() + local * L.UnitPairs());
     };
     const Index row_tasks = L.G * c.q_tiles;
     ctx.ParallelFor(n_units * row_tasks, [&](Index task, int worker) {

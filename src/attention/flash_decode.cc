@@ -50,10 +50,10 @@ using flash_internal::PositionRange;
 using flash_internal::Problem;
 using Index = std::int64_t;
 
-constexpr Index kMaxQueries = 16;   // decode: Sq <= 16
-constexpr Index kBlock = 32;        // keys per block
-constexpr Index kMinChunk = 256;    // keys per chunk, at least
-constexpr Index kMaxChunks = 64;    // chunks per batch row, at most
+constexpr Index kMaxQueries = 16;  // decode: Sq <= 16
+constexpr Index kBlock = 32;       // keys per block
+constexpr Index kMinChunk = 256;   // keys per chunk, at least
+constexpr Index kMaxChunks = 64;   // chunks per batch row, at most
 
 std::size_t Z(Index i) { return static_cast<std::size_t>(i); }
 
@@ -74,7 +74,7 @@ struct DecodePlan {
 struct BlockRows {
   const float* k = nullptr;  // float32 key rows (null: bfloat16 rows k16)
   const std::uint16_t* k16 = nullptr;
-  Index k_stride = 0;        // elements between keys
+  Index k_stride = 0;  // elements between keys
   const float* v = nullptr;
   Index v_stride = 0;
 };
@@ -99,7 +99,8 @@ struct DecodeOps {
     if (simd) return kernels::simd::FlashDecodeLogits(q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
     for (Index r = 0; r < rows; ++r) {
       std::fill(s + r * lds, s + r * lds + lds, 0.0f);
-      for (Index j = 0; j < nk; ++j) s[r * lds + j] = flash_internal::Dot(q + r * ldq, k + j * ldk_rows, dim);
+      for (Index j = 0; j < nk; ++j)
+        s[r * lds + j] = flash_internal::Dot(q + r * ldq, k + j * ldk_rows, dim);
     }
   }
   float ScaleRow(float* row, Index nk, Index ld, float scale, const float* bias) const {
@@ -143,7 +144,8 @@ void LoadQueries(const Problem& p, const DecodePlan& plan, const TensorView& q, 
       std::fill(dst + plan.D, dst + plan.ldd, 0.0f);
       if (plan.bf16_keys) {  // exact: q holds bfloat16 values
         for (Index x = 0; x < plan.D; ++x) {
-          w.q16[Z((first + hl * plan.Sq + i) * plan.D + x)] = FloatToBF16(rows[i * plan.D + x]).bits;
+          w.q16[Z((first + hl * plan.Sq + i) * plan.D + x)] =
+              FloatToBF16(rows[i * plan.D + x]).bits;
         }
       }
     }
@@ -169,17 +171,19 @@ void LoadKeys(const Problem& p, const DecodePlan& plan, const TensorView& k, Ind
   if (p.rotate_keys) {
     flash_internal::LoadRows(k, p.kd, b, hk, j0, nk, w.tmp.data(), plan.D);
     flash_internal::RotateTile(*p.rope, w.tmp.data(), nk, plan.D, w.kpos.data(), w.serial);
-    for (Index j = 0; j < nk; ++j) std::copy_n(w.tmp.data() + j * plan.D, plan.D, rows + j * plan.ldd);
+    for (Index j = 0; j < nk; ++j)
+      std::copy_n(w.tmp.data() + j * plan.D, plan.D, rows + j * plan.ldd);
   } else {
     flash_internal::LoadRows(k, p.kd, b, hk, j0, nk, rows, plan.ldd);
   }
-  for (Index j = 0; j < nk; ++j) std::fill(rows + j * plan.ldd + plan.D, rows + (j + 1) * plan.ldd, 0.0f);
+  for (Index j = 0; j < nk; ++j)
+    std::fill(rows + j * plan.ldd + plan.D, rows + (j + 1) * plan.ldd, 0.0f);
 }
 
 // Keys [j0, j0 + nk) against the R query rows of kv head hk: logits, the
 // scheme's terms and the mask, the online softmax update and P . V.
-void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
-              const BlockRows& rows, const std::vector<Index>& qpos, const PositionRange& queries,
+void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, const BlockRows& rows,
+              const std::vector<Index>& qpos, const PositionRange& queries,
               const PositionRange& keys, bool all_visible, Index b, Index hk, Index nk, Work& w) {
   const Index first = hk * plan.R;
   float* s = w.s.data();
@@ -187,8 +191,8 @@ void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
     kernels::simd::FlashDecodeLogitsBf16(w.q16.data() + first * plan.D, plan.D, plan.R, rows.k16,
                                          rows.k_stride, nk, plan.D, s, plan.ldk);
   } else {
-    ops.Logits(w.q.data() + first * plan.ldd, plan.ldd, plan.R, rows.k, rows.k_stride, nk,
-               plan.ldd, s, plan.ldk);
+    ops.Logits(w.q.data() + first * plan.ldd, plan.ldd, plan.R, rows.k, rows.k_stride, nk, plan.ldd,
+               s, plan.ldk);
   }
   const bool values = p.scheme->Has(SchemeTerm::kValue);
   for (Index hl = 0; hl < plan.G; ++hl) {
@@ -324,7 +328,9 @@ void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
 // Merges the chunks' partials of (b, h, i) into out (and lse).
 void Merge(const Problem& p, const DecodePlan& plan, const float* part_ml, const float* part_acc,
            const TensorView& out, const TensorView& lse, Index b, Index h, Index i, float* row) {
-  const auto slot = [&](Index c) { return ((b * plan.chunks + c) * p.dims.heads + h) * plan.Sq + i; };
+  const auto slot = [&](Index c) {
+    return ((b * plan.chunks + c) * p.dims.heads + h) * plan.Sq + i;
+  };
   float mx = kNegInf;
   for (Index c = 0; c < plan.chunks; ++c) mx = std::max(mx, part_ml[2 * slot(c)]);
   std::fill(row, row + plan.Dv, 0.0f);
@@ -390,7 +396,8 @@ void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, co
   std::vector<Index> qpos(Z(d.batch * plan.Sq));
   std::vector<PositionRange> qranges;
   for (Index b = 0; b < d.batch; ++b) {
-    for (Index i = 0; i < plan.Sq; ++i) qpos[Z(b * plan.Sq + i)] = p.query_positions.At(b, i, plan.Sq);
+    for (Index i = 0; i < plan.Sq; ++i)
+      qpos[Z(b * plan.Sq + i)] = p.query_positions.At(b, i, plan.Sq);
     qranges.push_back(flash_internal::RangeOf(qpos.data() + b * plan.Sq, plan.Sq));
   }
   const Index slots = d.batch * plan.chunks * d.heads * plan.Sq;

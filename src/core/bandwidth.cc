@@ -129,7 +129,8 @@ CacheInfo LastLevelCache() {
     }
   }
   if (info.bytes > 0) return info;
-  for (const auto& [name, level] : {std::pair{_SC_LEVEL3_CACHE_SIZE, 3}, {_SC_LEVEL2_CACHE_SIZE, 2}}) {
+  for (const auto& [name, level] :
+       {std::pair{_SC_LEVEL3_CACHE_SIZE, 3}, std::pair{_SC_LEVEL2_CACHE_SIZE, 2}}) {
     const long bytes = sysconf(name);
     if (bytes > 0) {
       info.bytes = bytes;

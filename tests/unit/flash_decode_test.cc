@@ -5,12 +5,12 @@
 // masks, bfloat16 caches, every compiled SIMD target and the scalar
 // backend; against the dense kernel (FlashAttention) on a long cache; the
 // same bits for any thread count; bad input.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "flash_forward_fixture.h"
 #include "flash_test_util.h"
@@ -40,7 +40,9 @@ Case Decode(std::string name, Kind kind, AttentionMask mask, Index sq) {
 
 TEST(FlashAttentionDecode, NoneOneQueryGqa) { CheckCase(Decode("none", Kind::kNone, kCausal, 1)); }
 
-TEST(FlashAttentionDecode, AlibiFourQueries) { CheckCase(Decode("alibi", Kind::kAlibi, kCausal, 4)); }
+TEST(FlashAttentionDecode, AlibiFourQueries) {
+  CheckCase(Decode("alibi", Kind::kAlibi, kCausal, 4));
+}
 
 TEST(FlashAttentionDecode, T5SixteenQueries) { CheckCase(Decode("t5", Kind::kT5, kCausal, 16)); }
 
@@ -156,8 +158,7 @@ TEST(FlashAttentionDecodeBadInput, SeventeenQueries) {
   Tensor k(DType::kFloat32, AttentionLayout::kBSHD, 1, 40, 2, 8, 2);
   Tensor v(DType::kFloat32, AttentionLayout::kBSHD, 1, 40, 2, 8, 3);
   Tensor o(DType::kFloat32, AttentionLayout::kBSHD, 1, 17, 2, 8, 4);
-  ExpectInvalid([&] { FlashAttentionDecode({}, q.view, k.view, v.view, o.view); },
-                "q.shape[seq]");
+  ExpectInvalid([&] { FlashAttentionDecode({}, q.view, k.view, v.view, o.view); }, "q.shape[seq]");
 }
 
 TEST(FlashAttentionDecodeBadInput, LseShape) {

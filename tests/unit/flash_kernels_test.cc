@@ -10,12 +10,12 @@
 //    Linux permission request); a path the CPU lacks is skipped with the
 //    reason printed;
 //  - the compute ceilings (posenc/bandwidth.h) and the read kernel.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/simd/flash.h"
 #include "kernels/simd/x86_features.h"
@@ -123,11 +123,12 @@ TEST_P(FlashKernelTarget, LoadRowsConvertsExactly) {
     hf[i] = FloatToF16(x[i]).bits;
   }
   std::vector<float> out(n * ld, NAN);
-  for (const auto storage : {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16,
-                             ks::FlashStorage::kFloat16}) {
-    const void* src = storage == ks::FlashStorage::kFloat32    ? static_cast<const void*>(x.data())
-                      : storage == ks::FlashStorage::kBFloat16 ? static_cast<const void*>(bf.data())
-                                                               : static_cast<const void*>(hf.data());
+  for (const auto storage :
+       {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
+    const void* src = storage == ks::FlashStorage::kFloat32 ? static_cast<const void*>(x.data())
+                      : storage == ks::FlashStorage::kBFloat16
+                          ? static_cast<const void*>(bf.data())
+                          : static_cast<const void*>(hf.data());
     ks::FlashLoadRows(storage, src, stride, n, dim, out.data(), ld);
     for (Index r = 0; r < n; ++r) {
       for (Index c = 0; c < dim; ++c) {
@@ -212,8 +213,7 @@ TEST(FlashBf16Logits, AmxTiles) {
     for (const Index dim : {32, 128}) {
       const Bf16Tile t(nq, 53, dim);
       std::vector<float> s(nq * t.ld, NAN);
-      ks::FlashTileLogitsAmx(t.q_pairs.data(), t.ldq, t.kt_pairs.data(), nq, dim, t.ld,
-                             s.data());
+      ks::FlashTileLogitsAmx(t.q_pairs.data(), t.ldq, t.kt_pairs.data(), nq, dim, t.ld, s.data());
       t.Check(s, "AMX logits");
     }
   }

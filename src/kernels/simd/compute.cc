@@ -20,7 +20,8 @@ inline constexpr int kAccumulators = 8;
 double ComputeFloat32FmaImpl(std::int64_t iterations) {
   const hn::ScalableTag<float> d;
   hn::Vec<decltype(d)> acc[kAccumulators];
-  for (int i = 0; i < kAccumulators; ++i) acc[i] = hn::Set(d, 1.0f + 0.001f * static_cast<float>(i));
+  for (int i = 0; i < kAccumulators; ++i)
+    acc[i] = hn::Set(d, 1.0f + 0.001f * static_cast<float>(i));
   // acc -> acc * m + a converges to a / (1 - m): values stay normal.
   const auto m = hn::Set(d, 0.999999f), a = hn::Set(d, 1e-6f);
   for (std::int64_t it = 0; it < iterations; ++it) {

@@ -3,9 +3,9 @@
 // the feature (Highway 1.0.3 emits neither instruction); called only when
 // kernels/simd/x86_features.h says the CPU (and, for AMX, the kernel's
 // permission) allows it.
-#include "kernels/simd/compute.h"
-
 #include <cstdint>
+
+#include "kernels/simd/compute.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -17,7 +17,7 @@ namespace {
 #if defined(__x86_64__)
 constexpr long kArchGetXcompPerm = 0x1022;  // arch/x86/include/uapi/asm/prctl.h
 constexpr long kArchReqXcompPerm = 0x1023;
-constexpr long kXfeatureXtiledata = 18;     // XFEATURE_XTILEDATA
+constexpr long kXfeatureXtiledata = 18;  // XFEATURE_XTILEDATA
 
 bool CpuHasAmx() {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -38,8 +38,8 @@ AmxState RequestAmx() {
     return s;
   }
   if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
-    s.status = std::string("arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) failed: ") +
-               std::strerror(errno);
+    s.status =
+        std::string("arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) failed: ") + std::strerror(errno);
     return s;
   }
   unsigned long long mask = 0;
@@ -63,8 +63,7 @@ const AmxState& Amx() {
 
 bool CpuHasAvx512Bf16() {
 #if defined(__x86_64__)
-  static const bool has =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
   return has;
 #else
   return false;
