@@ -66,6 +66,7 @@ struct Work {
   std::vector<float> q, k, s, acc, m, l, alpha, terms;
   std::vector<std::uint32_t> q_pairs;  // bf16 logits: q as bfloat16 pairs
   std::vector<std::int64_t> qpos;
+  std::vector<const float*> bias_rows;  // per query row: its terms (FlashSoftmaxTile)
   TileTerms tile_terms;
 };
 
@@ -245,6 +246,23 @@ struct QueryTask {
       ops.Logits(w.q.data(), D, kt, nq, D, ldk, sc);
     }
     const bool values = p.scheme->Has(SchemeTerm::kValue);
+    if (rows.simd && all_visible && !values &&
+        (!w.tile_terms.active() || w.tile_terms.WindowsOnly())) {
+      // The common case in one SIMD call: the terms are windows of the
+      // tile's distance table (or none), so every row's pointer stays valid.
+      const float** bias = nullptr;
+      if (w.tile_terms.active()) {
+        for (std::int64_t i = 0; i < nq; ++i) {
+          w.bias_rows[static_cast<std::size_t>(i)] = w.tile_terms.Row(
+              w.qpos[static_cast<std::size_t>(i)], w.q.data() + i * D, p.scale, w.terms.data());
+        }
+        bias = w.bias_rows.data();
+      }
+      kernels::simd::FlashSoftmaxTile(sc, ldk, nq, nk, p.scale, bias, w.m.data(), w.l.data(),
+                                      w.alpha.data());
+      rows.PVScaled(sc, ldk, vt, nq, nk, ldv, w.alpha.data(), w.acc.data());
+      return;
+    }
     for (std::int64_t i = 0; i < nq; ++i) {
       float* row = sc + i * ldk;
       const float row_max = ScaledRow(i, row, kpos, nk, all_visible);
@@ -367,6 +385,7 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
     w.alpha.resize(static_cast<std::size_t>(plan.bq));
     w.terms.resize(static_cast<std::size_t>(plan.ldk));
     w.qpos.resize(static_cast<std::size_t>(plan.bq));
+    w.bias_rows.assign(static_cast<std::size_t>(plan.bq), nullptr);
     w.q_pairs.resize(bf16 ? static_cast<std::size_t>(plan.bq * plan.D / 2) : 0);
     w.tile_terms.Reset(*p.scheme, 4 * (plan.bq + plan.bk), plan.ldk);
     serial.emplace_back(1, ctx.backend());

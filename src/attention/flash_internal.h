@@ -147,6 +147,9 @@ class TileTerms {
   const float* Row(std::int64_t qp, const float* qi, float scale, float* scratch) const;
   // True when the distance table is in use for the prepared tile.
   bool tabulated() const { return table_ready_; }
+  // True when Row returns windows of the distance table (no scratch): the
+  // pointers of every row of the tile stay valid together.
+  bool WindowsOnly() const { return table_ready_ && keys_consecutive_; }
   std::int64_t table_lo() const { return lo_; }      // first tabulated distance r - p
   std::int64_t table_size() const { return n_; }     // number of tabulated distances
   std::int64_t capacity() const { return cap_; }

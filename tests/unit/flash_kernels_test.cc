@@ -142,6 +142,31 @@ TEST_P(FlashKernelTarget, LoadRowsConvertsExactly) {
     }
   }
 }
+TEST_P(FlashKernelTarget, SoftmaxTileEqualsTheRowKernels) {
+  // One call for the tile = FlashScaleRow + FlashExpRow row by row (same
+  // operations: identical probabilities), with the online update of m, l.
+  const Index nq = 6, nk = 45, ld = 48;
+  const std::vector<float> s0 = Random(nq * ld, 12, -4.0f, 4.0f);
+  std::vector<float> bias = Random(ld + 8, 13);
+  std::vector<const float*> rows(nq);
+  for (Index i = 0; i < nq; ++i) rows[i] = i == 2 ? nullptr : bias.data() + i % 3;
+  std::vector<float> m = {-INFINITY, 0.5f, 9.0f, -1.0f, 2.0f, -INFINITY};
+  std::vector<float> l = {0.0f, 3.0f, 1.5f, 2.0f, 0.25f, 0.0f}, alpha(nq);
+  std::vector<float> fast = s0, m_fast = m, l_fast = l;
+  ks::FlashSoftmaxTile(fast.data(), ld, nq, nk, 0.3f, rows.data(), m_fast.data(), l_fast.data(),
+                       alpha.data());
+  for (Index i = 0; i < nq; ++i) {
+    std::vector<float> row(s0.begin() + i * ld, s0.begin() + (i + 1) * ld);
+    const float mx = ks::FlashScaleRow(row.data(), nk, ld, 0.3f, rows[i]);
+    const float m_new = std::max(m[i], mx);
+    const double want_alpha = m[i] == -INFINITY ? 0.0 : std::exp(double(m[i]) - m_new);
+    const float sum = ks::FlashExpRow(row.data(), ld, m_new);
+    for (Index j = 0; j < ld; ++j) ASSERT_EQ(fast[i * ld + j], row[j]) << i << ", " << j;
+    EXPECT_EQ(m_fast[i], m_new);
+    EXPECT_NEAR(alpha[i], want_alpha, 2e-7 * want_alpha);
+    EXPECT_NEAR(l_fast[i], l[i] * want_alpha + sum, 1e-6 * (l[i] * want_alpha + sum));
+  }
+}
 POSENC_INSTANTIATE_PER_SIMD_TARGET(FlashKernelTarget);
 
 // bfloat16 q [nq, dim] and k [nk, dim] values, packed as the flash paths

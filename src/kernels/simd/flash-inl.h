@@ -161,6 +161,56 @@ float FlashExpRowImpl(float* row, std::int64_t n, float max) {
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
+// The forward's online-softmax step for a whole tile in one call (no
+// per-row dispatch): per row i < nq of s [nq, ld], x = s * scale + bias[i]
+// (bias null, or bias[i] null: no terms; ld entries), -inf for j >= nk;
+// m_new = max(m[i], max_j x); alpha[i] = exp(m[i] - m_new) (0 when m[i] was
+// -inf); s = exp(x - m_new); l[i] = l[i] * alpha[i] + sum_j s. A row with no
+// finite x is zeroed with alpha 1 and m, l unchanged.
+void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk,
+                          float scale, const float* const* bias, float* m, float* l,
+                          float* alpha) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const float kInf = std::numeric_limits<float>::infinity();
+  const auto neg_inf = hn::Set(d, -kInf);
+  const auto vscale = hn::Set(d, scale);
+  for (std::int64_t i = 0; i < nq; ++i) {
+    float* row = s + i * ld;
+    const float* b = bias != nullptr ? bias[i] : nullptr;
+    auto vmax = neg_inf;
+    for (std::int64_t j = 0; j < ld; j += N) {
+      auto x = hn::Mul(hn::LoadU(d, row + j), vscale);
+      if (b != nullptr) x = hn::Add(x, hn::LoadU(d, b + j));
+      if (j + N > nk) {
+        const std::int64_t valid = nk > j ? nk - j : 0;
+        x = hn::IfThenElse(hn::FirstN(d, static_cast<std::size_t>(valid)), x, neg_inf);
+      }
+      hn::StoreU(x, d, row + j);
+      vmax = hn::Max(vmax, x);
+    }
+    const float row_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    if (row_max == -kInf) {
+      for (std::int64_t j = 0; j < ld; j += N) hn::StoreU(hn::Zero(d), d, row + j);
+      alpha[i] = 1.0f;
+      continue;
+    }
+    const float m_new = m[i] > row_max ? m[i] : row_max;
+    alpha[i] = m[i] == -kInf ? 0.0f
+                             : hn::GetLane(ExpNonPositive(d, hn::Set(d, m[i] - m_new)));
+    m[i] = m_new;
+    const auto vm = hn::Set(d, m_new);
+    auto sum = hn::Zero(d);
+    for (std::int64_t j = 0; j < ld; j += N) {
+      const auto x = hn::LoadU(d, row + j);
+      const auto e = hn::IfThenElseZero(hn::Gt(x, neg_inf), ExpNonPositive(d, hn::Sub(x, vm)));
+      hn::StoreU(e, d, row + j);
+      sum = hn::Add(sum, e);
+    }
+    l[i] = l[i] * alpha[i] + hn::GetLane(hn::SumOfLanes(d, sum));
+  }
+}
+
 // The same blocking for P . V: kRows probability rows x kVecs vectors of
 // value columns; each accumulator row is first multiplied by alpha[r] (the
 // online-softmax rescale), when alpha is given.

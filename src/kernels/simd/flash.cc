@@ -22,6 +22,7 @@ HWY_EXPORT(FlashScaleAlibiRowImpl);
 HWY_EXPORT(FlashAccumulatePTVImpl);
 HWY_EXPORT(FlashBackwardRowImpl);
 HWY_EXPORT(FlashAddRowImpl);
+HWY_EXPORT(FlashSoftmaxTileImpl);
 HWY_EXPORT(FlashLoadRowsImpl);
 HWY_EXPORT(FlashDecodeLogitsImpl);
 
@@ -38,6 +39,11 @@ void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::i
 void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
                       const float* bias, float lse, float delta) {
   HWY_DYNAMIC_DISPATCH(FlashBackwardRowImpl)(s, dp, nk, ld, scale, bias, lse, delta);
+}
+
+void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
+                      const float* const* bias, float* m, float* l, float* alpha) {
+  HWY_DYNAMIC_DISPATCH(FlashSoftmaxTileImpl)(s, ld, nq, nk, scale, bias, m, l, alpha);
 }
 
 void FlashAddRow(float* dst, const float* src, std::int64_t n) {

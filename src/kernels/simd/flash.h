@@ -57,6 +57,16 @@ void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::i
 void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
                       const float* bias, float lse, float delta);
 
+// The forward's online-softmax step for a tile of nq rows in one call:
+// per row, x = s * scale + bias[i][j] (bias or bias[i] null: no terms;
+// finite or -inf, ld entries), -inf for j >= nk; m_new = max(m[i], max x);
+// alpha[i] = exp(m[i] - m_new) (0 when m[i] = -inf); s = exp(x - m_new);
+// l[i] = l[i] alpha[i] + sum s. A row with no finite x becomes zeros with
+// alpha[i] = 1 and m[i], l[i] unchanged. Same exp and sums as
+// FlashScaleRow + FlashExpRow row by row.
+void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
+                      const float* const* bias, float* m, float* l, float* alpha);
+
 // dst[j] += src[j], j < n (any n).
 void FlashAddRow(float* dst, const float* src, std::int64_t n);
 
