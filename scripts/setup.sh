@@ -10,6 +10,10 @@ DEBS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev libdlpack-dev python3-dev python3-numpy python3-torch python3-pytest python3-matplotlib
   libjemalloc2 chromium
+  # OpenBLAS for torch's float32 matmuls (Debian's default libblas.so.3 is the
+  # reference BLAS, ~5x slower here): `posenc experiment extrapolation --dtype float32`
+  # and its float32 speed check.
+  libopenblas0-pthread
 )
 
 missing=()
