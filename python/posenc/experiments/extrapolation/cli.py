@@ -150,7 +150,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if o.quick:
             progress.line("quick run: a smoke test of the experiment (few steps, a small test "
                           "sample), not the measurement; run without --quick for the figures")
-        results = run(o, progress)
+        results = run(o, progress, on_scheme=lambda partial: write_results(partial, o.output))
         paths = write_results(results, o.output)
     except ExperimentError as e:
         sys.stderr.write(f"{PROG}: error: {e}\n")

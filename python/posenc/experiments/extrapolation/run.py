@@ -7,7 +7,7 @@ import os
 import platform
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -148,8 +148,11 @@ def evaluate_all(model: TransformerLM, windows: Dict[int, np.ndarray], o: Option
     return rows, longest
 
 
-def run(o: Options, progress: Optional[Progress] = None) -> Dict[str, Any]:
-    """Runs the experiment and writes nothing; returns the results dict."""
+def run(o: Options, progress: Optional[Progress] = None,
+        on_scheme: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+    """Runs the experiment; returns the results dict. on_scheme(results so
+    far, config["complete"] false) is called after every trained scheme (the
+    CLI writes them, so a long run that stops keeps what it measured)."""
     started = time.monotonic()
     load_before = os.getloadavg()
     posenc_threads = set_threads(o.threads)
@@ -171,6 +174,24 @@ def run(o: Options, progress: Optional[Progress] = None) -> Dict[str, Any]:
     offsets = draw_offsets(corpus.train.data.size, L, o.steps, o.batch, o.seed)
     speed = speed_check(o, shape, corpus.train.data, progress) if o.speed_check else []
 
+    def config_of(complete: bool) -> Dict[str, Any]:
+        return {
+            "experiment": "extrapolation", "quick": o.quick, "complete": complete,
+            "corpus": corpus.summary(), "model": model_summary(shape),
+            "train_length": L, "eval_lengths": o.eval_lengths, "steps": o.steps,
+            "batch": o.batch, "lr": o.lr, "dtype": o.dtype, "seed": o.seed, "threads": o.threads,
+            "posenc_threads": posenc_threads, "eval_tokens": span,
+            "val_tokens": int(val_windows.shape[0] * L),
+            "tokens_per_scheme": o.steps * o.batch * L, "seconds": time.monotonic() - started,
+            "load_average": {"before": load_before[0], "after": os.getloadavg()[0]},
+            "not_trained": {k: v for k, v in NOT_TRAINED.items()},
+            "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                        "simd_target": posenc.simd_target(),
+                        "torch": torch.__version__, "blas": blas_library()},
+            "speed": speed,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        }
+
     schemes: Dict[str, Dict[str, Any]] = {}
     eval_every = max(1, o.steps // max(1, o.curve_points))
     for name in trained:
@@ -189,7 +210,14 @@ def run(o: Options, progress: Optional[Progress] = None) -> Dict[str, Any]:
                               f"{point['val_bits_per_byte']:.4f} bits/byte")
         topt = TrainOptions(steps=o.steps, batch=o.batch, train_length=L, lr=o.lr,
                             dtype=o.dtype, eval_every=eval_every)
-        result = train(model, corpus.train.data, offsets, val_windows, topt, on_step)
+        try:
+            result = train(model, corpus.train.data, offsets, val_windows, topt, on_step)
+        except FloatingPointError as e:  # reported as the scheme's rows, the run goes on
+            progress.line(f"{name}: {e}")
+            rows = [{"length": n, "bits_per_byte": None, "tokens": 0, "error": str(e)}
+                    for n in o.eval_lengths]
+            schemes[name] = scheme_entry(name, name, counts, 0.0, rows, None)
+            continue
         progress.line(f"{name}: {result.tokens_per_s:,.0f} training tokens/s "
                       f"({result.seconds:.0f} s)")
         rows, longest = evaluate_all(model, test_windows, o, progress, name)
@@ -213,24 +241,10 @@ def run(o: Options, progress: Optional[Progress] = None) -> Dict[str, Any]:
                               "original_max_position_embeddings": L}
             schemes[ext] = e
             model.position.extension = None
+        if on_scheme is not None:
+            on_scheme({"config": config_of(False), "schemes": schemes})
     progress.finish()
-    config = {
-        "experiment": "extrapolation", "quick": o.quick,
-        "corpus": corpus.summary(), "model": model_summary(shape),
-        "train_length": L, "eval_lengths": o.eval_lengths, "steps": o.steps,
-        "batch": o.batch, "lr": o.lr, "dtype": o.dtype, "seed": o.seed, "threads": o.threads,
-        "posenc_threads": posenc_threads, "eval_tokens": span,
-        "val_tokens": int(val_windows.shape[0] * L),
-        "tokens_per_scheme": o.steps * o.batch * L, "seconds": time.monotonic() - started,
-        "load_average": {"before": load_before[0], "after": os.getloadavg()[0]},
-        "not_trained": {k: v for k, v in NOT_TRAINED.items()},
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
-                    "simd_target": posenc.simd_target(),
-                    "torch": torch.__version__, "blas": blas_library()},
-        "speed": speed,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-    }
-    return {"config": config, "schemes": schemes}
+    return {"config": config_of(True), "schemes": schemes}
 
 
 def scheme_entry(name: str, trained_as: str, counts: Dict[str, int], tok_s: float,
