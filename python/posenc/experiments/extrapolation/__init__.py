@@ -27,6 +27,8 @@ if "torch" not in sys.modules:
 
 from .cli import main, options  # noqa: E402
 from .errors import ExperimentError  # noqa: E402
-from .run import Options, run  # noqa: E402
+from .options import Options  # noqa: E402
 
-__all__ = ["ExperimentError", "Options", "main", "options", "run"]
+# The experiment itself: posenc.experiments.extrapolation.run.run(options)
+# (importing it loads torch; the command line checks its arguments first).
+__all__ = ["ExperimentError", "Options", "main", "options"]

@@ -11,10 +11,11 @@ import sys
 from typing import List, NoReturn, Optional
 
 from .errors import EXIT_INVALID, EXIT_IO, ExperimentError
+from . import data
+from .names import known_names
+from .options import Options
 from .output import prepare_output, write_results
 from .progress import Progress, clock
-from .run import Options, run
-from .schemes import EXTENSIONS, SCHEMES, default_names, known_names
 
 PROG = "posenc experiment extrapolation"
 
@@ -61,7 +62,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-lengths", type=_int_list, metavar="N,N,...",
                    help="evaluation lengths, each >= L (default L,2L,4L,8L,16L)")
     p.add_argument("--schemes", type=_names, metavar="NAME,...",
-                   help="schemes (default all available: " + ",".join(default_names()) + ")")
+                   help="schemes (default: every trained scheme, fire where posenc.torch has "
+                        "FIRE, then rope+pi, rope+ntk, rope+yarn): " + ",".join(known_names()))
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default %(default)s)")
     p.add_argument("--threads", type=int, default=d.threads,
                    help="torch and posenc threads (default %(default)s)")
@@ -98,7 +100,7 @@ def options(argv: Optional[List[str]] = None) -> Options:
         if getattr(a, k) is not None:
             setattr(o, k, getattr(a, k))
     o.eval_lengths = a.eval_lengths or [o.train_length * m for m in (1, 2, 4, 8, 16)]
-    o.schemes = a.schemes if a.schemes is not None else default_names()
+    o.schemes = a.schemes
     validate(o)
     return o
 
@@ -118,14 +120,17 @@ def validate(o: Options) -> None:
                  f"lengths >= the train length {o.train_length} (train short, test long)")
         _require(n <= 65536, "--eval-lengths", n, "lengths <= 65536")
     o.eval_lengths = sorted(set(o.eval_lengths))
-    _require(o.schemes != [], "--schemes", "''", "at least one scheme")
-    for s in o.schemes:
-        _require(s in known_names(), "--schemes", repr(s),
-                 "names from " + ", ".join(known_names()))
-        base = EXTENSIONS[s][0] if s in EXTENSIONS else s
-        if not SCHEMES[base].available():
-            raise ExperimentError(f"--schemes: got {s!r}, which needs {SCHEMES[base].needs}")
-    o.schemes = list(dict.fromkeys(o.schemes))
+    if o.schemes is not None:
+        _require(o.schemes != [], "--schemes", "''", "at least one scheme")
+        for s in o.schemes:
+            _require(s in known_names(), "--schemes", repr(s),
+                     "names from " + ", ".join(known_names()))
+        o.schemes = list(dict.fromkeys(o.schemes))
+        if "fire" in o.schemes:  # the only optional one: ask posenc.torch (loads torch)
+            from .schemes import SCHEMES
+            if not SCHEMES["fire"].available():
+                raise ExperimentError(f"--schemes: got 'fire', which needs "
+                                      f"{SCHEMES['fire'].needs}")
     _require(1 <= o.threads <= 1024, "--threads", o.threads, "an integer in [1, 1024]")
     _require(1 <= o.batch <= 4096, "--batch", o.batch, "an integer in [1, 4096]")
     _require(1 <= o.heads <= 64, "--heads", o.heads, "an integer in [1, 64]")
@@ -145,12 +150,15 @@ def validate(o: Options) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     try:
         o = options(argv)
+        corpus = data.load_corpus(o.corpus)  # data errors before any output or torch
         prepare_output(o.output)
+        from .run import run  # torch loads here, after the arguments are checked
         progress = Progress(0)
         if o.quick:
             progress.line("quick run: a smoke test of the experiment (few steps, a small test "
                           "sample), not the measurement; run without --quick for the figures")
-        results = run(o, progress, on_scheme=lambda partial: write_results(partial, o.output))
+        results = run(o, progress, on_scheme=lambda partial: write_results(partial, o.output),
+                      corpus=corpus)
         paths = write_results(results, o.output)
     except ExperimentError as e:
         sys.stderr.write(f"{PROG}: error: {e}\n")

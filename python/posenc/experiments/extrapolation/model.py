@@ -3,8 +3,11 @@ over bytes, the same for every scheme except its positional part
 (schemes.py).
 
 GPT-2 style (Radford et al. 2019; nanoGPT's layout): token embedding E [256, d]
-scaled by sqrt(d) (Vaswani et al. 2017, so that the added sinusoidal table and
-the tokens have comparable size), then `layers` pre-LayerNorm blocks
+initialised N(0, 1/d) and scaled by sqrt(d) (Vaswani et al. 2017: per
+coordinate the tokens have RMS 1, the added sinusoidal table 0.71; the learned
+table starts at posenc's N(0, 0.02^2), BERT/GPT-2's init, and grows as it
+trains; other matrices N(0, 0.02^2), the residual projections divided by
+sqrt(2 layers) as in GPT-2), then `layers` pre-LayerNorm blocks
 x += W_o attn(LN(x)); x += W_2 GELU(W_1 LN(x)) (W_1: d -> 4d, linear layers
 without biases), a final LayerNorm and the logits LN(x) E^T (tied
 embeddings). Attention is posenc.torch.attention (the fused kernel forward and
@@ -89,7 +92,9 @@ class TransformerLM(nn.Module):
         self.blocks = nn.ModuleList(Block(shape, i) for i in range(shape.layers))
         self.ln_f = nn.LayerNorm(shape.dim)
         for name, p in self.named_parameters():
-            if p.dim() == 2:
+            if name == "embed.weight":  # Vaswani et al.: d^-1/2, times sqrt(d) at the input
+                nn.init.normal_(p, 0.0, shape.dim ** -0.5)
+            elif p.dim() == 2:
                 std = INIT_STD / math.sqrt(2 * shape.layers) if name.endswith(
                     ("proj.weight", "fc2.weight")) else INIT_STD
                 nn.init.normal_(p, 0.0, std)

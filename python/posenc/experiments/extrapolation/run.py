@@ -6,7 +6,6 @@ import datetime
 import os
 import platform
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -17,35 +16,12 @@ import posenc
 from . import data as data_mod
 from .errors import ExperimentError
 from .model import TransformerLM
+from .options import Options
 from .progress import Progress
-from .schemes import EXTENSIONS, NOT_TRAINED, SCHEMES, ModelShape
+from .schemes import EXTENSIONS, NOT_TRAINED, SCHEMES, ModelShape, default_names
 from .train import Evaluation, TrainOptions, draw_offsets, evaluate, time_steps, train
 
 LOSS_BINS = 64
-
-
-@dataclass
-class Options:
-    output: str
-    corpus: Optional[str] = None
-    quick: bool = False
-    steps: int = 1200
-    train_length: int = 128
-    eval_lengths: List[int] = field(default_factory=list)  # empty: L x 1, 2, 4, 8, 16
-    schemes: List[str] = field(default_factory=list)       # empty: schemes.default_names()
-    seed: int = 0
-    threads: int = 2
-    batch: int = 16
-    dim: int = 128
-    heads: int = 4
-    layers: int = 2
-    lr: float = 5e-3
-    dtype: str = "bfloat16"
-    eval_tokens: int = 65536    # test bytes predicted at every length
-    val_tokens: int = 8192      # validation bytes of the training curve
-    curve_points: int = 16
-    speed_check: bool = True
-    speed_steps: int = 4
 
 
 def set_threads(n: int) -> str:
@@ -149,14 +125,17 @@ def evaluate_all(model: TransformerLM, windows: Dict[int, np.ndarray], o: Option
 
 
 def run(o: Options, progress: Optional[Progress] = None,
-        on_scheme: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+        on_scheme: Optional[Callable[[Dict[str, Any]], None]] = None,
+        corpus: Optional[data_mod.Corpus] = None) -> Dict[str, Any]:
     """Runs the experiment; returns the results dict. on_scheme(results so
     far, config["complete"] false) is called after every trained scheme (the
     CLI writes them, so a long run that stops keeps what it measured)."""
     started = time.monotonic()
     load_before = os.getloadavg()
     posenc_threads = set_threads(o.threads)
-    corpus = data_mod.load_corpus(o.corpus)
+    corpus = corpus or data_mod.load_corpus(o.corpus)
+    if o.schemes is None:
+        o.schemes = default_names()
     span = check_sizes(o, corpus)
     L = o.train_length
     shape = ModelShape(o.dim, o.heads, o.layers, L)

@@ -35,6 +35,8 @@ from torch import nn
 import posenc
 import posenc.torch as pt
 
+from .names import EXTENSIONS, TRAINED
+
 T5_BUCKETS = 32
 T5_MAX_DISTANCE = 128
 SHAW_CLIP = 16
@@ -197,12 +199,7 @@ SCHEMES: Dict[str, Scheme] = {s.name: s for s in [
            needs="posenc.torch.FIRE (not in this build of posenc)"),
 ]}
 
-# Evaluation-only rows: name -> (trained scheme, rope_type of posenc's scaling code).
-EXTENSIONS: Dict[str, Tuple[str, str]] = {
-    "rope+pi": ("rope", "linear"),
-    "rope+ntk": ("rope", "dynamic"),
-    "rope+yarn": ("rope", "yarn"),
-}
+assert tuple(SCHEMES) == TRAINED, "names.TRAINED must list the SCHEMES table"
 
 # Not trained: no fused kernel (the float64 reference is far too slow to train with).
 NOT_TRAINED = {"transformer_xl": "no fused kernel (posenc.torch.attention would run the "
@@ -214,7 +211,3 @@ def default_names() -> List[str]:
     """Every available trained scheme followed by the rope extension rows."""
     names = [n for n, s in SCHEMES.items() if s.available()]
     return names + (list(EXTENSIONS) if "rope" in names else [])
-
-
-def known_names() -> List[str]:
-    return list(SCHEMES) + list(EXTENSIONS)
