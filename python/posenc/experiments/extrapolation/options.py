@@ -27,4 +27,4 @@ class Options:
     val_tokens: int = 8192      # validation bytes of the training curve
     curve_points: int = 16
     speed_check: bool = True
-    speed_steps: int = 4
+    speed_steps: int = 8        # timed steps per attention and dtype (alternating)

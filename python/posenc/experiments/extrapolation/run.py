@@ -19,7 +19,8 @@ from .model import TransformerLM
 from .options import Options
 from .progress import Progress
 from .schemes import EXTENSIONS, NOT_TRAINED, SCHEMES, ModelShape, default_names
-from .train import Evaluation, TrainOptions, draw_offsets, evaluate, time_steps, train
+from .train import (Evaluation, TrainOptions, draw_offsets, evaluate, optimizer, train,
+                    train_step)
 
 LOSS_BINS = 64
 
@@ -85,22 +86,33 @@ def work_units(o: Options, trained: List[str], rows: int) -> float:
 def speed_check(o: Options, shape: ModelShape, train_data: np.ndarray,
                 progress: Progress) -> List[Dict[str, Any]]:
     """Training tokens/s of the alibi model with the fused attention and with
-    torch's own attention (bias materialised), bfloat16 autocast and float32:
-    `speed_steps` timed steps each after one untimed step."""
+    torch's own attention (bias materialised), bfloat16 autocast and float32.
+    The two attentions alternate step by step (after one untimed step each)
+    so that both see the same machine load; the median step time counts."""
     rows = []
-    offsets = draw_offsets(train_data.size, o.train_length, o.speed_steps + 1, o.batch, o.seed)
+    steps = o.speed_steps
+    offsets = draw_offsets(train_data.size, o.train_length, steps + 1, o.batch, o.seed)
+    tokens = o.batch * o.train_length
     for dtype in ("bfloat16", "float32"):
+        topt = TrainOptions(steps=steps + 1, batch=o.batch, train_length=o.train_length, lr=o.lr,
+                            dtype=dtype, eval_every=steps + 1)
+        runs = {}
         for impl in ("posenc", "torch"):
             model = TransformerLM(shape, SCHEMES["alibi"], o.seed)
             model.attention_impl = impl
-            topt = TrainOptions(steps=o.speed_steps + 1, batch=o.batch,
-                                train_length=o.train_length, lr=o.lr, dtype=dtype,
-                                eval_every=o.speed_steps + 1)
-            tok_s = time_steps(model, train_data, offsets, topt)
+            runs[impl] = (model, optimizer(model, topt), [])
+            train_step(model, runs[impl][1], train_data, offsets[0], 0, topt)
+        for step in range(1, steps + 1):
+            for impl, (model, opt, times) in runs.items():
+                t0 = time.perf_counter()
+                train_step(model, opt, train_data, offsets[step], step, topt)
+                times.append(time.perf_counter() - t0)
+        for impl, (_, _, times) in runs.items():
+            tok_s = tokens / float(np.median(times))
             rows.append({"scheme": "alibi", "attention": impl, "dtype": dtype,
-                         "tokens_per_s": tok_s, "steps": o.speed_steps})
+                         "tokens_per_s": tok_s, "steps": steps})
             progress.line(f"speed check: alibi, {impl} attention, {dtype}: "
-                          f"{tok_s:,.0f} training tokens/s")
+                          f"{tok_s:,.0f} training tokens/s (median of {steps} steps)")
     return rows
 
 

@@ -132,17 +132,6 @@ def train_step(model: TransformerLM, opt: torch.optim.Optimizer, train_data: np.
     return float(loss)
 
 
-def time_steps(model: TransformerLM, train_data: np.ndarray, offsets: np.ndarray,
-               o: TrainOptions) -> float:
-    """Training tokens/s over offsets[1:] after one untimed step on offsets[0]."""
-    opt = optimizer(model, o)
-    train_step(model, opt, train_data, offsets[0], 0, o)
-    t0 = time.perf_counter()
-    for step in range(1, offsets.shape[0]):
-        train_step(model, opt, train_data, offsets[step], step, o)
-    return (offsets.shape[0] - 1) * offsets.shape[1] * o.train_length / (time.perf_counter() - t0)
-
-
 def train(model: TransformerLM, train_data: np.ndarray, offsets: np.ndarray,
           val_windows: np.ndarray, o: TrainOptions,
           on_step: Optional[Callable[[int, Optional[Dict[str, Any]]], None]] = None
