@@ -101,8 +101,8 @@ Chart CurveChart(const ExperimentResults& r) {
   }
   c.caption = fmt::format(
       "Validation loss on {} bytes of held-out validation documents at the train length, every "
-      "{} steps; {} windows of {} bytes per step, the same data order for every scheme. The "
-      "curves should be flat at the end: the table gives the drop over the last quarter.",
+      "{} steps; {} windows of {} bytes per step, the same data order for every scheme. How much "
+      "each curve still fell over the last quarter of training: the table's last column.",
       Thousands(tokens),
       r.schemes.empty() || r.schemes.front().curve.size() < 2 ? 0 : r.schemes.front().curve[1].step,
       r.batch, r.train_length);
@@ -123,11 +123,19 @@ Table ResultsTable(const ExperimentResults& r) {
   for (const auto& s : r.schemes) {
     std::vector<std::string> row = {s.name, s.trained_as, Thousands(s.params),
                                     fmt::format("{:.0f}", s.train_tokens_per_s)};
+    std::int64_t first_error = 0;  // the message once, then a pointer to it
     for (std::int64_t n : r.eval_lengths) {
       const ExperimentEval* e = s.At(n);
-      row.push_back(e == nullptr       ? "-"
-                    : e->bits_per_byte ? fmt::format("{:.4f}", *e->bits_per_byte)
-                                       : "error: " + e->error);
+      if (e == nullptr) {
+        row.push_back("-");
+      } else if (e->bits_per_byte) {
+        row.push_back(fmt::format("{:.4f}", *e->bits_per_byte));
+      } else if (first_error == 0 || e->error != s.At(first_error)->error) {
+        row.push_back("error: " + e->error);
+        first_error = n;
+      } else {
+        row.push_back(fmt::format("error (as at {})", first_error));
+      }
     }
     const auto ratio = s.Ratio(4, r.train_length);
     row.push_back(ratio ? fmt::format("{:.3f}", *ratio) : "-");

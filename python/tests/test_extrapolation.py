@@ -332,3 +332,19 @@ def test_defaults_follow_the_issue():
     from posenc.experiments.extrapolation.schemes import default_names
     assert default_names()[:7] == ["none", "sinusoidal", "learned", "rope", "alibi", "t5", "shaw"]
     assert default_names()[-3:] == ["rope+pi", "rope+ntk", "rope+yarn"]
+
+
+def test_fire_is_one_table_entry_used_when_posenc_has_it(tmp_path, capsys):
+    from posenc.experiments.extrapolation.schemes import default_names
+    if not hasattr(pt, "FIRE"):
+        assert "fire" not in default_names()
+        got, err = run_main(["-o", str(tmp_path / "out"), "--corpus", str(tiny_corpus(tmp_path)),
+                             "--schemes", "fire"] + TINY, capsys)
+        assert got == 2 and "needs posenc.torch.FIRE" in err
+        return
+    assert "fire" in default_names()
+    o = cli.options(["-o", str(tmp_path / "out"), "--corpus", str(tiny_corpus(tmp_path)),
+                     "--schemes", "fire", "--no-speed-check"] + TINY)
+    r = run_experiment(o, quiet())["schemes"]["fire"]
+    assert r["attention"] == "fire" and all(e["bits_per_byte"] is not None for e in r["eval"])
+    assert r["curve"][-1]["val_bits_per_byte"] < r["curve"][0]["val_bits_per_byte"]

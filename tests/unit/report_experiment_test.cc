@@ -58,6 +58,14 @@ const char* kResults = R"({
             {"length": 64, "bits_per_byte": 2.4, "tokens": 256}],
    "loss_by_position": [], "loss_by_position_length": null}}})";
 
+// kResults with the first `from` replaced by `to`.
+std::string Edited(const std::string& from, const std::string& to) {
+  const std::string text = kResults;
+  const std::size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.substr(0, at) + to + text.substr(at + from.size());
+}
+
 std::string WriteResults(const std::string& name, const std::string& text) {
   const std::string dir = posenc::test::TempDir(name);
   std::ofstream(fs::path(dir) / "results.json") << text;
@@ -130,11 +138,11 @@ TEST(ReportExperiment, SectionFiguresCarryTheirTokens) {
   EXPECT_EQ(table.rows[0][4], "2.5000");
   EXPECT_EQ(table.rows[0][7], "1.200");
   EXPECT_EQ(table.rows[1][5].rfind("error: positions[16]", 0), 0u) << table.rows[1][5];
+  EXPECT_EQ(table.rows[1][6], "error (as at 32)");
 }
 
 TEST(ReportExperiment, QuickRunIsSaidSo) {
-  std::string quick = kResults;
-  quick.replace(quick.find("\"quick\": false"), 14, "\"quick\": true");
+  const std::string quick = Edited("\"quick\": false", "\"quick\": true");
   ReportOptions options;
   options.experiment = std::make_shared<const ExperimentResults>(
       LoadExperimentResults(WriteResults("exp_quick", quick)));
@@ -156,8 +164,7 @@ TEST(ReportExperiment, WithoutResultsTheSectionSaysHowToProduceThem) {
 TEST(ReportExperiment, MalformedFilesAreIoErrorsNamingTheKey) {
   EXPECT_THROW(LoadExperimentResults("/nonexistent/dir"), IoError);
   EXPECT_THROW(LoadExperimentResults(WriteResults("exp_bad_json", "{not json")), IoError);
-  std::string bad = kResults;
-  bad.replace(bad.find("\"params\": 21184"), 15, "\"params\": \"x\"");
+  const std::string bad = Edited("\"params\": 21184", "\"params\": \"x\"");
   try {
     LoadExperimentResults(WriteResults("exp_bad_key", bad));
     FAIL() << "no error";
@@ -166,8 +173,7 @@ TEST(ReportExperiment, MalformedFilesAreIoErrorsNamingTheKey) {
               std::string::npos)
         << e.what();
   }
-  std::string no_error = kResults;
-  no_error.replace(no_error.find(", \"error\": \"positions[16]: got 16\"}"), 34, "}");
+  const std::string no_error = Edited(", \"error\": \"positions[16]: got 16\"}", "}");
   EXPECT_THROW(LoadExperimentResults(WriteResults("exp_no_error", no_error)), IoError);
 }
 

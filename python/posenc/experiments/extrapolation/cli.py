@@ -20,7 +20,7 @@ from .progress import Progress, clock
 PROG = "posenc experiment extrapolation"
 
 # --quick: a smoke run (at most ~4 minutes on 2 idle cores); says so everywhere.
-QUICK = {"steps": 150, "eval_tokens": 2 * 2048, "val_tokens": 2048, "curve_points": 6,
+QUICK = {"steps": 120, "eval_tokens": 2 * 2048, "val_tokens": 2048, "curve_points": 6,
          "speed_steps": 2}
 
 

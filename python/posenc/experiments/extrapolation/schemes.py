@@ -21,6 +21,11 @@ scaling code through posenc.rope_config with a dict config, factor = eval
 length / train length, original length = train length (HF semantics: the
 dynamic base at seq_len = factor * L is theta * (factor^2 - factor + 1)^(d/(d-2))).
 
+fire is in the table now and runs wherever posenc.torch has FIRE (its
+`available` check); without it, it is left out of the default list and
+`--schemes fire` says what is missing. transformer_xl and deberta are not
+trained (NOT_TRAINED says why).
+
 The learned table has exactly L rows: positions past it reach posenc's
 lookup, which raises; the experiment reports that error, never a clamp.
 """
