@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   posenc::cli::RegisterBenchCommand(app);
   posenc::cli::RegisterBucketsCommand(app);
   posenc::cli::RegisterDemoCommand(app);
+  posenc::cli::RegisterExperimentCommand(app);
   posenc::cli::RegisterInspectCommand(app);
   posenc::cli::RegisterPlotCommand(app);
   posenc::cli::RegisterRelativeCommand(app);
