@@ -5,7 +5,9 @@
 //  3. PE(pos + k) is a fixed rotation R_k of PE(pos) (measured error);
 //  4. RoPE keeps norms and makes q.k depend only on m - n (measured);
 //  5. what a position past a learned table's end does (the error message);
-//  6. train short, test long: the numbers of the last `posenc experiment
+//  6. without positions word order is invisible: "dog bites man" vs "man
+//     bites dog" through one attention layer per scheme (posenc/demo.h);
+//  7. train short, test long: the numbers of the last `posenc experiment
 //     extrapolation` run (--experiment DIR, else the newer of
 //     ./report/experiment and the repository's docs/experiments/extrapolation),
 //     or how to produce them.

@@ -73,7 +73,8 @@ struct ModelConfig {
   std::vector<LayerRope> layers;                       // at least one, unless alibi
   std::optional<ModelAlibi> alibi;                     // ALiBi models (then no layers)
   // DeepSeek-V2/V3 (qk_rope_head_dim present, yarn with mscale_all_dim):
-  // softmax scale = (qk_nope_head_dim + qk_rope_head_dim)^-0.5 * factor.
+  // softmax scale = (qk_nope_head_dim + qk_rope_head_dim)^-0.5 * mscale^2,
+  // mscale = yarn_get_mscale(factor, mscale_all_dim) (HF DeepseekV3Attention).
   std::optional<double> deepseek_softmax_scale;
   std::vector<std::string> warnings;  // HF-style warnings, one line each
 };
