@@ -10,6 +10,7 @@ DEBS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev libdlpack-dev python3-dev python3-numpy python3-torch python3-pytest python3-matplotlib
   libjemalloc2 chromium
+  clang-16 libfuzzer-16-dev libclang-rt-16-dev python3-hypothesis
 )
 
 missing=()
