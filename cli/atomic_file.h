@@ -27,7 +27,7 @@
 #pragma once
 
 #include <filesystem>
-#include <iosfwd>
+#include <fstream>
 #include <memory>
 #include <ostream>
 #include <string>
