@@ -8,6 +8,7 @@
 // guard pages fault otherwise) and written only its output elements.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -26,13 +27,19 @@ namespace {
 using namespace posenc;
 using posenc::fuzz::ViewMaker;
 
-constexpr std::size_t kArenaBytes = std::size_t{128} << 10;
-constexpr __int128 kMaxWork = std::int64_t{1} << 22;  // q.k products per call
+constexpr std::size_t kArenaBytes = std::size_t{32} << 10;
+constexpr __int128 kMaxWork = std::int64_t{1} << 18;  // q elements x (k + v) elements
 
 const Context& PickContext(FuzzedDataProvider& fdp) {
   static const Context contexts[] = {Context(1, Backend::kScalar), Context(1, Backend::kSimd),
                                      Context(2, Backend::kAuto)};
   return contexts[fdp.ConsumeIntegralInRange<int>(0, 2)];
+}
+
+// a * b, or `fallback` where the product overflows (raw sizes are huge).
+std::int64_t Times(std::int64_t a, std::int64_t b, std::int64_t fallback) {
+  std::int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? fallback : r;
 }
 
 std::int64_t Small(FuzzedDataProvider& fdp, ViewMaker& vm, std::int64_t lo, std::int64_t hi) {
@@ -48,7 +55,7 @@ std::optional<Positions> FuzzPositions(FuzzedDataProvider& fdp, ViewMaker& vm,
     case 1: return std::nullopt;
     case 2: return Positions::Offset(fdp.ConsumeBool() ? Small(fdp, vm, 0, 50) : vm.Raw());
     default: {
-      std::int64_t count = fdp.ConsumeBool() ? seq : batch * seq;
+      std::int64_t count = fdp.ConsumeBool() ? seq : Times(batch, seq, seq);
       if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0) count = Small(fdp, vm, 0, 40);
       if (count < 0 || count > 4096) count = 1;
       ids.clear();
@@ -71,8 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const std::int64_t B = Small(fdp, vm, 1, 2), Sq = Small(fdp, vm, 1, 12), Sk = Small(fdp, vm, 1, 12);
   const std::int64_t Hkv = Small(fdp, vm, 1, 2);
-  const std::int64_t H = fdp.ConsumeBool() ? Hkv : Hkv * Small(fdp, vm, 1, 3);
-  const std::int64_t D = 2 * Small(fdp, vm, 1, 8), Dv = fdp.ConsumeBool() ? D : Small(fdp, vm, 1, 9);
+  const std::int64_t H = fdp.ConsumeBool() ? Hkv : Times(Hkv, Small(fdp, vm, 1, 3), Hkv);
+  const std::int64_t D = Times(2, Small(fdp, vm, 1, 8), 2);
+  const std::int64_t Dv = fdp.ConsumeBool() ? D : Small(fdp, vm, 1, 9);
 
   AttentionParams params;
   params.layout = fdp.ConsumeBool() ? AttentionLayout::kBSHD : AttentionLayout::kBHSD;
@@ -98,7 +106,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 2: {
         RopeParams rp;
         rp.head_dim = fdp.ConsumeIntegralInRange<int>(0, 7) == 0 ? vm.Raw() : D;
-        rp.rotary_dim = fdp.ConsumeBool() ? 0 : 2 * Small(fdp, vm, 1, D / 2);
+        const std::int64_t pairs = Small(fdp, vm, 1, std::max<std::int64_t>(1, D / 2));
+        rp.rotary_dim = fdp.ConsumeBool() ? 0 : Times(2, pairs, 2);
         rp.pairing = fdp.ConsumeBool() ? RopePairing::kHalfSplit : RopePairing::kInterleaved;
         rp.numerics = fdp.ConsumeBool() ? RopeNumerics::kAccurate : RopeNumerics::kHF;
         params.scheme = PositionScheme::FromRope(rp);
@@ -124,7 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       case 5: {
         ShawParams sp{Small(fdp, vm, 0, 6), fdp.ConsumeBool() ? D : Small(fdp, vm, 1, 9)};
-        const std::int64_t rows = 2 * sp.clip + 1;
+        const std::int64_t rows = Times(2, sp.clip, 0) + (sp.clip < 0 ? 0 : 1);
         a_key = vm.Make(std::array<std::int64_t, 2>{rows, D}, fdp.ConsumeBool() ? DType::kFloat32 : vm.PickDType());
         a_value = vm.Make(std::array<std::int64_t, 2>{rows, Dv}, a_key.dtype);
         params.scheme = PositionScheme::FromShaw(sp, a_key, a_value);

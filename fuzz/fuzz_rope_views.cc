@@ -7,6 +7,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "fuzz_util.h"
@@ -21,13 +22,19 @@ namespace {
 using namespace posenc;
 using posenc::fuzz::ViewMaker;
 
-constexpr std::size_t kArenaBytes = std::size_t{64} << 10;
-constexpr __int128 kMaxWork = std::int64_t{1} << 18;  // elements per call (keeps runs fast)
+constexpr std::size_t kArenaBytes = std::size_t{16} << 10;
+constexpr __int128 kMaxWork = std::int64_t{1} << 11;  // elements per call (keeps runs fast)
 
 const Context& PickContext(FuzzedDataProvider& fdp) {
   static const Context contexts[] = {Context(1, Backend::kScalar), Context(1, Backend::kSimd),
                                      Context(2, Backend::kAuto)};
   return contexts[fdp.ConsumeIntegralInRange<int>(0, 2)];
+}
+
+// a * b, or `fallback` where the product overflows (raw sizes are huge).
+std::int64_t Times(std::int64_t a, std::int64_t b, std::int64_t fallback) {
+  std::int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? fallback : r;
 }
 
 std::int64_t Small(FuzzedDataProvider& fdp, ViewMaker& vm, std::int64_t lo, std::int64_t hi) {
@@ -76,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::int64_t> ids;
   Positions positions = Positions::Offset(fdp.ConsumeBool() ? Small(fdp, vm, 0, 100) : vm.Raw());
   if (fdp.ConsumeBool()) {
-    std::int64_t count = fdp.ConsumeBool() ? seq : batch * seq;
+    std::int64_t count = fdp.ConsumeBool() ? seq : Times(batch, seq, seq);
     if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0) count = Small(fdp, vm, 0, 40);
     if (count < 0 || count > 4096) count = 1;
     for (std::int64_t i = 0; i < count; ++i) {
@@ -100,7 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // work is large but valid are skipped (they are slow, not interesting).
   const std::byte* lo = arena.data();
   const std::byte* hi = arena.data() + arena.size();
-  for (const TensorView* v : {&x, &out, &k, &k_out}) {
+  for (const TensorView* v : std::initializer_list<const TensorView*>{&x, &out, &k, &k_out}) {
     if (!posenc::fuzz::ViewInside(*v, lo, hi) || posenc::fuzz::ElementCount(*v) > kMaxWork) {
       return -1;
     }

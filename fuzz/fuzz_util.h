@@ -67,7 +67,9 @@ inline bool ViewInside(const TensorView& v, const std::byte* lo, const std::byte
   __int128 last = 0;
   for (int d = 0; d < v.rank; ++d) {
     if (v.shape[d] < 1 || v.strides[d] < 0) return false;
-    last += static_cast<__int128>(v.shape[d] - 1) * v.strides[d];
+    const __int128 term = static_cast<__int128>(v.shape[d] - 1) * v.strides[d];  // < 2^126
+    if (term > (static_cast<__int128>(1) << 62)) return false;  // far beyond any arena
+    last += term;
   }
   const auto* p = static_cast<const std::byte*>(v.data);
   if (p < lo || p > hi) return false;
@@ -86,7 +88,8 @@ inline __int128 ElementCount(const TensorView& v) {
 }
 
 // Marks the bytes of every element of `v` (which lies inside the arena).
-inline void MarkElements(const TensorView& v, const std::byte* arena, std::vector<bool>& mark) {
+inline void MarkElements(const TensorView& v, const std::byte* arena,
+                         std::vector<std::uint8_t>& mark) {
   const std::size_t es = DTypeSize(v.dtype);
   std::int64_t idx[kMaxRank] = {};
   const auto* base = static_cast<const std::byte*>(v.data);
@@ -94,7 +97,7 @@ inline void MarkElements(const TensorView& v, const std::byte* arena, std::vecto
     std::int64_t off = 0;
     for (int d = 0; d < v.rank; ++d) off += idx[d] * v.strides[d];
     const std::size_t at = static_cast<std::size_t>(base - arena) + static_cast<std::size_t>(off) * es;
-    for (std::size_t b = 0; b < es; ++b) mark[at + b] = true;
+    for (std::size_t b = 0; b < es; ++b) mark[at + b] = 1;
     int d = v.rank - 1;
     while (d >= 0 && ++idx[d] == v.shape[d]) idx[d--] = 0;
     if (d < 0) return;
@@ -107,11 +110,12 @@ class ByteSnapshot {
  public:
   explicit ByteSnapshot(const GuardedArena& arena)
       : arena_(arena), before_(arena.data(), arena.data() + arena.size()),
-        writable_(arena.size(), false) {}
+        writable_(arena.size(), 0) {}
   void AllowWrites(const TensorView& out) { MarkElements(out, arena_.data(), writable_); }
   void Check(const char* what) const {
+    if (std::memcmp(arena_.data(), before_.data(), before_.size()) == 0) return;
     for (std::size_t i = 0; i < before_.size(); ++i) {
-      if (!writable_[i] && arena_.data()[i] != before_[i]) {
+      if (writable_[i] == 0 && arena_.data()[i] != before_[i]) {
         std::fprintf(stderr, "%s wrote byte %zu of the arena, outside every output element\n",
                      what, i);
         std::abort();
@@ -122,7 +126,7 @@ class ByteSnapshot {
  private:
   const GuardedArena& arena_;
   std::vector<std::byte> before_;
-  std::vector<bool> writable_;
+  std::vector<std::uint8_t> writable_;
 };
 
 }  // namespace posenc::fuzz

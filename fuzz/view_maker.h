@@ -69,15 +69,15 @@ class ViewMaker {
     const std::size_t es = DTypeSize(dtype);
     const std::size_t slots = arena_.size() / es;
     // Place the view at the end of the arena or at a random element offset.
-    std::int64_t last = 0;
+    __int128 last = 0;
     bool sane = v.rank >= 1 && v.rank <= kMaxRank;
     for (int d = 0; sane && d < v.rank; ++d) {
       sane = v.shape[d] >= 1 && v.strides[d] >= 0 && v.shape[d] < (std::int64_t{1} << 31) &&
              v.strides[d] < (std::int64_t{1} << 31);
-      if (sane) last += (v.shape[d] - 1) * v.strides[d];
+      if (sane) last += static_cast<__int128>(v.shape[d] - 1) * v.strides[d];
     }
     std::size_t at = fdp_.ConsumeIntegralInRange<std::size_t>(0, slots - 1);
-    if (sane && fdp_.ConsumeBool() && static_cast<std::size_t>(last) < slots) {
+    if (sane && fdp_.ConsumeBool() && last < static_cast<__int128>(slots)) {
       at = slots - 1 - static_cast<std::size_t>(last);  // flush with the trailing guard
     }
     v.data = arena_.data() + at * es;

@@ -42,7 +42,8 @@ TEST(LimitsCli, DeeplyNestedConfigIsAConfigError) {
   const std::string text = std::string(n, '[') + std::string(n, ']');
   ExpectRefused(RunBounded("inspect '" + WriteConfig("deep", text) + "'"), 3,
                 "JSON nesting deeper than 64 levels");
-  const std::string in_object = "{\"head_dim\": 64, \"x\": " + std::string(100, '{') + "}";
+  const std::string in_object =
+      "{\"head_dim\": 64, \"x\": " + std::string(100, '[') + std::string(100, ']') + "}";
   ExpectRefused(RunBounded("inspect '" + WriteConfig("deep_obj", in_object) + "'"), 3,
                 "nesting deeper than 64");
 }

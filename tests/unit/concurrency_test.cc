@@ -51,6 +51,12 @@ struct Job {
 
 constexpr std::int64_t kB = 1, kS = 48, kH = 4, kD = 32;
 
+std::vector<double> Slopes() {
+  AlibiParams p;
+  p.num_heads = kH;
+  return AlibiSlopes(p);
+}
+
 std::vector<Job> Jobs() {
   std::vector<Job> jobs;
   jobs.push_back({"rope_f32", [](const Context& ctx) {
@@ -79,7 +85,7 @@ std::vector<Job> Jobs() {
                     return AsBytes(xb);
                   }});
   jobs.push_back({"alibi_matrix", [](const Context& ctx) {
-                    const std::vector<double> slopes = AlibiSlopes(AlibiParams{kH});
+                    const std::vector<double> slopes = Slopes();
                     std::vector<float> out(kH * kS * kS);
                     AlibiBiasMatrix(slopes, AlibiGeometry{kS, kS, AlibiForm::kSymmetric},
                                     TensorView::Contiguous(out.data(), DType::kFloat32, {kH, kS, kS}), ctx);
@@ -151,7 +157,7 @@ std::vector<Job> Jobs() {
                     std::vector<float> out(kB * kS * kH * kD);
                     AttentionParams a;
                     a.mask = AttentionMask::kBidirectional;
-                    a.scheme = PositionScheme::FromAlibi(AlibiSlopes(AlibiParams{kH}));
+                    a.scheme = PositionScheme::FromAlibi(Slopes());
                     AttentionReference(a, view(in[0], kH), view(in[1], 2), view(in[2], 2), view(out, kH),
                                        nullptr, ctx);
                     return AsBytes(out);
