@@ -46,7 +46,8 @@ TARGETS=(
   "flash_views|1024|fuzz/seeds/flash_views"
 )
 
-OUT=build/fuzz
+# Absolute paths: fuzz_cli runs in a private temporary folder (chdir).
+OUT=$PWD/build/fuzz
 mkdir -p "$OUT/artifacts" "$OUT/logs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -57,11 +58,12 @@ for entry in "${TARGETS[@]}"; do
   corpus="$OUT/corpus/$name"
   mkdir -p "$corpus"
   dict=()
-  [ -f "fuzz/$name.dict" ] && dict=(-dict="fuzz/$name.dict")
+  [ -f "fuzz/$name.dict" ] && dict=(-dict="$PWD/fuzz/$name.dict")
+  seed_dirs=()
+  for s in $seeds; do seed_dirs+=("$PWD/$s"); done
   log="$OUT/logs/$name.log"
   rc=0
-  # shellcheck disable=SC2086  # seed folders are split on purpose
-  "$OUT/fuzz/fuzz_$name" "$corpus" $seeds -max_total_time="$SECONDS_PER_TARGET" \
+  "$OUT/fuzz/fuzz_$name" "$corpus" "${seed_dirs[@]}" -max_total_time="$SECONDS_PER_TARGET" \
     -max_len="$max_len" -timeout=25 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$OUT/artifacts/$name-" "${dict[@]}" "${EXTRA[@]}" >"$log" 2>&1 || rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")

@@ -24,8 +24,8 @@ cmake --build --preset asan -j "$JOBS"
 ctest --preset asan -j "$JOBS"
 
 echo "== threaded tests under ThreadSanitizer (tsan preset: two test programs) =="
-# setarch -R: gcc 12's TSan runtime cannot map its shadow under the high
-# mmap randomisation of recent kernels; without ASLR it always can.
+# setarch -R: gcc 12's TSan runtime fails to map its shadow on kernels with
+# high mmap randomisation (vm.mmap_rnd_bits 32); without ASLR it always can.
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$JOBS"
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \

@@ -44,7 +44,7 @@ def attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str = "bs
         b, h, sq, sk = _batch_heads_seqs(q, k, layout)
         probs = empty((b, h, sq, sk), _dtype(q), like=q)
     _posenc.attention(q, k, v, out, probs, layout, mask,
-                      -1 if sliding_window is None else int(sliding_window), scale,
+                      _window(sliding_window), scale,
                       query_positions, key_positions, scheme, scheme_args, ctx)
     return (out, probs) if return_probs else out
 
@@ -71,7 +71,7 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
         b, h, sq, _ = _batch_heads_seqs(q, k, layout)
         lse = empty((b, h, sq), "float32", like=q)
     _posenc.flash_attention(q, k, v, out, lse, layout, mask,
-                            -1 if sliding_window is None else int(sliding_window), scale,
+                            _window(sliding_window), scale,
                             query_positions, key_positions, scheme, scheme_args,
                             query_tile, key_tile, rope_keys, ctx)
     return (out, lse) if return_lse else out
@@ -94,9 +94,20 @@ def flash_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
     if out is None:
         out = empty((q.shape[0], q.shape[1], v.shape[2]), _dtype(q), like=q)
     _posenc.flash_attention_varlen(q, k, v, out, cu_seqlens_q, cu_seqlens_k, mask,
-                                   -1 if sliding_window is None else int(sliding_window), scale,
+                                   _window(sliding_window), scale,
                                    scheme, scheme_args, query_tile, key_tile, ctx)
     return out
+
+
+def _window(sliding_window: Optional[int]) -> int:
+    """The binding's window argument: -1 for none. A given window must be
+    >= 1 (-1 or 0 would silently mean "no window")."""
+    if sliding_window is None:
+        return -1
+    w = int(sliding_window)
+    if w < 1:
+        raise ValueError(f"sliding_window: got {w}, expected None or a window W >= 1")
+    return w
 
 
 def _batch_heads_seqs(q: Any, k: Any, layout: str) -> Tuple[int, int, int, int]:
