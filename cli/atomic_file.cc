@@ -47,8 +47,8 @@ std::string ResolveTarget(const std::string& path) {
 
 AtomicFile::AtomicFile(const std::string& path, std::string_view arg, FileMode mode)
     : path_(path), target_(ResolveTarget(path)), arg_(arg) {
-  const auto open_mode =
-      std::ios::out | std::ios::trunc | (mode == FileMode::kBinary ? std::ios::binary : std::ios::out);
+  const auto open_mode = std::ios::out | std::ios::trunc |
+                         (mode == FileMode::kBinary ? std::ios::binary : std::ios::out);
   struct stat st {};
   const bool exists = ::stat(target_.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode)) {
@@ -144,8 +144,8 @@ AtomicDirectory::AtomicDirectory(const std::string& dir, std::string_view arg,
   }
   temp_ = templ;
   struct stat old {};
-  const mode_t perms = ::stat(dir_.c_str(), &old) == 0 ? (old.st_mode & 07777)
-                                                        : (0777 & ~CurrentUmask());
+  const mode_t perms =
+      ::stat(dir_.c_str(), &old) == 0 ? (old.st_mode & 07777) : (0777 & ~CurrentUmask());
   ::chmod(temp_.c_str(), perms);
 }
 

@@ -56,9 +56,9 @@ class AtomicFile {
   const std::string& temp_path() const { return temp_; }
 
  private:
-  std::string path_;     // as given, for messages
-  std::string target_;   // the file replaced (symlinks resolved)
-  std::string temp_;     // "" when writing the target directly
+  std::string path_;    // as given, for messages
+  std::string target_;  // the file replaced (symlinks resolved)
+  std::string temp_;    // "" when writing the target directly
   std::string arg_;
   std::unique_ptr<std::ofstream> out_;
   bool committed_ = false;
@@ -73,8 +73,7 @@ class AtomicDirectory {
   // Creates the parent folders of `dir` and an empty DIR.tmp-XXXXXX beside
   // it. Checks first that an existing `dir` is a folder holding only names
   // in `allowed` (top-level entries); IoError naming `arg` otherwise.
-  AtomicDirectory(const std::string& dir, std::string_view arg,
-                  std::vector<std::string> allowed);
+  AtomicDirectory(const std::string& dir, std::string_view arg, std::vector<std::string> allowed);
   ~AtomicDirectory();  // removes the temporary folder unless committed
   AtomicDirectory(const AtomicDirectory&) = delete;
   AtomicDirectory& operator=(const AtomicDirectory&) = delete;

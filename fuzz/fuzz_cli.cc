@@ -114,8 +114,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const std::string& a : args) argv.push_back(a.c_str());
   NullBuffer null_buf;
   std::ostream null_out(&null_buf);
-  const int rc = posenc::cli::RunPosenc(static_cast<int>(argv.size()), argv.data(), null_out,
-                                        null_out);
+  const int rc =
+      posenc::cli::RunPosenc(static_cast<int>(argv.size()), argv.data(), null_out, null_out);
   ResetFolder();
   FUZZ_CHECK(rc != posenc::cli::kExitInternal, "posenc exited with `internal error`");
   return 0;

@@ -52,16 +52,19 @@ std::optional<Positions> FuzzPositions(FuzzedDataProvider& fdp, ViewMaker& vm,
                                        std::int64_t seq) {
   switch (fdp.ConsumeIntegralInRange<int>(0, 3)) {
     case 0:
-    case 1: return std::nullopt;
-    case 2: return Positions::Offset(fdp.ConsumeBool() ? Small(fdp, vm, 0, 50) : vm.Raw());
+    case 1:
+      return std::nullopt;
+    case 2:
+      return Positions::Offset(fdp.ConsumeBool() ? Small(fdp, vm, 0, 50) : vm.Raw());
     default: {
       std::int64_t count = fdp.ConsumeBool() ? seq : Times(batch, seq, seq);
       if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0) count = Small(fdp, vm, 0, 40);
       if (count < 0 || count > 4096) count = 1;
       ids.clear();
       for (std::int64_t i = 0; i < count; ++i) {
-        ids.push_back(fdp.ConsumeIntegralInRange<int>(0, 7) == 0 ? vm.Raw()
-                                                                 : fdp.ConsumeIntegralInRange(0, 60));
+        ids.push_back(fdp.ConsumeIntegralInRange<int>(0, 7) == 0
+                          ? vm.Raw()
+                          : fdp.ConsumeIntegralInRange(0, 60));
       }
       return Positions::Ids(ids.data(), count);
     }
@@ -76,7 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FuzzedDataProvider fdp(data, size);
   ViewMaker vm(fdp, arena);
 
-  const std::int64_t B = Small(fdp, vm, 1, 2), Sq = Small(fdp, vm, 1, 12), Sk = Small(fdp, vm, 1, 12);
+  const std::int64_t B = Small(fdp, vm, 1, 2), Sq = Small(fdp, vm, 1, 12),
+                     Sk = Small(fdp, vm, 1, 12);
   const std::int64_t Hkv = Small(fdp, vm, 1, 2);
   const std::int64_t H = fdp.ConsumeBool() ? Hkv : Times(Hkv, Small(fdp, vm, 1, 3), Hkv);
   const std::int64_t D = Times(2, Small(fdp, vm, 1, 8), 2);
@@ -101,8 +105,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const int kind = fdp.ConsumeIntegralInRange<int>(0, 7);
   try {
     switch (kind) {
-      case 0: break;
-      case 1: params.scheme = PositionScheme::Absolute(); break;
+      case 0:
+        break;
+      case 1:
+        params.scheme = PositionScheme::Absolute();
+        break;
       case 2: {
         RopeParams rp;
         rp.head_dim = fdp.ConsumeIntegralInRange<int>(0, 7) == 0 ? vm.Raw() : D;
@@ -124,8 +131,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       case 4: {
-        const T5BucketParams tp{Small(fdp, vm, 2, 40), Small(fdp, vm, 1, 200),
-                                fdp.ConsumeBool() ? T5Direction::kCausal : T5Direction::kBidirectional};
+        const T5BucketParams tp{
+            Small(fdp, vm, 2, 40), Small(fdp, vm, 1, 200),
+            fdp.ConsumeBool() ? T5Direction::kCausal : T5Direction::kBidirectional};
         t5.emplace(tp, fdp.ConsumeBool() ? H : Small(fdp, vm, 1, 5));
         t5->InitNormal(7, 0.5);
         params.scheme = PositionScheme::FromT5(*t5);
@@ -134,13 +142,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 5: {
         ShawParams sp{Small(fdp, vm, 0, 6), fdp.ConsumeBool() ? D : Small(fdp, vm, 1, 9)};
         const std::int64_t rows = Times(2, sp.clip, 0) + (sp.clip < 0 ? 0 : 1);
-        a_key = vm.Make(std::array<std::int64_t, 2>{rows, D}, fdp.ConsumeBool() ? DType::kFloat32 : vm.PickDType());
+        a_key = vm.Make(std::array<std::int64_t, 2>{rows, D},
+                        fdp.ConsumeBool() ? DType::kFloat32 : vm.PickDType());
         a_value = vm.Make(std::array<std::int64_t, 2>{rows, Dv}, a_key.dtype);
         params.scheme = PositionScheme::FromShaw(sp, a_key, a_value);
         break;
       }
-      case 6: params.scheme.kind = PositionScheme::Kind::kTransformerXL; break;
-      default: params.scheme.kind = PositionScheme::Kind::kDeBERTa; break;
+      case 6:
+        params.scheme.kind = PositionScheme::Kind::kTransformerXL;
+        break;
+      default:
+        params.scheme.kind = PositionScheme::Kind::kDeBERTa;
+        break;
     }
   } catch (const InvalidArgument&) {
     return 0;  // a scheme constructor rejected its own arguments
@@ -153,7 +166,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const Context& ctx = PickContext(fdp);
 
   const DType dt = vm.PickDType();
-  const auto pick = [&] { return fdp.ConsumeIntegralInRange<int>(0, 3) == 0 ? vm.PickDType() : dt; };
+  const auto pick = [&] {
+    return fdp.ConsumeIntegralInRange<int>(0, 3) == 0 ? vm.PickDType() : dt;
+  };
   const TensorView q = vm.Make(shape(B, Sq, H, D), pick());
   const TensorView k = vm.Make(shape(B, Sk, Hkv, D), pick());
   const TensorView v = vm.Make(shape(B, Sk, Hkv, Dv), pick());
@@ -163,7 +178,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   AttentionGrads grads;
   std::vector<const TensorView*> outputs = {&out};
   if (call >= 1) {
-    lse = vm.Make(std::array<std::int64_t, 3>{B, H, Sq}, fdp.ConsumeBool() ? DType::kFloat32 : vm.PickDType());
+    lse = vm.Make(std::array<std::int64_t, 3>{B, H, Sq},
+                  fdp.ConsumeBool() ? DType::kFloat32 : vm.PickDType());
     if (call == 2 && fdp.ConsumeBool()) lse.data = nullptr;  // recompute it
     if (call == 1) outputs.push_back(&lse);
   }
@@ -174,12 +190,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     grads.dv = vm.Make(shape(B, Sk, Hkv, Dv), pick());
     outputs = {&grads.dq, &grads.dk, &grads.dv};
     if (kind == 4 && fdp.ConsumeBool()) {
-      grads.t5_table = vm.Make(std::array<std::int64_t, 2>{t5->num_buckets(), t5->heads()}, DType::kFloat32);
+      grads.t5_table =
+          vm.Make(std::array<std::int64_t, 2>{t5->num_buckets(), t5->heads()}, DType::kFloat32);
       outputs.push_back(&grads.t5_table);
     }
     if (kind == 5 && fdp.ConsumeBool()) {
-      grads.shaw_a_key = vm.Make(std::array<std::int64_t, 2>{a_key.shape[0], a_key.shape[1]}, pick());
-      grads.shaw_a_value = vm.Make(std::array<std::int64_t, 2>{a_value.shape[0], a_value.shape[1]}, pick());
+      grads.shaw_a_key =
+          vm.Make(std::array<std::int64_t, 2>{a_key.shape[0], a_key.shape[1]}, pick());
+      grads.shaw_a_value =
+          vm.Make(std::array<std::int64_t, 2>{a_value.shape[0], a_value.shape[1]}, pick());
       outputs.push_back(&grads.shaw_a_key);
       outputs.push_back(&grads.shaw_a_value);
     }
@@ -208,9 +227,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   posenc::fuzz::ByteSnapshot snapshot(arena);
   try {
     switch (call) {
-      case 0: FlashAttention(params, q, k, v, out, options, ctx); break;
-      case 1: FlashAttentionWithLse(params, q, k, v, out, lse, options, ctx); break;
-      default: FlashAttentionBackward(params, q, k, v, out, dout, lse, grads, options, ctx); break;
+      case 0:
+        FlashAttention(params, q, k, v, out, options, ctx);
+        break;
+      case 1:
+        FlashAttentionWithLse(params, q, k, v, out, lse, options, ctx);
+        break;
+      default:
+        FlashAttentionBackward(params, q, k, v, out, dout, lse, grads, options, ctx);
+        break;
     }
   } catch (const InvalidArgument&) {
     snapshot.Check("a rejected call");

@@ -30,9 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(!cfg.layers.empty(), "an accepted config has no rope layer");
   const RopeNumerics numerics = size % 2 == 0 ? RopeNumerics::kHF : RopeNumerics::kAccurate;
   for (const LayerRope& layer : cfg.layers) {
-    for (const std::int64_t seq_len :
-         {std::int64_t{0}, cfg.original_max_position_embeddings, cfg.max_position_embeddings + 1,
-          kMaxPosition + 1}) {
+    for (const std::int64_t seq_len : {std::int64_t{0}, cfg.original_max_position_embeddings,
+                                       cfg.max_position_embeddings + 1, kMaxPosition + 1}) {
       if (seq_len < 0 || seq_len > kMaxPosition + 1) continue;
       {
         const RopeParams p = ModelRopeParams(cfg, layer.layer_type, seq_len, numerics);
@@ -40,9 +39,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const double f : p.frequencies.inv_freq) {
           FUZZ_CHECK(std::isfinite(f) && f >= 0, "a non-finite or negative inv_freq");
         }
-        FUZZ_CHECK(std::isfinite(p.frequencies.attention_factor) &&
-                       p.frequencies.attention_factor > 0,
-                   "a non-finite attention factor");
+        FUZZ_CHECK(
+            std::isfinite(p.frequencies.attention_factor) && p.frequencies.attention_factor > 0,
+            "a non-finite attention factor");
       }
     }
   }

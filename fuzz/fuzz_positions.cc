@@ -34,8 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     } else {
       cli::PositionOptions o;
-      const std::int64_t dim = fdp.ConsumeBool() ? fdp.ConsumeIntegral<std::int64_t>()
-                                                 : fdp.ConsumeIntegralInRange<std::int64_t>(1, 4096);
+      const std::int64_t dim = fdp.ConsumeBool()
+                                   ? fdp.ConsumeIntegral<std::int64_t>()
+                                   : fdp.ConsumeIntegralInRange<std::int64_t>(1, 4096);
       if (fdp.ConsumeBool()) {
         o.num_positions = fdp.ConsumeBool() ? fdp.ConsumeIntegral<std::int64_t>()
                                             : fdp.ConsumeIntegralInRange<std::int64_t>(0, 5000);

@@ -55,8 +55,7 @@ RopeParams FuzzParams(FuzzedDataProvider& fdp, ViewMaker& vm, std::int64_t head_
       p.frequencies.inv_freq.push_back(fdp.ConsumeBool() ? fdp.ConsumeProbability<double>()
                                                          : fdp.ConsumeFloatingPoint<double>());
     }
-    p.frequencies.attention_factor =
-        fdp.ConsumeBool() ? 1.0 : fdp.ConsumeFloatingPoint<double>();
+    p.frequencies.attention_factor = fdp.ConsumeBool() ? 1.0 : fdp.ConsumeFloatingPoint<double>();
   }
   return p;
 }
@@ -72,7 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::int64_t batch = Small(fdp, vm, 1, 3), seq = Small(fdp, vm, 1, 9);
   const std::int64_t heads = Small(fdp, vm, 1, 4), kv_heads = Small(fdp, vm, 1, 4);
   const std::int64_t head_dim = 2 * fdp.ConsumeIntegralInRange<std::int64_t>(1, 20);
-  const AttentionLayout layout = fdp.ConsumeBool() ? AttentionLayout::kBSHD : AttentionLayout::kBHSD;
+  const AttentionLayout layout =
+      fdp.ConsumeBool() ? AttentionLayout::kBSHD : AttentionLayout::kBHSD;
   const auto shape = [&](std::int64_t h) {
     return layout == AttentionLayout::kBSHD ? std::array<std::int64_t, 4>{batch, seq, h, head_dim}
                                             : std::array<std::int64_t, 4>{batch, h, seq, head_dim};
@@ -87,18 +87,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0) count = Small(fdp, vm, 0, 40);
     if (count < 0 || count > 4096) count = 1;
     for (std::int64_t i = 0; i < count; ++i) {
-      ids.push_back(fdp.ConsumeIntegralInRange<int>(0, 7) == 0 ? vm.Raw()
-                                                               : fdp.ConsumeIntegralInRange(0, 500));
+      ids.push_back(fdp.ConsumeIntegralInRange<int>(0, 7) == 0
+                        ? vm.Raw()
+                        : fdp.ConsumeIntegralInRange(0, 500));
     }
     positions = Positions::Ids(ids.data(), count);
     if (fdp.ConsumeIntegralInRange<int>(0, 31) == 0) positions.ids = nullptr;
   }
-  const RopeDirection direction = fdp.ConsumeBool() ? RopeDirection::kForward : RopeDirection::kInverse;
+  const RopeDirection direction =
+      fdp.ConsumeBool() ? RopeDirection::kForward : RopeDirection::kInverse;
   const Context& ctx = PickContext(fdp);
 
   const TensorView x = vm.Make(shape(heads), vm.PickDType());
   const int form = fdp.ConsumeIntegralInRange<int>(0, 3);  // 0 in place, 1 out, 2 QK, 3 QK out
-  TensorView out = form == 1 ? vm.Make(shape(heads), fdp.ConsumeBool() ? x.dtype : vm.PickDType()) : x;
+  TensorView out =
+      form == 1 ? vm.Make(shape(heads), fdp.ConsumeBool() ? x.dtype : vm.PickDType()) : x;
   const TensorView k = vm.Make(shape(kv_heads), vm.PickDType());
   TensorView k_out = form == 3 ? vm.Make(shape(kv_heads), k.dtype) : k;
   if (form == 3) out = vm.Make(shape(heads), x.dtype);
@@ -116,10 +119,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   posenc::fuzz::ByteSnapshot snapshot(arena);
   try {
     switch (form) {
-      case 0: ApplyRope(params, x, layout, positions, direction, nullptr, ctx); break;
-      case 1: ApplyRope(params, x, layout, positions, direction, &out, ctx); break;
-      case 2: ApplyRopeQK(params, x, k, layout, positions, direction, ctx); break;
-      default: ApplyRopeQK(params, x, k, layout, positions, direction, &out, &k_out, ctx); break;
+      case 0:
+        ApplyRope(params, x, layout, positions, direction, nullptr, ctx);
+        break;
+      case 1:
+        ApplyRope(params, x, layout, positions, direction, &out, ctx);
+        break;
+      case 2:
+        ApplyRopeQK(params, x, k, layout, positions, direction, ctx);
+        break;
+      default:
+        ApplyRopeQK(params, x, k, layout, positions, direction, &out, &k_out, ctx);
+        break;
     }
   } catch (const InvalidArgument&) {
     snapshot.Check("a rejected call");  // nothing may be written before the error

@@ -20,13 +20,13 @@
 #include "posenc/dtype.h"
 #include "posenc/tensor.h"
 
-#define FUZZ_CHECK(cond, msg)                                                         \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::fprintf(stderr, "FUZZ_CHECK failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, \
-                   #cond, msg);                                                       \
-      std::abort();                                                                   \
-    }                                                                                 \
+#define FUZZ_CHECK(cond, msg)                                                                  \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      std::fprintf(stderr, "FUZZ_CHECK failed at %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, \
+                   msg);                                                                       \
+      std::abort();                                                                            \
+    }                                                                                          \
   } while (0)
 
 namespace posenc::fuzz {
@@ -40,7 +40,8 @@ class GuardedArena {
     const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     const std::size_t body = (bytes + page - 1) / page * page;
     total_ = guard_ + body + guard_;
-    void* p = ::mmap(nullptr, total_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        ::mmap(nullptr, total_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     FUZZ_CHECK(p != MAP_FAILED, "mmap of the arena");
     base_ = static_cast<std::byte*>(p);
     FUZZ_CHECK(::mprotect(base_ + guard_, body, PROT_READ | PROT_WRITE) == 0, "mprotect");
@@ -96,7 +97,8 @@ inline void MarkElements(const TensorView& v, const std::byte* arena,
   for (;;) {
     std::int64_t off = 0;
     for (int d = 0; d < v.rank; ++d) off += idx[d] * v.strides[d];
-    const std::size_t at = static_cast<std::size_t>(base - arena) + static_cast<std::size_t>(off) * es;
+    const std::size_t at =
+        static_cast<std::size_t>(base - arena) + static_cast<std::size_t>(off) * es;
     for (std::size_t b = 0; b < es; ++b) mark[at + b] = 1;
     int d = v.rank - 1;
     while (d >= 0 && ++idx[d] == v.shape[d]) idx[d--] = 0;
@@ -109,15 +111,16 @@ inline void MarkElements(const TensorView& v, const std::byte* arena,
 class ByteSnapshot {
  public:
   explicit ByteSnapshot(const GuardedArena& arena)
-      : arena_(arena), before_(arena.data(), arena.data() + arena.size()),
+      : arena_(arena),
+        before_(arena.data(), arena.data() + arena.size()),
         writable_(arena.size(), 0) {}
   void AllowWrites(const TensorView& out) { MarkElements(out, arena_.data(), writable_); }
   void Check(const char* what) const {
     if (std::memcmp(arena_.data(), before_.data(), before_.size()) == 0) return;
     for (std::size_t i = 0; i < before_.size(); ++i) {
       if (writable_[i] == 0 && arena_.data()[i] != before_[i]) {
-        std::fprintf(stderr, "%s wrote byte %zu of the arena, outside every output element\n",
-                     what, i);
+        std::fprintf(stderr, "%s wrote byte %zu of the arena, outside every output element\n", what,
+                     i);
         std::abort();
       }
     }

@@ -87,10 +87,14 @@ class ViewMaker {
 
   std::int64_t Raw() {
     switch (fdp_.ConsumeIntegralInRange<int>(0, 3)) {
-      case 0: return fdp_.ConsumeIntegral<std::int64_t>();
-      case 1: return fdp_.ConsumeIntegralInRange<std::int64_t>(-2, 70000);
-      case 2: return std::int64_t{1} << fdp_.ConsumeIntegralInRange<int>(0, 62);
-      default: return (std::int64_t{1} << fdp_.ConsumeIntegralInRange<int>(0, 62)) - 1;
+      case 0:
+        return fdp_.ConsumeIntegral<std::int64_t>();
+      case 1:
+        return fdp_.ConsumeIntegralInRange<std::int64_t>(-2, 70000);
+      case 2:
+        return std::int64_t{1} << fdp_.ConsumeIntegralInRange<int>(0, 62);
+      default:
+        return (std::int64_t{1} << fdp_.ConsumeIntegralInRange<int>(0, 62)) - 1;
     }
   }
 

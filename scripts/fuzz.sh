@@ -21,7 +21,8 @@ while [ $# -gt 0 ]; do
     --only) ONLY="$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    *) echo "fuzz.sh: unknown argument '$1' (use --seconds N, --only NAMES, --no-build)" >&2; exit 2 ;;
+    *) echo "fuzz.sh: unknown argument '$1' (use --seconds N, --only NAMES, --no-build)" >&2
+       exit 2 ;;
   esac
 done
 
@@ -73,7 +74,8 @@ for entry in "${TARGETS[@]}"; do
   if [ "$rc" -eq 0 ]; then
     echo "fuzz $name: ok, ${execs} executions in ${SECONDS_PER_TARGET} s, cov ${cov}, ft ${ft}"
   else
-    echo "fuzz $name: FAILED (exit $rc) after ${execs} executions; log $log, inputs $OUT/artifacts/$name-*" >&2
+    echo "fuzz $name: FAILED (exit $rc) after ${execs} executions; log $log," \
+      "inputs $OUT/artifacts/$name-*" >&2
     grep -E 'ERROR|FUZZ_CHECK|runtime error|Test unit written' "$log" | head -5 >&2 || true
     failed+=("$name")
   fi

@@ -123,7 +123,8 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
   if (!fits) {
     std::string dims;
     for (int d = 0; d < view.rank; ++d) {
-      dims += (d ? ", " : "") + std::to_string(view.shape[d]) + "@" + std::to_string(view.strides[d]);
+      dims += (d ? ", " : "") + std::to_string(view.shape[d]) + "@" +
+              std::to_string(view.strides[d]);
     }
     throw InvalidArgument(a + ": got sizes@strides [" + dims + "] " +
                           std::string(DTypeName(view.dtype)) +

@@ -29,9 +29,7 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
-void Put(const fs::path& p, const std::string& text) {
-  std::ofstream(p, std::ios::binary) << text;
-}
+void Put(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
 // Names in `dir` that look like our temporaries.
 int Temporaries(const fs::path& dir) {

@@ -38,7 +38,8 @@ int Temporaries(const fs::path& dir) {
   return n;
 }
 
-void ExpectIoErrorKeepsPrevious(const CliResult& r, const fs::path& path, const std::string& previous) {
+void ExpectIoErrorKeepsPrevious(const CliResult& r, const fs::path& path,
+                                const std::string& previous) {
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_NE(r.err.find(path.filename().string()), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
@@ -51,14 +52,16 @@ TEST(AtomicOutputCli, TableWriteFailureKeepsThePreviousFile) {
   for (const std::string format : {"json", "csv", "npy"}) {
     const fs::path path = dir / ("table." + format);
     std::ofstream(path) << "PREVIOUS " << format;
-    const CliResult r = RunCliAfter(kSmallFileLimit, "table sinusoidal --dim 64 --positions 512 --format " +
-                                                         format + " -o '" + path.string() + "'");
+    const CliResult r =
+        RunCliAfter(kSmallFileLimit, "table sinusoidal --dim 64 --positions 512 --format " +
+                                         format + " -o '" + path.string() + "'");
     ExpectIoErrorKeepsPrevious(r, path, "PREVIOUS " + format);
   }
   const fs::path rope = dir / "rope.json";
   std::ofstream(rope) << "PREVIOUS rope";
   ExpectIoErrorKeepsPrevious(
-      RunCliAfter(kSmallFileLimit, "table rope --dim 64 --positions 512 -o '" + rope.string() + "'"),
+      RunCliAfter(kSmallFileLimit,
+                  "table rope --dim 64 --positions 512 -o '" + rope.string() + "'"),
       rope, "PREVIOUS rope");
 }
 
@@ -66,8 +69,8 @@ TEST(AtomicOutputCli, SuccessReplacesTheFileWhole) {
   const fs::path dir = TempDir("atomic_cli_ok");
   const fs::path path = dir / "table.csv";
   std::ofstream(path) << "PREVIOUS";
-  const CliResult r = RunCli("table sinusoidal --dim 4 --positions 3 --format csv -o '" +
-                             path.string() + "'");
+  const CliResult r =
+      RunCli("table sinusoidal --dim 4 --positions 3 --format csv -o '" + path.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Slurp(path).rfind("position,c0,c1,c2,c3\n0,", 0), 0u) << Slurp(path);
   EXPECT_EQ(Temporaries(dir), 0);

@@ -7,9 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli_util.h"
 #include "test_util.h"
@@ -51,11 +50,11 @@ TEST(LimitsCli, DeeplyNestedConfigIsAConfigError) {
 // Was: `internal error` (nlohmann out_of_range 406), exit 1.
 TEST(LimitsCli, NumberBeyondDoubleInConfigIsAConfigError) {
   for (const std::string value : {"1e400", "-1e400"}) {
-    ExpectRefused(RunBounded("inspect '" +
-                             WriteConfig("overflow", "{\"head_dim\": 64, \"rope_theta\": " + value +
-                                                         "}") +
-                             "'"),
-                  3, "does not fit in a double");
+    ExpectRefused(
+        RunBounded("inspect '" +
+                   WriteConfig("overflow", "{\"head_dim\": 64, \"rope_theta\": " + value + "}") +
+                   "'"),
+        3, "does not fit in a double");
   }
   // Integers past int64 are read as doubles and refused by the key's check.
   ExpectRefused(RunBounded("inspect '" +
@@ -66,8 +65,9 @@ TEST(LimitsCli, NumberBeyondDoubleInConfigIsAConfigError) {
 // Was: `internal error` (nlohmann type_error 316) for invalid UTF-8 in JSON output.
 TEST(LimitsCli, InvalidUtf8InArgumentsStillGivesJson) {
   // /bin/sh (dash) has no $'...': printf builds the byte 0xff.
-  const CliResult r = RunCliAfter("", "demo permutation --json --first \"$(printf '\\377 bites man')\" "
-                                       "--second \"$(printf 'man bites \\377')\"");
+  const CliResult r = RunCliAfter("",
+                                  "demo permutation --json --first \"$(printf '\\377 bites man')\" "
+                                  "--second \"$(printf 'man bites \\377')\"");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NO_THROW((void)nlohmann::json::parse(r.out));
   EXPECT_NE(r.out.find("\xef\xbf\xbd"), std::string::npos);  // U+FFFD

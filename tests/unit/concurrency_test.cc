@@ -59,18 +59,20 @@ std::vector<double> Slopes() {
 
 std::vector<Job> Jobs() {
   std::vector<Job> jobs;
-  jobs.push_back({"rope_f32", [](const Context& ctx) {
-                    RopeParams p;
-                    p.head_dim = kD;
-                    p.theta = 500000.0;
-                    const std::vector<float> x = Random(kB * kS * kH * kD, 1);
-                    std::vector<float> out(x.size());
-                    const TensorView xv = TensorView::Contiguous(x.data(), DType::kFloat32, {kB, kS, kH, kD});
-                    const TensorView ov = TensorView::Contiguous(out.data(), DType::kFloat32, {kB, kS, kH, kD});
-                    ApplyRope(p, xv, AttentionLayout::kBSHD, Positions::Offset(7),
-                              RopeDirection::kForward, &ov, ctx);
-                    return AsBytes(out);
-                  }});
+  jobs.push_back(
+      {"rope_f32", [](const Context& ctx) {
+         RopeParams p;
+         p.head_dim = kD;
+         p.theta = 500000.0;
+         const std::vector<float> x = Random(kB * kS * kH * kD, 1);
+         std::vector<float> out(x.size());
+         const TensorView xv = TensorView::Contiguous(x.data(), DType::kFloat32, {kB, kS, kH, kD});
+         const TensorView ov =
+             TensorView::Contiguous(out.data(), DType::kFloat32, {kB, kS, kH, kD});
+         ApplyRope(p, xv, AttentionLayout::kBSHD, Positions::Offset(7), RopeDirection::kForward,
+                   &ov, ctx);
+         return AsBytes(out);
+       }});
   jobs.push_back({"rope_bf16_hf_inplace", [](const Context& ctx) {
                     RopeParams p;
                     p.head_dim = kD;
@@ -79,7 +81,8 @@ std::vector<Job> Jobs() {
                     const std::vector<float> x = Random(kB * kS * kH * kD, 2);
                     std::vector<std::uint16_t> xb(x.size());
                     for (std::size_t i = 0; i < x.size(); ++i) xb[i] = FloatToBF16(x[i]).bits;
-                    const TensorView xv = TensorView::Contiguous(xb.data(), DType::kBFloat16, {kB, kH, kS, kD});
+                    const TensorView xv =
+                        TensorView::Contiguous(xb.data(), DType::kBFloat16, {kB, kH, kS, kD});
                     ApplyRope(p, xv, AttentionLayout::kBHSD, Positions::Offset(0),
                               RopeDirection::kForward, nullptr, ctx);
                     return AsBytes(xb);
@@ -87,21 +90,24 @@ std::vector<Job> Jobs() {
   jobs.push_back({"alibi_matrix", [](const Context& ctx) {
                     const std::vector<double> slopes = Slopes();
                     std::vector<float> out(kH * kS * kS);
-                    AlibiBiasMatrix(slopes, AlibiGeometry{kS, kS, AlibiForm::kSymmetric},
-                                    TensorView::Contiguous(out.data(), DType::kFloat32, {kH, kS, kS}), ctx);
+                    AlibiBiasMatrix(
+                        slopes, AlibiGeometry{kS, kS, AlibiForm::kSymmetric},
+                        TensorView::Contiguous(out.data(), DType::kFloat32, {kH, kS, kS}), ctx);
                     return AsBytes(out);
                   }});
   jobs.push_back({"t5_fill_bias", [](const Context& ctx) {
                     T5BiasTable table(T5BucketParams{32, 128, T5Direction::kBidirectional}, kH);
                     table.InitNormal(5, 1.0);
                     std::vector<float> out(kH * kS * kS);
-                    table.FillBias(Positions::Offset(3), kS, kS,
-                                   TensorView::Contiguous(out.data(), DType::kFloat32, {kH, kS, kS}), ctx);
+                    table.FillBias(
+                        Positions::Offset(3), kS, kS,
+                        TensorView::Contiguous(out.data(), DType::kFloat32, {kH, kS, kS}), ctx);
                     return AsBytes(out);
                   }});
   const auto attention_inputs = [] {
-    return std::vector<std::vector<float>>{Random(kB * kS * kH * kD, 11), Random(kB * kS * 2 * kD, 12),
-                                           Random(kB * kS * 2 * kD, 13), Random(kB * kS * kH * kD, 14)};
+    return std::vector<std::vector<float>>{
+        Random(kB * kS * kH * kD, 11), Random(kB * kS * 2 * kD, 12), Random(kB * kS * 2 * kD, 13),
+        Random(kB * kS * kH * kD, 14)};
   };
   const auto view = [](const std::vector<float>& v, std::int64_t heads) {
     return TensorView::Contiguous(v.data(), DType::kFloat32, {kB, kS, heads, kD});
@@ -119,47 +125,48 @@ std::vector<Job> Jobs() {
                     FlashAttentionOptions o;
                     o.query_tile = 16;
                     o.key_tile = 16;
-                    FlashAttentionWithLse(rope_params(), view(in[0], kH), view(in[1], 2), view(in[2], 2),
-                                          view(out, kH),
-                                          TensorView::Contiguous(lse.data(), DType::kFloat32, {kB, kH, kS}), o,
-                                          ctx);
+                    FlashAttentionWithLse(
+                        rope_params(), view(in[0], kH), view(in[1], 2), view(in[2], 2),
+                        view(out, kH),
+                        TensorView::Contiguous(lse.data(), DType::kFloat32, {kB, kH, kS}), o, ctx);
                     Bytes b = AsBytes(out);
                     const Bytes l = AsBytes(lse);
                     b.insert(b.end(), l.begin(), l.end());
                     return b;
                   }});
-  jobs.push_back({"flash_backward", [=](const Context& ctx) {
-                    const auto in = attention_inputs();
-                    std::vector<float> out(kB * kS * kH * kD), lse(kB * kH * kS);
-                    FlashAttentionOptions o;
-                    o.query_tile = 16;
-                    o.key_tile = 16;
-                    const AttentionParams a = rope_params();
-                    const TensorView lv = TensorView::Contiguous(lse.data(), DType::kFloat32, {kB, kH, kS});
-                    FlashAttentionWithLse(a, view(in[0], kH), view(in[1], 2), view(in[2], 2), view(out, kH), lv,
-                                          o, ctx);
-                    std::vector<float> dq(in[0].size()), dk(in[1].size()), dv(in[2].size());
-                    AttentionGrads g;
-                    g.dq = view(dq, kH);
-                    g.dk = view(dk, 2);
-                    g.dv = view(dv, 2);
-                    FlashAttentionBackward(a, view(in[0], kH), view(in[1], 2), view(in[2], 2), view(out, kH),
-                                           view(in[3], kH), lv, g, o, ctx);
-                    Bytes b = AsBytes(dq);
-                    for (const auto* v : {&dk, &dv}) {
-                      const Bytes part = AsBytes(*v);
-                      b.insert(b.end(), part.begin(), part.end());
-                    }
-                    return b;
-                  }});
+  jobs.push_back(
+      {"flash_backward", [=](const Context& ctx) {
+         const auto in = attention_inputs();
+         std::vector<float> out(kB * kS * kH * kD), lse(kB * kH * kS);
+         FlashAttentionOptions o;
+         o.query_tile = 16;
+         o.key_tile = 16;
+         const AttentionParams a = rope_params();
+         const TensorView lv = TensorView::Contiguous(lse.data(), DType::kFloat32, {kB, kH, kS});
+         FlashAttentionWithLse(a, view(in[0], kH), view(in[1], 2), view(in[2], 2), view(out, kH),
+                               lv, o, ctx);
+         std::vector<float> dq(in[0].size()), dk(in[1].size()), dv(in[2].size());
+         AttentionGrads g;
+         g.dq = view(dq, kH);
+         g.dk = view(dk, 2);
+         g.dv = view(dv, 2);
+         FlashAttentionBackward(a, view(in[0], kH), view(in[1], 2), view(in[2], 2), view(out, kH),
+                                view(in[3], kH), lv, g, o, ctx);
+         Bytes b = AsBytes(dq);
+         for (const auto* v : {&dk, &dv}) {
+           const Bytes part = AsBytes(*v);
+           b.insert(b.end(), part.begin(), part.end());
+         }
+         return b;
+       }});
   jobs.push_back({"reference_alibi", [=](const Context& ctx) {
                     const auto in = attention_inputs();
                     std::vector<float> out(kB * kS * kH * kD);
                     AttentionParams a;
                     a.mask = AttentionMask::kBidirectional;
                     a.scheme = PositionScheme::FromAlibi(Slopes());
-                    AttentionReference(a, view(in[0], kH), view(in[1], 2), view(in[2], 2), view(out, kH),
-                                       nullptr, ctx);
+                    AttentionReference(a, view(in[0], kH), view(in[1], 2), view(in[2], 2),
+                                       view(out, kH), nullptr, ctx);
                     return AsBytes(out);
                   }});
   return jobs;
@@ -197,8 +204,9 @@ void RunConcurrently(Sharing sharing) {
     for (int r = 0; r < kRounds; ++r) {
       for (std::size_t i = 0; i < jobs.size(); ++i) {
         const std::size_t j = (i + static_cast<std::size_t>(t)) % jobs.size();
-        EXPECT_EQ(results[static_cast<std::size_t>(t)][static_cast<std::size_t>(r) * jobs.size() + i],
-                  serial[j])
+        EXPECT_EQ(
+            results[static_cast<std::size_t>(t)][static_cast<std::size_t>(r) * jobs.size() + i],
+            serial[j])
             << jobs[j].name << " from thread " << t << ", round " << r;
       }
     }

@@ -335,8 +335,8 @@ TEST(ModelConfigBadConfigs, NestingAndNumberLimitsAreConfigErrors) {
     }
   };
   expect_config_error(std::string(100000, '[') + std::string(100000, ']'), "deeper than 64 levels");
-  expect_config_error("{\"head_dim\": 64, \"x\": " + std::string(65, '[') + std::string(65, ']') + "}",
-                      "deeper than 64 levels");
+  const std::string nested = std::string(65, '[') + std::string(65, ']');
+  expect_config_error("{\"head_dim\": 64, \"x\": " + nested + "}", "deeper than 64 levels");
   expect_config_error("{\"head_dim\": 64, \"rope_theta\": 1e400}", "does not fit in a double");
   expect_config_error("{\"head_dim\": 64, \"rope_theta\": -1e400}", "does not fit in a double");
   // Nesting that real configs use still parses, unknown deep keys included.

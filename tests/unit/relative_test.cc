@@ -52,7 +52,8 @@ TEST(Relative, RejectsBadInput) {
     FAIL();
   } catch (const InvalidArgument& e) {
     EXPECT_EQ(std::string(e.what()),
-              "length: got 0, expected a length in [1, 65536] with length^2 <= 2^28 (at most 16384)");
+              "length: got 0, expected a length in [1, 65536] with length^2 <= 2^28 "
+              "(at most 16384)");
   }
   // A 65536 x 65536 int64 matrix would need 32 GiB: refused before allocating.
   try {

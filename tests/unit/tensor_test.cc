@@ -133,8 +133,10 @@ TEST(TensorView, CountAndSpanBeyond2To48AreRefusedWithoutOverflow) {
   for (const TensorView& v :
        {TensorView::Strided(&x, DType::kFloat32, {2, 2}, {1, big / 2}),           // span
         TensorView::Strided(&x, DType::kFloat32, {2, 2}, {big, big}),             // sum overflows
-        TensorView::Strided(&x, DType::kFloat32, {3037000500, 3037000500}, {0, 0}),  // count overflows
-        TensorView::Strided(&x, DType::kFloat64, {std::int64_t{1} << 25, 1}, {std::int64_t{1} << 23, 1}),
+        // The count overflows int64:
+        TensorView::Strided(&x, DType::kFloat32, {3037000500, 3037000500}, {0, 0}),
+        TensorView::Strided(&x, DType::kFloat64, {std::int64_t{1} << 25, 1},
+                            {std::int64_t{1} << 23, 1}),
         TensorView::Strided(&x, DType::kFloat32, {std::int64_t{1} << 31, std::int64_t{1} << 31},
                             {0, 0})}) {
     try {

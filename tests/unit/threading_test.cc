@@ -38,7 +38,8 @@ TEST(ThreadPool, FirstExceptionRethrownAfterAllTasks) {
   EXPECT_THROW(ctx.ParallelFor(64,
                                [&](std::int64_t t, int) {
                                  ran.fetch_add(1);
-                                 if (t % 16 == 5) throw InvalidArgument("task " + std::to_string(t));
+                                 if (t % 16 == 5)
+                                   throw InvalidArgument("task " + std::to_string(t));
                                }),
                InvalidArgument);
   EXPECT_EQ(ran.load(), 64);
@@ -57,9 +58,8 @@ TEST(ThreadPool, ConcurrentCallersOnOneContext) {
     callers.emplace_back([&, c] {
       for (int r = 0; r < kRounds; ++r) {
         std::vector<std::int64_t> part(kTasks, 0);  // one slot per task: no race
-        ctx.ParallelFor(kTasks, [&](std::int64_t t, int) {
-          part[static_cast<std::size_t>(t)] = t * (c + 1);
-        });
+        ctx.ParallelFor(
+            kTasks, [&](std::int64_t t, int) { part[static_cast<std::size_t>(t)] = t * (c + 1); });
         for (const std::int64_t x : part) sums[static_cast<std::size_t>(c)] += x;
       }
     });
