@@ -78,12 +78,14 @@ inline bool ViewInside(const TensorView& v, const std::byte* lo, const std::byte
   return end <= static_cast<__int128>(hi - p);
 }
 
-// Number of elements (exact; saturates at 2^100).
+// Number of elements, saturated at 2^62 (so that a product of two counts
+// still fits in __int128).
 inline __int128 ElementCount(const TensorView& v) {
+  constexpr __int128 kCap = static_cast<__int128>(1) << 62;
   __int128 n = 1;
-  for (int d = 0; d < v.rank; ++d) {
-    n *= v.shape[d] < 1 ? 1 : v.shape[d];
-    if (n > (static_cast<__int128>(1) << 100)) return n;
+  for (int d = 0; d < v.rank && d < kMaxRank; ++d) {
+    n *= v.shape[d] < 1 ? 1 : v.shape[d];  // <= 2^62 * 2^63
+    if (n > kCap) return kCap;
   }
   return n;
 }
