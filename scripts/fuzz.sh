@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets of fuzz/ (cmake --preset fuzz: clang-16,
 # ASan + UBSan) and runs each for a bounded time, one after the other.
 #   scripts/fuzz.sh [--seconds N] [--only NAME[,NAME...]] [--no-build] [-- extra libFuzzer flags]
-# N defaults to 20 (what CI runs). Seeds: the repository's seed folders
+# N defaults to 20 (what CI runs); 0 means no time bound (pass -- -runs=K).
+# Seeds: the repository's seed folders
 # (examples/configs, tests/golden/npy, fuzz/seeds/<target>) are read only; new
 # inputs go to build/fuzz/corpus/<target>, crashes to build/fuzz/artifacts/.
 # Prints one line per target (executions, coverage, features) and exits
@@ -72,7 +73,7 @@ for entry in "${TARGETS[@]}"; do
   cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo "?")
   ft=$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo "?")
   if [ "$rc" -eq 0 ]; then
-    echo "fuzz $name: ok, ${execs} executions in ${SECONDS_PER_TARGET} s, cov ${cov}, ft ${ft}"
+    echo "fuzz $name: ok, ${execs} executions (${SECONDS_PER_TARGET} s bound), cov ${cov}, ft ${ft}"
   else
     echo "fuzz $name: FAILED (exit $rc) after ${execs} executions; log $log," \
       "inputs $OUT/artifacts/$name-*" >&2
