@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "posenc/error.h"
+#include "posenc/version.h"
 
 namespace posenc::cli {
 namespace {
@@ -30,7 +31,7 @@ class StreamSwap {
 
 void BuildApp(CLI::App& app) {
   app.require_subcommand(1);
-  app.set_version_flag("--version", "posenc 0.1.0");
+  app.set_version_flag("--version", "posenc " POSENC_VERSION_STRING);
   // Subcommands, one Register* per file (cli/cmd_*.cc).
   // POSENC_CLI_REGISTER: keep this list sorted.
   RegisterAlibiCommand(app);
@@ -40,6 +41,7 @@ void BuildApp(CLI::App& app) {
   RegisterInspectCommand(app);
   RegisterPlotCommand(app);
   RegisterRelativeCommand(app);
+  RegisterSchemesCommand(app);
   RegisterReportCommand(app);
   RegisterTableCommand(app);
   RegisterTourCommand(app);

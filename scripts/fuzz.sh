@@ -46,6 +46,7 @@ TARGETS=(
   "cli|512|fuzz/seeds/cli"
   "rope_views|512|fuzz/seeds/rope_views"
   "flash_views|1024|fuzz/seeds/flash_views"
+  "gguf|4096|tests/golden/gguf"
 )
 
 # Absolute paths: fuzz_cli runs in a private temporary folder (chdir).

@@ -14,8 +14,8 @@
 #include "atomic_file.h"
 #include "posenc/error.h"
 
-#ifndef POSENC_NODE_MODULES_DIR
-#error "POSENC_NODE_MODULES_DIR must be defined by the build (cli/CMakeLists.txt)"
+#if !defined(POSENC_NODE_MODULES_DIR) || !defined(POSENC_EXAMPLES_DIR)
+#error "POSENC_NODE_MODULES_DIR and POSENC_EXAMPLES_DIR must be defined (cli/CMakeLists.txt)"
 #endif
 
 namespace posenc::report {
@@ -225,11 +225,34 @@ std::string FiguresJson(const std::vector<const Block*>& blocks) {
 
 }  // namespace
 
+namespace {
+
+// PREFIX/share/posenc/SUB for an executable installed as PREFIX/bin/posenc,
+// when that directory exists; "" otherwise.
+std::string InstalledData(const char* sub) {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  fs::path dir = exe.parent_path().parent_path();
+  dir /= "share";
+  dir /= "posenc";
+  dir /= sub;
+  return fs::is_directory(dir, ec) ? dir.string() : "";
+}
+
+}  // namespace
+
 std::string NodeModulesDir() {
   if (const char* env = std::getenv("POSENC_NODE_MODULES"); env != nullptr && *env != '\0') {
     return env;
   }
+  if (std::string installed = InstalledData("node_modules"); !installed.empty()) return installed;
   return POSENC_NODE_MODULES_DIR;
+}
+
+std::string ExamplesDir() {
+  if (std::string installed = InstalledData("configs"); !installed.empty()) return installed;
+  return POSENC_EXAMPLES_DIR;
 }
 
 ChartLibrary LoadChartLibrary() {

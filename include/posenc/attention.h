@@ -32,9 +32,14 @@
 //   kTransformerXL: (q_i + u_h) . k_j + (q_i + v_h) . RW[row(p - r), h], scaled;
 //   kDeBERTa: q_i . Kr[c2p] + k_j . Qr[p2c], scaled; the default scale is
 //     DebertaScale(params) = 1/sqrt(D * (1 + [c2p] + [p2c])).
+//   kRegistered: any scheme of the registry by name with named arguments
+//     (posenc/scheme.h), e.g. "fire" (posenc/fire.h); the built-in names
+//     above work this way too (the Python module and the C API use it).
 // Formulas, papers and index conventions of the relative schemes are in
-// posenc/t5.h, shaw.h, transformer_xl.h and deberta.h; this file applies them
-// with the positions above.
+// posenc/t5.h, shaw.h, transformer_xl.h, deberta.h and fire.h; this file
+// applies them with the positions above. Every scheme is declared in the
+// registry (RegisteredSchemes()); the kinds and typed members below are the
+// typed C++ front door of the built-in schemes and map onto it.
 //
 // Numerics: the result is the float64 value of the formula up to rounding of
 // float64 sums (relative error ~1e-15 against exact arithmetic), rounded once
@@ -43,6 +48,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -50,6 +56,7 @@
 #include "posenc/deberta.h"
 #include "posenc/positions.h"
 #include "posenc/rope.h"
+#include "posenc/scheme.h"
 #include "posenc/shaw.h"
 #include "posenc/t5.h"
 #include "posenc/tensor.h"
@@ -60,10 +67,11 @@ enum class AttentionMask : std::uint8_t { kCausal, kBidirectional };
 std::string_view AttentionMaskName(AttentionMask mask);  // "causal", "bidirectional"
 AttentionMask ParseAttentionMask(std::string_view text, std::string_view arg = "mask");
 
-// Parameters of one positional scheme; only the member named by `kind` is read.
+// Parameters of one positional scheme; only the member named by `kind` is
+// read (kRegistered: `name` and `args`).
 struct PositionScheme {
   enum class Kind : std::uint8_t {
-    kNone, kAbsolute, kRope, kAlibi, kT5, kShaw, kTransformerXL, kDeBERTa
+    kNone, kAbsolute, kRope, kAlibi, kT5, kShaw, kTransformerXL, kDeBERTa, kRegistered
   };
   Kind kind = Kind::kNone;
 
@@ -98,7 +106,13 @@ struct PositionScheme {
     TensorView pos_query;  // Qr [2 att_span, H, D]; data null when p2c is off
   } deberta;
 
+  // kRegistered: the registered scheme `name` with its named arguments
+  // (validated against its declaration when a call resolves it).
+  std::string name;
+  SchemeArgs args;
+
   static PositionScheme None() { return {}; }
+  static PositionScheme Registered(std::string_view name, SchemeArgs args);
   static PositionScheme Absolute();
   static PositionScheme FromRope(const RopeParams& params);
   static PositionScheme FromAlibi(std::vector<double> slopes);
@@ -111,7 +125,8 @@ struct PositionScheme {
                                      const TensorView& pos_query);
 };
 
-// "none", "absolute", "rope", "alibi", "t5", "shaw", "transformer_xl", "deberta".
+// "none", "absolute", "rope", "alibi", "t5", "shaw", "transformer_xl",
+// "deberta" ("registered" for kRegistered; the scheme's name is in `name`).
 std::string_view PositionSchemeKindName(PositionScheme::Kind kind);
 PositionScheme::Kind ParsePositionSchemeKind(std::string_view text,
                                              std::string_view arg = "scheme");
@@ -152,6 +167,7 @@ struct AttentionGrads {
   TensorView shaw_a_key, shaw_a_value;
   TensorView xl_r_w_bias, xl_r_r_bias, xl_rw;
   TensorView deberta_pos_key, deberta_pos_query;
+  NamedTensors scheme;
 };
 
 void AttentionReferenceBackward(const AttentionParams& params, const TensorView& q,

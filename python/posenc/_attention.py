@@ -3,17 +3,45 @@
 attention(): the exact reference (posenc/attention.h): float64 accumulation,
 any float dtype in and out; slow by design (the executable specification).
 flash_attention(): the fused CPU kernel (posenc/flash_attention.h): float32
-arithmetic, the position terms computed per tile, O(N) extra memory; schemes
-none, absolute, rope, alibi, t5 and shaw.
-flash_attention_varlen(): the same kernel on packed variable-length sequences."""
+arithmetic, the position terms computed per tile, O(N) extra memory; the
+schemes whose declaration says "fused".
+flash_attention_varlen(): the same kernel on packed variable-length sequences.
+attention_backward() / flash_attention_backward(): their gradients, for q, k,
+v and the scheme's trainable tensor arguments (returned in a dict).
+schemes() / scheme_info(name): the registry of positional schemes
+(posenc/scheme.h): names, terms, kernels, masks and every argument with its
+type, shape and whether it is trainable. Scheme arguments are keywords of
+every function here, by the names the declaration gives.
+"""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Optional, Tuple, Union
 
 from . import _posenc
-from ._tensors import empty
+from ._tensors import empty, empty_like
 
-SCHEMES = ("none", "absolute", "rope", "alibi", "t5", "shaw", "transformer_xl", "deberta")
+
+def scheme_info(name: str) -> Dict[str, Any]:
+    """The declaration of one positional scheme: {"name", "title", "paper",
+    "formula", "terms" (rotation/bias/logit/value), "fused" (the fused
+    kernels evaluate it), "causal_only", "args": [{"name", "type" (tensor,
+    number, integer, text, flag), "shape", "trainable", "required",
+    "default", "doc"}]}."""
+    return _posenc.scheme_info(name)
+
+
+def schemes(*, fused: bool = False) -> Tuple[str, ...]:
+    """Names of the registered schemes (with fused=True: those the fused
+    kernels evaluate), in registry order."""
+    return tuple(i["name"] for i in _posenc.schemes() if i["fused"] or not fused)
+
+
+def trainable_args(scheme: str) -> Tuple[str, ...]:
+    """Names of the scheme's trainable tensor arguments."""
+    return tuple(a["name"] for a in scheme_info(scheme)["args"] if a["trainable"])
+
+
+SCHEMES = schemes()
 
 
 def attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str = "bshd",
@@ -24,7 +52,7 @@ def attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str = "bs
     """softmax(scale * q k^T + position terms) v for q [B, Sq, H, D], k/v
     [B, Sk, Hkv, D/Dv] (layout "bshd", or "bhsd"), H a multiple of Hkv.
 
-    scheme and its keyword arguments:
+    scheme and its keyword arguments (scheme_info(name) lists them all):
       "none" / "absolute": none (absolute encodings are added to the inputs)
       "rope": theta, rotary_dim, pairing, numerics, inv_freq, attention_factor
       "alibi": slopes, or max_bias / convention (one slope per query head)
@@ -33,6 +61,8 @@ def attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str = "bs
       "transformer_xl": r_w_bias [H, D], r_r_bias [H, D], rw [R, H, D]
       "deberta": pos_key / pos_query [2 att_span, H, D], position_buckets,
                  max_relative_positions, pos_att_type
+      "fire": w1 [hidden], b1 [hidden], w2 [H, hidden], b2 [H], c, threshold
+              (0-d), eps; causal only
     mask "causal" or "bidirectional", optional sliding_window W. Queries sit
     at Sk - Sq + i by default (KV cache), keys at j. Returns out (like q's
     layout, v's head dim) or (out, probs [B, H, Sq, Sk]) with return_probs.
@@ -49,7 +79,7 @@ def attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str = "bs
     return (out, probs) if return_probs else out
 
 
-FLASH_SCHEMES = ("none", "absolute", "rope", "alibi", "t5", "shaw")
+FLASH_SCHEMES = schemes(fused=True)
 
 
 def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str = "bshd",
@@ -99,6 +129,65 @@ def flash_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
     return out
 
 
+def _grads_of(scheme: str, scheme_args: Dict[str, Any],
+              grads: Optional[Iterable[str]]) -> Dict[str, Any]:
+    """Gradient buffers for the requested trainable tensor arguments (default:
+    every trainable argument given), shaped like the argument."""
+    names = trainable_args(scheme)
+    wanted = [n for n in names if scheme_args.get(n) is not None] if grads is None \
+        else list(grads)
+    for n in wanted:
+        if n not in names:
+            raise ValueError(f"grads: got {n!r}, expected trainable tensor arguments of scheme "
+                             f"{scheme!r}: {', '.join(names) or '(none)'}")
+        if scheme_args.get(n) is None:
+            raise ValueError(f"grads: got {n!r}, expected an argument given to this call")
+    return {n: empty_like(scheme_args[n]) for n in wanted}
+
+
+def attention_backward(q: Any, k: Any, v: Any, dout: Any, *, scheme: str = "none",
+                       layout: str = "bshd", mask: str = "causal",
+                       sliding_window: Optional[int] = None, scale: Optional[float] = None,
+                       query_positions: Any = None, key_positions: Any = None,
+                       grads: Optional[Iterable[str]] = None,
+                       **scheme_args: Any) -> Dict[str, Any]:
+    """Gradients of attention() (the exact float64 reference) given dout:
+    {"dq", "dk", "dv"} plus one entry per trainable scheme argument in
+    `grads` (default: every trainable tensor argument given), each shaped
+    like its input."""
+    out = {"dq": empty_like(q), "dk": empty_like(k), "dv": empty_like(v)}
+    table = _grads_of(scheme, scheme_args, grads)
+    _posenc.attention_backward(q, k, v, dout, out["dq"], out["dk"], out["dv"], table, layout,
+                               mask, _window(sliding_window),
+                               scale, query_positions, key_positions, scheme, scheme_args)
+    out.update(table)
+    return out
+
+
+def flash_attention_backward(q: Any, k: Any, v: Any, out: Any, dout: Any, lse: Any = None, *,
+                             scheme: str = "none", layout: str = "bshd", mask: str = "causal",
+                             sliding_window: Optional[int] = None,
+                             scale: Optional[float] = None, query_positions: Any = None,
+                             key_positions: Any = None, grads: Optional[Iterable[str]] = None,
+                             query_tile: int = 64, key_tile: int = 64,
+                             rope_keys: str = "rotate", ctx: Any = None,
+                             **scheme_args: Any) -> Dict[str, Any]:
+    """Gradients of flash_attention() by recomputation (FlashAttention-2's
+    backward): out and lse as the forward returned them (lse None recomputes
+    it). Returns {"dq", "dk", "dv"} plus the trainable scheme arguments in
+    `grads` (default: every trainable tensor argument given). For a ring or
+    other split of the keys, pass the final out and lse of the whole row:
+    the result is then this block's share of the gradients."""
+    result = {"dq": empty_like(q), "dk": empty_like(k), "dv": empty_like(v)}
+    table = _grads_of(scheme, scheme_args, grads)
+    _posenc.flash_attention_backward(
+        q, k, v, out, dout, lse, result["dq"], result["dk"], result["dv"], table, layout, mask,
+        _window(sliding_window), scale, query_positions,
+        key_positions, scheme, scheme_args, query_tile, key_tile, rope_keys, ctx)
+    result.update(table)
+    return result
+
+
 def _window(sliding_window: Optional[int]) -> int:
     """The binding's window argument: -1 for none. A given window must be
     >= 1 (-1 or 0 would silently mean "no window")."""
@@ -122,4 +211,6 @@ def _dtype(x: Any) -> str:
     return dtype_name(x.dtype)
 
 
-__all__ = ["attention", "flash_attention", "flash_attention_varlen", "SCHEMES", "FLASH_SCHEMES"]
+__all__ = ["attention", "attention_backward", "flash_attention", "flash_attention_backward",
+           "flash_attention_varlen", "scheme_info", "schemes", "trainable_args", "SCHEMES",
+           "FLASH_SCHEMES"]

@@ -94,6 +94,23 @@ def t5_bias(table: Any, query_len: int, key_len: Optional[int] = None, *,
     return out
 
 
+def t5_bias_grad(d_bias: Any, num_buckets: int, *, max_distance: int = 128,
+                 bidirectional: bool = True, query_offset: int = 0,
+                 query_positions: Any = None, out: Any = None) -> Any:
+    """Backward of t5_bias: the table gradient [num_buckets, heads],
+    d_table[bucket(j - q_i), h] = sum of d_bias[h, i, j] over the pairs of
+    each bucket, from d_bias [heads, query_len, key_len] (queries as in
+    t5_bias). `out` (float32 or float64 [num_buckets, heads]) is overwritten."""
+    heads = int(d_bias.shape[0])
+    if out is None:
+        out = empty((num_buckets, heads), _dtype_of(d_bias) if _dtype_of(d_bias) == "float64"
+                    else "float32", like=d_bias if is_torch(d_bias) else None)
+    _posenc.t5_bias_grad(out, d_bias, num_buckets, max_distance,
+                         "bidirectional" if bidirectional else "causal", heads, query_positions,
+                         query_offset, "overwrite")
+    return out
+
+
 def _dtype_of(x: Any) -> str:
     from ._tensors import dtype_name
     return dtype_name(x.dtype)

@@ -9,16 +9,21 @@ Functions (differentiable):
                                         (ApplyRope with direction "inverse")
   learned_lookup(weight, positions)     backward = scatter-add (LearnedTable.Backward)
   t5_bias(table, query_len, key_len)    backward = table gradient (T5BiasTable.AccumulateGrad)
-  attention(q, k, v, scheme=...)        fused flash attention (float32 inside) for none,
-                                        absolute, rope, alibi, t5, shaw with 32/16-bit inputs:
+  attention(q, k, v, scheme=...)        fused flash attention (float32 inside) for the
+                                        fused schemes (posenc.schemes(fused=True): none,
+                                        absolute, rope, alibi, t5, shaw, fire) with 32/16-bit inputs:
                                         forward = FlashAttentionWithLse, backward =
                                         FlashAttentionBackward by recomputation; the exact
                                         reference (float64 inside, AttentionReferenceBackward)
                                         for float64 inputs, transformer_xl and deberta, or
                                         kernel="reference"
 Modules: SinusoidalPositionalEncoding, LearnedPositionalEmbedding,
-RotaryEmbedding (+ RotaryEmbedding.from_config), ALiBi, T5RelativeBias.
+RotaryEmbedding (+ RotaryEmbedding.from_config), ALiBi, T5RelativeBias, FIRE.
 The reference is exact and slow: use it for checking and small models.
+
+Threads: every kernel call runs on a posenc.Context of torch.get_num_threads()
+threads (one cached Context per count), so posenc follows
+torch.set_num_threads; pass ctx= to apply_rope / attention to choose.
 """
 from __future__ import annotations
 
@@ -32,8 +37,20 @@ import posenc as _pe
 __all__ = [
     "apply_rope", "learned_lookup", "t5_bias", "attention",
     "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding", "RotaryEmbedding", "ALiBi",
-    "T5RelativeBias",
+    "T5RelativeBias", "FIRE",
 ]
+
+
+_CONTEXTS: Dict[int, Any] = {}
+
+
+def _torch_ctx() -> Any:
+    """The posenc.Context matching torch.get_num_threads() (cached per count)."""
+    threads = max(1, int(torch.get_num_threads()))
+    ctx = _CONTEXTS.get(threads)
+    if ctx is None:
+        ctx = _CONTEXTS.setdefault(threads, _pe.Context(threads))
+    return ctx
 
 
 def _positions(positions: Any) -> Optional[torch.Tensor]:
@@ -80,6 +97,8 @@ def apply_rope(q: torch.Tensor, positions: Any = None, *, layout: str = "bhsd",
         kwargs["inv_freq"], kwargs["attention_factor"] = info["inv_freq"], info["attention_factor"]
         kwargs.setdefault("pairing", info["pairing"])
     kwargs["layout"] = layout
+    if kwargs.get("ctx") is None:
+        kwargs["ctx"] = _torch_ctx()
     return _ApplyRope.apply(q, _positions(positions), kwargs)
 
 
@@ -147,16 +166,16 @@ class _T5Bias(torch.autograd.Function):
                                     bidirectional=bidirectional)
             return t[buckets].permute(2, 0, 1).contiguous()
         return _pe.t5_bias(t.contiguous(), query_len, key_len, max_distance=max_distance,
-                           bidirectional=bidirectional, query_offset=query_offset)
+                           bidirectional=bidirectional, query_offset=query_offset,
+                           ctx=_torch_ctx())
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
         num_buckets, heads, max_distance, bidirectional, query_offset, dtype = ctx.args
         acc = torch.float64 if dtype == torch.float64 else torch.float32
         d_table = torch.zeros(num_buckets, heads, dtype=acc)
-        _pe._posenc.t5_bias_grad(d_table, grad.detach().contiguous(), num_buckets, max_distance,
-                                 "bidirectional" if bidirectional else "causal", heads, None,
-                                 query_offset, "overwrite")
+        _pe.t5_bias_grad(grad.detach().contiguous(), num_buckets, max_distance=max_distance,
+                         bidirectional=bidirectional, query_offset=query_offset, out=d_table)
         return d_table.to(dtype), None, None, None, None, None
 
 
@@ -172,102 +191,78 @@ def t5_bias(table: torch.Tensor, query_len: int, key_len: Optional[int] = None, 
 
 # --------------------------------------------------------------------------- attention
 
-# scheme argument -> name of its gradient in posenc._posenc.attention_backward
-_TABLE_GRADS = {("t5", "table"): "t5_table", ("shaw", "a_key"): "shaw_a_key",
-                ("shaw", "a_value"): "shaw_a_value", ("transformer_xl", "r_w_bias"): "xl_r_w_bias",
-                ("transformer_xl", "r_r_bias"): "xl_r_r_bias", ("transformer_xl", "rw"): "xl_rw",
-                ("deberta", "pos_key"): "deberta_pos_key",
-                ("deberta", "pos_query"): "deberta_pos_query"}
-
-
-# Schemes the fused flash kernel evaluates (posenc/flash_attention.h).
-FLASH_SCHEMES = ("none", "absolute", "rope", "alibi", "t5", "shaw")
+# Schemes the fused flash kernel evaluates, from the registry (posenc.schemes).
+FLASH_SCHEMES = _pe.schemes(fused=True)
 KERNELS = ("auto", "flash", "reference")
-
-
-def _window(o: Dict[str, Any]) -> int:
-    return -1 if o["sliding_window"] is None else int(o["sliding_window"])
 
 
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, options: Dict[str, Any], names: Tuple[str, ...], q: torch.Tensor,
                 k: torch.Tensor, v: torch.Tensor,
-                *tables: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        args = dict(options["scheme_args"])
-        args.update({n: t.detach() for n, t in zip(names, tables)})
-        ctx.options, ctx.names, ctx.args = options, names, args
-        o = options
-        if not o["flash"]:
-            ctx.save_for_backward(q, k, v, *tables)
-            kw = {key: val for key, val in options.items() if key not in ("scheme_args", "flash")}
-            return _pe.attention(q.detach(), k.detach(), v.detach(), **kw, **args)
-        b, h = q.shape[0], (q.shape[2] if o["layout"] == "bshd" else q.shape[1])
-        sq = q.shape[1] if o["layout"] == "bshd" else q.shape[2]
-        shape = list(q.shape)
-        shape[3] = v.shape[3]
-        out = torch.empty(shape, dtype=q.dtype)
-        lse = torch.empty((b, h, sq), dtype=torch.float32)
-        _pe._posenc.flash_attention(
-            q.detach(), k.detach(), v.detach(), out, lse, o["layout"], o["mask"], _window(o),
-            o["scale"], o["query_positions"], o["key_positions"], o["scheme"], args)
-        ctx.save_for_backward(q, k, v, out, lse, *tables)
+                *tensors: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        kw = dict(options["kw"])
+        kw.update({n: t.detach() for n, t in zip(names, tensors)})
+        ctx.options, ctx.names, ctx.kw = options, names, kw
+        if not options["flash"]:
+            ctx.save_for_backward(q, k, v, *tensors)
+            return _pe.attention(q.detach(), k.detach(), v.detach(), ctx=options["ctx"], **kw)
+        out, lse = _pe.flash_attention(q.detach(), k.detach(), v.detach(), return_lse=True,
+                                       ctx=options["ctx"], **kw)
+        ctx.save_for_backward(q, k, v, out, lse, *tensors)
         return out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
         o = ctx.options
+        n = len(ctx.names)
+        wanted = tuple(name for i, name in enumerate(ctx.names) if ctx.needs_input_grad[5 + i])
+        saved = ctx.saved_tensors
+        q, k, v = saved[:3]
         if o["flash"]:
-            q, k, v, out, lse, *tables = ctx.saved_tensors
+            out, lse = saved[3:5]
+            g = _pe.flash_attention_backward(q.detach(), k.detach(), v.detach(), out,
+                                             grad.detach().contiguous(), lse, grads=wanted,
+                                             ctx=o["ctx"], **ctx.kw)
         else:
-            q, k, v, *tables = ctx.saved_tensors
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        table_grads = {_TABLE_GRADS[(o["scheme"], n)]: torch.empty_like(t)
-                       for n, t in zip(ctx.names, tables)}
-        if o["flash"]:
-            _pe._posenc.flash_attention_backward(
-                q.detach(), k.detach(), v.detach(), out, grad.detach().contiguous(), lse, dq,
-                dk, dv, table_grads, o["layout"], o["mask"], _window(o), o["scale"],
-                o["query_positions"], o["key_positions"], o["scheme"], ctx.args)
-        else:
-            _pe._posenc.attention_backward(
-                q.detach(), k.detach(), v.detach(), grad.detach().contiguous(), dq, dk, dv,
-                table_grads, o["layout"], o["mask"], _window(o), o["scale"],
-                o["query_positions"], o["key_positions"], o["scheme"], ctx.args)
-        return (None, None, dq, dk, dv, *[table_grads[_TABLE_GRADS[(o["scheme"], n)]]
-                                          for n in ctx.names])
+            g = _pe.attention_backward(q.detach(), k.detach(), v.detach(),
+                                       grad.detach().contiguous(), grads=wanted, **ctx.kw)
+        return (None, None, g["dq"], g["dk"], g["dv"], *[g.get(name) for name in ctx.names[:n]])
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme: str = "none",
               layout: str = "bshd", mask: str = "causal", sliding_window: Optional[int] = None,
               scale: Optional[float] = None, query_positions: Any = None,
-              key_positions: Any = None, kernel: str = "auto",
+              key_positions: Any = None, kernel: str = "auto", ctx: Any = None,
               **scheme_args: Any) -> torch.Tensor:
-    """Differentiable posenc.attention: gradients for q, k, v and for the
-    scheme's tensor arguments (t5 table, shaw a_key / a_value,
-    transformer_xl r_w_bias / r_r_bias / rw, deberta pos_key / pos_query).
+    """Differentiable posenc.attention: gradients for q, k, v and for every
+    trainable tensor argument of the scheme (posenc.scheme_info(scheme):
+    t5 table, shaw a_key / a_value, transformer_xl r_w_bias / r_r_bias / rw,
+    deberta pos_key / pos_query, fire w1 / b1 / w2 / b2 / c / threshold).
     Same keywords as posenc.attention (no out / return_probs), plus kernel:
       "flash": the fused kernel (float32 arithmetic, O(N) memory; the
                backward recomputes the probabilities from the saved row
-               log-sum-exp); schemes none, absolute, rope, alibi, t5, shaw;
+               log-sum-exp); the schemes in FLASH_SCHEMES;
       "reference": the exact float64 reference (every scheme);
       "auto": flash for those schemes unless q is float64 (kept exact, e.g.
-              for gradcheck), else the reference."""
+              for gradcheck), else the reference.
+    ctx: a posenc.Context; None follows torch.get_num_threads()."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel: got {kernel!r}, expected one of {', '.join(KERNELS)}")
-    if kernel == "flash" and scheme not in FLASH_SCHEMES:
+    info = _pe.scheme_info(scheme)  # validates the name
+    if kernel == "flash" and not info["fused"]:
         raise ValueError(f"kernel: got 'flash' with scheme {scheme!r}, expected a scheme in "
                          f"{', '.join(FLASH_SCHEMES)} (or kernel='reference')")
-    flash = kernel == "flash" or (kernel == "auto" and scheme in FLASH_SCHEMES
+    flash = kernel == "flash" or (kernel == "auto" and info["fused"]
                                   and q.dtype != torch.float64)
-    names = tuple(n for n, val in scheme_args.items()
-                  if (scheme, n) in _TABLE_GRADS and torch.is_tensor(val))
-    tables = [scheme_args.pop(n) for n in names]
-    options = dict(scheme=scheme, layout=layout, mask=mask, sliding_window=sliding_window,
-                   scale=scale, query_positions=_positions(query_positions),
-                   key_positions=_positions(key_positions), scheme_args=scheme_args,
-                   flash=flash)
-    return _Attention.apply(options, names, q, k, v, *tables)
+    trainable = {a["name"] for a in info["args"] if a["trainable"]}
+    names = tuple(n for n, val in scheme_args.items() if n in trainable and torch.is_tensor(val))
+    tensors = [scheme_args.pop(n) for n in names]
+    kw = dict(scheme=scheme, layout=layout, mask=mask, sliding_window=sliding_window,
+              scale=scale, query_positions=_positions(query_positions),
+              key_positions=_positions(key_positions), **scheme_args)
+    options = dict(kw=kw, flash=flash, ctx=_torch_ctx() if ctx is None else ctx)
+    return _Attention.apply(options, names, q, k, v, *tensors)
 
 
 # --------------------------------------------------------------------------- modules
@@ -434,3 +429,61 @@ class T5RelativeBias(nn.Module):
     def extra_repr(self) -> str:
         return (f"num_buckets={self.num_buckets}, heads={self.weight.shape[1]}, "
                 f"max_distance={self.max_distance}, bidirectional={self.bidirectional}")
+
+
+class FIRE(nn.Module):
+    """FIRE, Functional Interpolation for Relative Positions (Li et al. 2024,
+    ICLR; posenc/fire.h): a learned bias b_h(p, r) = f(psi(p - r) /
+    (psi(max(p, |L|)) + eps)) with psi(d) = log(|c d| + 1) and f = Linear(1,
+    hidden) -> ReLU -> Linear(hidden, heads), for causal attention.
+
+    The paper's module and initialisation: torch.nn.Linear defaults for f,
+    c = init_c (0.1), and the threshold L learned as a multiplier of
+    init_threshold (512). forward(q, k, v, **attention keywords) runs
+    posenc.torch.attention(..., scheme="fire") — the fused kernel with the
+    bias computed per tile and gradients for every parameter; scheme_args()
+    gives the keywords for calling attention yourself; bias(query_len,
+    key_len) evaluates the same bias in plain torch (the paper's code), e.g.
+    to check or plot it.
+    """
+
+    def __init__(self, num_heads: int, hidden: int = 32, *, init_c: float = 0.1,
+                 init_threshold: float = 512.0, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.num_heads, self.hidden, self.eps = int(num_heads), int(hidden), float(eps)
+        self.mlp_in = nn.Linear(1, self.hidden)
+        self.mlp_out = nn.Linear(self.hidden, self.num_heads)
+        self.c = nn.Parameter(torch.tensor(float(init_c)))
+        self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))
+        self.register_buffer("init_threshold", torch.tensor(float(init_threshold)),
+                             persistent=False)
+
+    def threshold(self) -> torch.Tensor:
+        return self.threshold_multiplier * self.init_threshold
+
+    def scheme_args(self) -> Dict[str, Any]:
+        """Keywords of posenc.torch.attention(q, k, v, scheme="fire", ...)."""
+        return dict(w1=self.mlp_in.weight.reshape(-1), b1=self.mlp_in.bias,
+                    w2=self.mlp_out.weight, b2=self.mlp_out.bias, c=self.c,
+                    threshold=self.threshold(), eps=self.eps)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                **kwargs: Any) -> torch.Tensor:
+        return attention(q, k, v, scheme="fire", **kwargs, **self.scheme_args())
+
+    def bias(self, query_len: int, key_len: Optional[int] = None,
+             query_offset: int = 0) -> torch.Tensor:
+        """[heads, query_len, key_len]: queries at query_offset + i, keys at j
+        (every pair evaluated; attention masks r > p)."""
+        key_len = query_len if key_len is None else key_len
+        p = torch.arange(query_len, dtype=torch.float64) + query_offset
+        r = torch.arange(key_len, dtype=torch.float64)
+        c = self.c.to(torch.float64)
+        rel = torch.log(torch.abs(c * (p[:, None] - r[None, :])) + 1)
+        norm = torch.maximum(p, torch.abs(self.threshold().to(torch.float64)))
+        norm = torch.log(torch.abs(c * norm) + 1) + self.eps
+        x = (rel / norm[:, None]).unsqueeze(-1).to(self.mlp_in.weight.dtype)
+        return self.mlp_out(torch.relu(self.mlp_in(x))).permute(2, 0, 1)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, hidden={self.hidden}, eps={self.eps}"

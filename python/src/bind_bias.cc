@@ -86,7 +86,7 @@ void BindAlibi(py::module_& m) {
         g.query_len = query_len;
         g.key_len = key_len;
         g.form = ParseAlibiForm(form, "form");
-        const Context& c = ContextOf(ctx);
+        const ContextHold c = ContextOf(ctx);
         HeldView o = ViewOf(out, "out", Access::kWrite);
         py::gil_scoped_release release;
         AlibiBiasMatrix(s, g, o.view, c);
@@ -132,7 +132,7 @@ void BindT5(py::module_& m) {
       [](py::handle out, py::handle table, std::int64_t num_buckets, std::int64_t max_distance,
          const std::string& direction, py::handle query_positions, std::int64_t query_offset,
          std::int64_t query_len, std::int64_t key_len, py::handle ctx) {
-        const Context& c = ContextOf(ctx);
+        const ContextHold c = ContextOf(ctx);
         HeldView t = ViewOf(table, "table", Access::kRead);
         Require(t.view.rank == 2, "table.ndim", t.view.rank, "2 ([num_buckets, heads])");
         Require(t.view.shape[0] == num_buckets, "table.shape[0]", t.view.shape[0],

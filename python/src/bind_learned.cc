@@ -53,7 +53,7 @@ void BindLearned(py::module_& m) {
           "lookup",
           [](const LearnedTable& t, py::handle out, py::handle positions, std::int64_t offset,
              py::handle ctx) {
-            const Context& c = ContextOf(ctx);
+            const ContextHold c = ContextOf(ctx);
             HeldView o = ViewOf(out, "out", Access::kWrite);
             IntArray storage;
             const Positions pos = PositionsOf(positions, offset, "positions", storage);
@@ -68,7 +68,7 @@ void BindLearned(py::module_& m) {
           "add_to",
           [](const LearnedTable& t, py::handle x, py::handle positions, std::int64_t offset,
              py::handle ctx) {
-            const Context& c = ContextOf(ctx);
+            const ContextHold c = ContextOf(ctx);
             HeldView xv = ViewOf(x, "x", Access::kWrite);
             IntArray storage;
             const Positions pos = PositionsOf(positions, offset, "positions", storage);
@@ -80,7 +80,7 @@ void BindLearned(py::module_& m) {
           "backward",
           [](const LearnedTable& t, py::handle d_out, py::handle positions, std::int64_t offset,
              py::handle grad, py::handle ctx) {
-            const Context& c = ContextOf(ctx);
+            const ContextHold c = ContextOf(ctx);
             HeldView d = ViewOf(d_out, "d_out", Access::kRead);
             HeldView g = ViewOf(grad, "grad", Access::kWrite);
             IntArray storage;

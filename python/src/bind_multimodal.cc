@@ -37,7 +37,7 @@ void BindMultimodal(py::module_& m) {
          std::int64_t rotary_dim, double theta, py::handle inv_freq, double attention_factor,
          const std::string& pairing, const std::string& numerics, const std::string& direction,
          py::handle ctx) {
-        const Context& c = ContextOf(ctx);
+        const ContextHold c = ContextOf(ctx);
         const AttentionLayout lay = ParseLayout(layout, "layout");
         const RopeNumerics num = ParseRopeNumerics(numerics, "numerics");
         Require(direction == "forward" || direction == "inverse", "direction", direction,

@@ -72,7 +72,7 @@ void BindRope(py::module_& m) {
          py::handle ctx) {
         const RopeParams p =
             Params(head_dim, rotary_dim, theta, pairing, numerics, inv_freq, attention_factor);
-        const Context& c = ContextOf(ctx);
+        const ContextHold c = ContextOf(ctx);
         HeldView cv = ViewOf(cos, "cos", Access::kWrite);
         HeldView sv = ViewOf(sin, "sin", Access::kWrite);
         IntArray storage;
@@ -92,7 +92,7 @@ void BindRope(py::module_& m) {
          std::int64_t offset, std::int64_t rotary_dim, double theta, const std::string& pairing,
          const std::string& numerics, py::handle inv_freq, double attention_factor,
          const std::string& direction, py::handle ctx) {
-        const Context& c = ContextOf(ctx);
+        const ContextHold c = ContextOf(ctx);
         const AttentionLayout lay = ParseLayout(layout, "layout");
         const RopeDirection dir = ParseDirection(direction);
         HeldView xv = ViewOf(x, "x", out.is_none() ? Access::kWrite : Access::kRead);
@@ -122,7 +122,7 @@ void BindRope(py::module_& m) {
          std::int64_t offset, std::int64_t rotary_dim, double theta, const std::string& pairing,
          const std::string& numerics, py::handle inv_freq, double attention_factor,
          const std::string& direction, py::handle ctx) {
-        const Context& c = ContextOf(ctx);
+        const ContextHold c = ContextOf(ctx);
         const AttentionLayout lay = ParseLayout(layout, "layout");
         const RopeDirection dir = ParseDirection(direction);
         HeldView qv = ViewOf(q, "q", Access::kWrite);

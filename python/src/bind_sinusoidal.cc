@@ -37,7 +37,7 @@ void BindSinusoidal(py::module_& m) {
       [](py::handle out, std::int64_t num_positions, std::int64_t dim, double base,
          const std::string& layout, std::int64_t offset, py::handle positions, py::handle ctx) {
         const SinusoidalParams p = Params(dim, base, layout);
-        const Context& c = ContextOf(ctx);
+        const ContextHold c = ContextOf(ctx);
         HeldView o = ViewOf(out, "out", Access::kWrite);
         if (positions.is_none()) {
           // num_positions < 0: as many rows as `out` has.
@@ -62,7 +62,7 @@ void BindSinusoidal(py::module_& m) {
       [](py::handle x, std::int64_t dim, double base, const std::string& layout,
          std::int64_t offset, py::handle positions, py::handle ctx) {
         const SinusoidalParams p = Params(dim, base, layout);
-        const Context& c = ContextOf(ctx);
+        const ContextHold c = ContextOf(ctx);
         HeldView v = ViewOf(x, "x", Access::kWrite);
         IntArray storage;
         const Positions pos = PositionsOf(positions, offset, "positions", storage);

@@ -11,15 +11,31 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
+#include <utility>
+
 #include "posenc/context.h"
 #include "posenc/error.h"
 #include "tensor_arg.h"
 
 namespace posenc::python {
 
-// The Context a call runs on: `ctx` (a posenc.Context) or, for None, a
-// shared single-threaded Context with the auto backend.
-const Context& ContextOf(py::handle ctx);
+// The Context one call runs on, kept alive for the call: `ctx` (a
+// posenc.Context, owned by the caller's Python object) or, for None, the
+// process-wide default (posenc.set_num_threads; initially one thread per
+// core available to the process, or POSENC_NUM_THREADS). Replacing the
+// default while calls run is safe: each call holds the Context it started
+// with. Converts to `const Context&` for the C++ API.
+class ContextHold {
+ public:
+  explicit ContextHold(std::shared_ptr<const Context> context) : context_(std::move(context)) {}
+  operator const Context&() const { return *context_; }  // NOLINT(google-explicit-constructor)
+  const Context& get() const { return *context_; }
+
+ private:
+  std::shared_ptr<const Context> context_;
+};
+ContextHold ContextOf(py::handle ctx);
 
 void BindSinusoidal(py::module_& m);
 void BindRope(py::module_& m);

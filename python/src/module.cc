@@ -8,19 +8,78 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "bindings.h"
 #include "posenc/context.h"
 #include "posenc/error.h"
+#include "posenc/version.h"
 
 namespace posenc::python {
 
-const Context& ContextOf(py::handle ctx) {
-  static const Context kDefault(1, Backend::kAuto);
-  if (ctx.is_none()) return kDefault;
+namespace {
+
+// Cores this process may run on (sched_getaffinity), at least 1.
+int CoresAvailable() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1U, std::thread::hardware_concurrency());
+}
+
+// The initial default: POSENC_NUM_THREADS when set (validated like
+// set_num_threads), else the cores available.
+int InitialThreads() {
+  const char* env = std::getenv("POSENC_NUM_THREADS");
+  if (env == nullptr || *env == '\0') return CoresAvailable();
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  Require(*end == '\0' && n >= 0 && n <= 1024, "POSENC_NUM_THREADS", env,
+          "an integer thread count in [0, 1024] (0: one per core available)");
+  return n == 0 ? CoresAvailable() : static_cast<int>(n);
+}
+
+std::mutex& DefaultMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::shared_ptr<const Context>& DefaultSlot() {
+  static std::shared_ptr<const Context> slot;
+  return slot;
+}
+
+std::shared_ptr<const Context> DefaultContext() {
+  std::lock_guard<std::mutex> lock(DefaultMutex());
+  auto& slot = DefaultSlot();
+  if (!slot) slot = std::make_shared<const Context>(InitialThreads(), Backend::kAuto);
+  return slot;
+}
+
+void SetDefaultThreads(int threads) {
+  Require(threads >= 0 && threads <= 1024, "threads", threads,
+          "a thread count in [0, 1024] (0: one per core available)");
+  auto context =
+      std::make_shared<const Context>(threads == 0 ? CoresAvailable() : threads, Backend::kAuto);
+  std::lock_guard<std::mutex> lock(DefaultMutex());
+  DefaultSlot() = std::move(context);
+}
+
+}  // namespace
+
+ContextHold ContextOf(py::handle ctx) {
+  if (ctx.is_none()) return ContextHold(DefaultContext());
   try {
-    return ctx.cast<const Context&>();
+    // Non-owning: the caller's posenc.Context object outlives the call.
+    const Context& context = ctx.cast<const Context&>();
+    return ContextHold(std::shared_ptr<const Context>(std::shared_ptr<const Context>{}, &context));
   } catch (const py::cast_error&) {
     throw InvalidArgument(ArgMessage(
         "ctx", py::str(py::type::handle_of(ctx).attr("__qualname__")).cast<std::string>(),
@@ -49,6 +108,14 @@ the GIL released, so several Python threads can use posenc at once.)doc")
         return "posenc.Context(threads=" + std::to_string(c.num_threads()) + ", backend='" +
                std::string(BackendName(c.backend())) + "')";
       });
+  m.def("set_num_threads", &SetDefaultThreads, py::arg("threads"), R"doc(
+Sets the process-wide default thread count: every posenc call made with
+ctx=None runs on a shared Context of this many threads (0: one per core
+available to the process). The initial default is POSENC_NUM_THREADS when
+set, else the cores available. posenc.torch follows torch.get_num_threads()
+instead unless given ctx=. Calls already running keep their Context.)doc");
+  m.def("get_num_threads", [] { return DefaultContext()->num_threads(); },
+        "Thread count of the process-wide default Context (see set_num_threads).");
   m.def("simd_target", [] { return std::string(SimdTargetName()); },
         "Name of the SIMD target the simd backend dispatches to on this CPU.");
   m.attr("MAX_POSITION") = kMaxPosition;
@@ -60,6 +127,7 @@ the GIL released, so several Python threads can use posenc at once.)doc")
 PYBIND11_MODULE(_posenc, m) {
   namespace pp = posenc::python;
   m.doc() = "posenc C++ core (low-level; use the posenc package).";
+  m.attr("__version__") = POSENC_VERSION_STRING;  // the repository's VERSION file
 
   static pybind11::exception<posenc::ConfigError> config_error(m, "ConfigError",
                                                                PyExc_ValueError);

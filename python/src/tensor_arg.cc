@@ -177,9 +177,13 @@ DType FloatDType(const Raw& raw, std::string_view arg) {
 
 }  // namespace
 
-HeldView ViewOf(py::handle obj, std::string_view arg, Access access) {
+HeldView ViewOf(py::handle obj, std::string_view arg, Access access, ScalarTensor scalar) {
   Raw raw = RawOf(obj, arg, access);
   const DType dtype = FloatDType(raw, arg);
+  if (raw.shape.empty() && scalar == ScalarTensor::kAsShape1) {
+    raw.shape = {1};
+    raw.strides = {1};
+  }
   const auto rank = static_cast<std::int64_t>(raw.shape.size());
   Require(rank >= 1 && rank <= kMaxRank, std::string(arg) + ".ndim", rank,
           "a rank in [1, " + std::to_string(kMaxRank) + "]");

@@ -39,8 +39,13 @@ struct HeldView {
   std::shared_ptr<void> keep;  // Py_buffer or DLManagedTensor owner
 };
 
+// How a 0-d tensor is taken: rejected, or as a rank-1 view of one element
+// (the scalar-shaped tensor arguments of attention schemes, posenc/scheme.h).
+enum class ScalarTensor : std::uint8_t { kReject, kAsShape1 };
+
 // View of a float tensor; `arg` names it in errors.
-HeldView ViewOf(py::handle obj, std::string_view arg, Access access);
+HeldView ViewOf(py::handle obj, std::string_view arg, Access access,
+                ScalarTensor scalar = ScalarTensor::kReject);
 
 // An integer array copied into int64, with its shape.
 struct IntArray {

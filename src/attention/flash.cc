@@ -6,9 +6,9 @@
 // most 16 MiB per group of kv heads, then one task per (batch, head, query
 // tile) runs the online softmax (running max m_i, running sum l_i,
 // accumulator O_i rescaled by exp(m_old - m_new)) over the packed key tiles.
-// Position terms come from the (query, key) positions of the tile: ALiBi
-// slopes, T5 buckets + table, Shaw clipped indices + float32 copies of a^K /
-// a^V; RoPE rotates float32 tile copies with posenc::ApplyRope. Tiles fully
+// Position terms come from the scheme's policy (attention/scheme_policy.h)
+// for the (query, key) positions of the tile; RoPE rotates float32 tile
+// copies with posenc::ApplyRope. Tiles fully
 // hidden by the causal mask or the sliding window (from the tile's min/max
 // positions) are skipped; tiles where every pair is visible skip the
 // per-pair mask. Never an [Sq, Sk] array. Float32 arithmetic throughout.

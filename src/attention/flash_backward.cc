@@ -1,17 +1,22 @@
 // Backward of the fused (flash) attention (include/posenc/flash_attention.h,
 // FlashAttentionBackward).
 //
-// Formula (logit_ij = scale * (q_i . k_j + q_i . a^K_ij) + bias_ij, the
-// forward's contract; a^K / a^V only for Shaw, bias for ALiBi and T5):
+// Formula (logit_ij = scale * q_i . k_j + T_ij, the forward's contract, with
+// T_ij the scheme's terms: bias b_h(p, r) + scale * c(q_i, p, r); value
+// terms a_ij added to the output):
 //   P_ij  = exp(logit_ij - lse_i)                 (recomputed per tile)
 //   D_i   = dO_i . O_i                            (= sum_j P_ij dP_ij)
-//   dP_ij = dO_i . (v_j + a^V_ij)
+//   dP_ij = dO_i . (v_j + a_ij)
 //   dS_ij = P_ij (dP_ij - D_i)                    (d logit_ij)
-//   dv_j  += P_ij dO_i;   dk_j += scale dS_ij q_i;   dq_i += scale dS_ij (k_j + a^K_ij)
-//   T5: dtable[bucket(r - p), h] += dS_ij;  Shaw: da^K[idx] += scale dS_ij q_i,
-//   da^V[idx] += P_ij dO_i  (idx = clip(r - p, -k, k) + k);  ALiBi: none.
-//   RoPE: q and k are rotated copies, so dq and dk are rotated back with
-//   R(-p) (ApplyRope kInverse); with pre-rotated keys dk stays as is.
+//   dv_j  += P_ij dO_i;   dk_j += scale dS_ij q_i;
+//   dq_i  += scale sum_j dS_ij (k_j + dc/dq)
+// The scheme (attention/scheme_policy.h) supplies T_ij (TileTerms, the same
+// code as the forward), its value terms' dO_i . a_ij - D_i, and the
+// gradients of its parameters from dS and P (BackwardRow; for a bias that
+// depends on r - p only, dS is first summed per distance of the tile and
+// DistanceGrad runs once per distance). RoPE: q and k are rotated copies,
+// so dq and dk are rotated back with R(-p) (ApplyRope kInverse); with
+// pre-rotated keys dk stays as is.
 // Paper: FlashAttention-2 (Dao 2023, "FlashAttention-2: Faster Attention with
 // Better Parallelism and Work Partitioning", Alg. 2), backward by
 // recomputation from the row log-sum-exp. Matches the float64 oracle
@@ -21,7 +26,7 @@
 // key tile), each looping the GQA group's query heads and the visible query
 // tiles, produces dk and dv of its key rows; pass B, tasks over (batch,
 // head, query tile) looping the visible key tiles, produces dq and the
-// table gradients (per-worker float64 sums, reduced at the end). When no
+// scheme's parameter gradients (per-worker float64 sums, reduced at the end). When no
 // lse is given, pass 0 recomputes it (a forward without the output).
 // Tiles hidden by the causal mask or the window are skipped (tile min/max
 // positions, exact for arbitrary positions).
@@ -30,8 +35,9 @@
 // Numerics: float32 tiles, dot products and accumulation through the
 // forward's tile kernels (q . k^T, dO . v^T, P^T dO, dS^T q, dS k: Highway,
 // or plain loops for Backend::kScalar); D_i in float64 from out (so out's
-// dtype bounds its precision); Shaw's dO . a^V[idx] - D_i in float64 once
-// per index; every gradient is rounded once to its dtype. Error against the
+// dtype bounds its precision); a value term's dO . a_ij - D_i is rounded
+// once (the scheme combines it in float64); every gradient is rounded once
+// to its dtype. Error against the
 // float64 reference within 2x a plain float32 backward's error (tested in
 // tests/unit/flash_backward_test.cc). Positions [0, 2^24).
 // Inputs are validated at the boundary (FlashAttentionBackward); the pass
@@ -43,6 +49,7 @@
 #include <vector>
 
 #include "attention/flash_internal.h"
+#include "attention/scheme_policy.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
 
@@ -50,49 +57,46 @@ namespace posenc {
 namespace {
 
 using attention_internal::CheckAttentionTensor;
+using attention_internal::SchemeGradSums;
+using attention_internal::SchemeRow;
 using flash_internal::CheckLse;
-using flash_internal::Kind;
 using flash_internal::kNegInf;
 using flash_internal::LoadRows;
 using flash_internal::Pad;
+using flash_internal::PositionRange;
 using flash_internal::Problem;
 using flash_internal::RotateTile;
 using flash_internal::TileOps;
+using flash_internal::TileTerms;
 using Index = std::int64_t;
 
 std::size_t Z(Index i) { return static_cast<std::size_t>(i); }
 
-void CheckTable(const TensorView& view, std::string_view arg, Index rows, Index cols) {
-  ValidateView(view, arg, 2, /*writable=*/true);
-  Require(view.shape[0] == rows && view.shape[1] == cols, std::string(arg), view.Describe(),
-          "shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-}
-
 // One validated backward call.
-struct Call {
+struct BackwardCall {
   Problem p;
   AttentionDims od{}, dod{}, dqd{}, dkd{}, dvd{};
   TensorView lse;  // float32 [B, H, Sq]: given, or the recomputed buffer
-  bool grad_t5 = false, grad_a_key = false, grad_a_value = false;
+  std::vector<TensorView> scheme_grads;  // per trainable tensor (null data: not requested)
+  bool any_scheme_grad = false;
   Index bq = 1, bk = 1, q_tiles = 1, k_tiles = 1;
-  std::vector<Index> qmin, qmax, kmin, kmax;  // per (batch, tile)
-  Index table_rows = 0;                       // T5 buckets or Shaw 2k + 1
+  std::vector<PositionRange> q_ranges, k_ranges;  // per (batch, tile)
 };
 
 // Per-worker buffers. Widths: ldq = Pad(Bq), ldk = Pad(Bk), ldd = Pad(D),
 // ldv = Pad(Dv); padding columns stay zero (kt, vt, qpad, kpad, dOpad).
 struct Scratch {
   std::vector<float> q, qpad, dout, dout_pad, k, kt, kpad, vt, s, ds, pt, dst;
-  std::vector<float> dk, dv, dq, lse, m, l, row;
+  std::vector<float> dk, dv, dq, lse, m, l, row, terms;
   std::vector<double> delta;  // D_i = dO_i . O_i
-  std::vector<Index> qpos, kpos, shaw_idx;
-  std::vector<float> shaw_c;  // dO_i . a^V[idx] - D_i per index of one row
-  std::vector<double> g_table, g_a_key, g_a_value;
-  std::vector<float> w_ds, w_p;  // Shaw: per-index sums of one row
+  std::vector<double> by_distance;  // dS summed per distance of a tile
+  std::vector<Index> qpos, kpos;
+  TileTerms tile_terms;
+  SchemeGradSums sums;
   Context serial{1};
 };
 
-void Resize(Scratch& w, const Call& c, Index D, Index Dv, Backend backend) {
+void Resize(Scratch& w, const BackwardCall& c, Index D, Index Dv, Backend backend) {
   const Index bq = c.bq, bk = c.bk, ldq = Pad(bq), ldk = Pad(bk), ldd = Pad(D), ldv = Pad(Dv);
   w.q.assign(Z(bq * D), 0.0f);
   w.qpad.assign(Z(bq * ldd), 0.0f);
@@ -110,21 +114,15 @@ void Resize(Scratch& w, const Call& c, Index D, Index Dv, Backend backend) {
   w.dv.assign(Z(bk * ldv), 0.0f);
   w.dq.assign(Z(bq * ldd), 0.0f);
   w.row.assign(Z(std::max(Dv, D)), 0.0f);
+  w.terms.assign(Z(ldk), 0.0f);
   for (auto* v : {&w.lse, &w.m, &w.l}) v->assign(Z(bq), 0.0f);
   w.delta.assign(Z(bq), 0.0);
+  w.by_distance.assign(Z(4 * (bq + bk)), 0.0);
   w.qpos.assign(Z(bq), 0);
   w.kpos.assign(Z(bk), 0);
   w.serial = Context(1, backend);
-  const Index H = c.p.dims.heads;
-  if (c.grad_t5) w.g_table.assign(Z(c.table_rows * H), 0.0);
-  if (c.p.kind == Kind::kShaw) {
-    w.shaw_idx.assign(Z(bk), 0);
-    w.shaw_c.assign(Z(c.table_rows), 0.0f);
-    w.w_ds.assign(Z(c.table_rows), 0.0f);
-    w.w_p.assign(Z(c.table_rows), 0.0f);
-    if (c.grad_a_key) w.g_a_key.assign(Z(c.table_rows * D), 0.0);
-    if (c.grad_a_value) w.g_a_value.assign(Z(c.table_rows * Dv), 0.0);
-  }
+  w.tile_terms.Reset(*c.p.scheme, 4 * (bq + bk), ldk);
+  w.sums = c.p.scheme->NewGradSums();
 }
 
 // Stores n float32 rows (stride ld) into rows [s0, s0 + n) of head h of batch b.
@@ -152,14 +150,14 @@ float LseAt(const TensorView& lse, Index b, Index h, Index i) {
 // Query tile [i0, i0 + nq) of head h: q (rotated for RoPE) as [nq, D] and
 // padded [nq, ldd], positions; with `grads`, also dO ([nq, Dv] and padded),
 // lse and D_i = dO_i . O_i.
-void LoadQueryTile(const Call& c, const TensorView& q, const TensorView& out,
+void LoadQueryTile(const BackwardCall& c, const TensorView& q, const TensorView& out,
                    const TensorView& dout, Index b, Index h, Index i0, Index nq, bool grads,
                    Scratch& w) {
   const Problem& p = c.p;
   const Index D = p.dims.head_dim, Dv = p.dims.value_dim, ldd = Pad(D), ldv = Pad(Dv);
   LoadRows(q, p.qd, b, h, i0, nq, w.q.data(), D);
   for (Index i = 0; i < nq; ++i) w.qpos[Z(i)] = p.query_positions.At(b, i0 + i, p.dims.query_len);
-  if (p.kind == Kind::kRope) RotateTile(p.rope, w.q.data(), nq, D, w.qpos.data(), w.serial);
+  if (p.rope != nullptr) RotateTile(*p.rope, w.q.data(), nq, D, w.qpos.data(), w.serial);
   if (!grads) return;
   for (Index i = 0; i < nq; ++i) std::copy_n(&w.q[Z(i * D)], D, &w.qpad[Z(i * ldd)]);
   LoadRows(dout, c.dod, b, h, i0, nq, w.dout.data(), Dv);
@@ -175,66 +173,55 @@ void LoadQueryTile(const Call& c, const TensorView& q, const TensorView& out,
 
 // Key tile [j0, j0 + nk) of kv head hk: k (rotated unless pre-rotated) as
 // kt [D, ldk] and kpad [nk, ldd]; with `values`, v as vt [Dv, ldk].
-void LoadKeyTile(const Call& c, const TensorView& k, const TensorView& v, Index b, Index hk,
-                 Index j0, Index nk, bool values, Scratch& w) {
+void LoadKeyTile(const BackwardCall& c, const TensorView& k, const TensorView& v, Index b,
+                 Index hk, Index j0, Index nk, bool values, Scratch& w) {
   const Problem& p = c.p;
   const Index D = p.dims.head_dim, Dv = p.dims.value_dim, ldk = Pad(c.bk), ldd = Pad(D);
   for (Index j = 0; j < nk; ++j) w.kpos[Z(j)] = p.key_positions.At(b, j0 + j, p.dims.key_len);
   LoadRows(k, p.kd, b, hk, j0, nk, w.k.data(), D);
-  if (p.kind == Kind::kRope && p.rotate_keys)
-    RotateTile(p.rope, w.k.data(), nk, D, w.kpos.data(), w.serial);
-  for (Index x = 0; x < D; ++x) {
-    float* col = &w.kt[Z(x * ldk)];
-    for (Index j = 0; j < nk; ++j) col[j] = w.k[Z(j * D + x)];
-    std::fill(col + nk, col + ldk, 0.0f);
-  }
+  if (p.rotate_keys) RotateTile(*p.rope, w.k.data(), nk, D, w.kpos.data(), w.serial);
+  flash_internal::TransposeTile(w.k.data(), nk, D, D, w.kt.data(), ldk);
   for (Index j = 0; j < nk; ++j) std::copy_n(&w.k[Z(j * D)], D, &w.kpad[Z(j * ldd)]);
   if (!values) return;
   LoadRows(v, p.vd, b, hk, j0, nk, w.k.data(), Dv);
-  for (Index x = 0; x < Dv; ++x) {
-    float* col = &w.vt[Z(x * ldk)];
-    for (Index j = 0; j < nk; ++j) col[j] = w.k[Z(j * Dv + x)];
-    std::fill(col + nk, col + ldk, 0.0f);
-  }
+  flash_internal::TransposeTile(w.k.data(), nk, Dv, Dv, w.vt.data(), ldk);
 }
 
-// The logits of the loaded tiles into w.s ([nq, ldk]): q . k, the position
-// terms of the scheme (the forward's formulas), the mask (-inf), -inf
-// padding columns.
-void TileLogits(const Problem& p, const TileOps& ops, Index h, Index nq, Index nk, Index ldk,
-                bool all_visible, Scratch& w) {
-  const Index D = p.dims.head_dim;
+// A query row of the loaded tiles, for the scheme's row functions.
+SchemeRow<float> RowOf(const Scratch& w, Index h, Index i, Index D, Index nk) {
+  SchemeRow<float> r;
+  r.head = h;
+  r.qpos = w.qpos[Z(i)];
+  r.q = w.q.data() + i * D;
+  r.kpos = w.kpos.data();
+  r.nk = nk;
+  return r;
+}
+
+// The logits of the loaded tiles into w.s ([nq, ldk]): scale * q . k plus
+// the scheme's terms (TileTerms, the forward's code), the mask (-inf),
+// -inf padding columns.
+void TileLogits(const BackwardCall& c, const TileOps& ops, Index h, Index nq, Index nk,
+                const PositionRange& queries, const PositionRange& keys, bool all_visible,
+                Scratch& w) {
+  const Problem& p = c.p;
+  const Index D = p.dims.head_dim, ldk = Pad(c.bk);
   float* s = w.s.data();
   ops.Logits(w.q.data(), w.kt.data(), nq, D, ldk, s);
-  const Index* kpos = w.kpos.data();
+  const bool terms = w.tile_terms.active();
+  if (terms) w.tile_terms.Prepare(h, queries, w.kpos.data(), nk, keys);
   for (Index i = 0; i < nq; ++i) {
     float* row = s + i * ldk;
-    const float* qi = w.q.data() + i * D;
     const Index qp = w.qpos[Z(i)];
-    switch (p.kind) {
-      case Kind::kShaw:
-        for (Index j = 0; j < nk; ++j) {
-          const float* a = &p.a_key[Z(ShawIndex(p.shaw_clip, qp, kpos[j]) * D)];
-          row[j] = (row[j] + flash_internal::Dot(qi, a, D)) * p.scale;
-        }
-        break;
-      case Kind::kAlibi: {
-        const float slope = p.slopes[Z(h)];
-        for (Index j = 0; j < nk; ++j) {
-          row[j] = row[j] * p.scale - slope * static_cast<float>(std::llabs(qp - kpos[j]));
-        }
-        break;
-      }
-      case Kind::kT5:
-        for (Index j = 0; j < nk; ++j) row[j] = row[j] * p.scale + p.t5->Bias(h, qp, kpos[j]);
-        break;
-      default:
-        for (Index j = 0; j < nk; ++j) row[j] *= p.scale;
-        break;
+    if (terms) {
+      const float* t = w.tile_terms.Row(qp, w.q.data() + i * D, p.scale, w.terms.data());
+      for (Index j = 0; j < nk; ++j) row[j] = row[j] * p.scale + t[j];
+    } else {
+      for (Index j = 0; j < nk; ++j) row[j] *= p.scale;
     }
     if (!all_visible) {
       for (Index j = 0; j < nk; ++j) {
-        if (!p.Visible(qp, kpos[j])) row[j] = kNegInf;
+        if (!p.Visible(qp, w.kpos[Z(j)])) row[j] = kNegInf;
       }
     }
     std::fill(row + nk, row + ldk, kNegInf);
@@ -243,8 +230,10 @@ void TileLogits(const Problem& p, const TileOps& ops, Index h, Index nq, Index n
 
 // From the logits in w.s: P in w.s and dS = P (dP - D) in w.ds, [nq, ldk]
 // (zero where masked and in the padding).
-void ProbsAndDs(const Problem& p, const TileOps& ops, Index nq, Index nk, Index ldk, Scratch& w) {
-  const Index Dv = p.dims.value_dim;
+void ProbsAndDs(const BackwardCall& c, const TileOps& ops, Index h, Index nq, Index nk,
+                Scratch& w) {
+  const Problem& p = c.p;
+  const Index D = p.dims.head_dim, Dv = p.dims.value_dim, ldk = Pad(c.bk);
   for (Index i = 0; i < nq; ++i) {
     float* row = w.s.data() + i * ldk;
     const float lse = w.lse[Z(i)];
@@ -255,55 +244,65 @@ void ProbsAndDs(const Problem& p, const TileOps& ops, Index nq, Index nk, Index 
     }
   }
   ops.Logits(w.dout.data(), w.vt.data(), nq, Dv, ldk, w.ds.data());
+  const bool values = p.scheme->Has(SchemeTerm::kValue);
   for (Index i = 0; i < nq; ++i) {
     const float* prow = w.s.data() + i * ldk;
     float* drow = w.ds.data() + i * ldk;
-    if (p.kind != Kind::kShaw) {
+    if (!values) {
       const auto delta = static_cast<float>(w.delta[Z(i)]);
       for (Index j = 0; j < ldk; ++j) drow[j] = prow[j] * (drow[j] - delta);
       continue;
     }
-    // Shaw: dP_ij = dO_i . v_j + dO_i . a^V[idx]. The second term and D_i
-    // are combined in float64 once per index: many keys share a clipped
-    // index, so a float32 rounding of dO_i . a^V[idx] would be the same
-    // error for all of them (systematic in sum_j dS_ij, amplified in the
-    // a^K gradient and dq).
-    Index lo = std::numeric_limits<Index>::max(), hi = -1;
-    for (Index j = 0; j < nk; ++j) {
-      const Index idx = ShawIndex(p.shaw_clip, w.qpos[Z(i)], w.kpos[Z(j)]);
-      w.shaw_idx[Z(j)] = idx;
-      lo = std::min(lo, idx);
-      hi = std::max(hi, idx);
-    }
-    const float* go = w.dout.data() + i * Dv;
-    for (Index idx = lo; idx <= hi; ++idx) {
-      const float* av = &p.a_value[Z(idx * Dv)];
-      double dot = 0.0;
-      for (Index x = 0; x < Dv; ++x) dot += static_cast<double>(go[x]) * av[x];
-      w.shaw_c[Z(idx)] = static_cast<float>(dot - w.delta[Z(i)]);
-    }
-    for (Index j = 0; j < nk; ++j) drow[j] = prow[j] * (drow[j] + w.shaw_c[Z(w.shaw_idx[Z(j)])]);
+    // dP_ij = dO_i . v_j + (dO_i . a_ij - D_i), the scheme's part rounded once.
+    p.scheme->ValueGradRow(RowOf(w, h, i, D, nk), w.dout.data() + i * Dv, w.delta[Z(i)], drow);
+    for (Index j = 0; j < nk; ++j) drow[j] *= prow[j];
     std::fill(drow + nk, drow + ldk, 0.0f);
+  }
+}
+
+// The scheme's parameter gradients and content dq terms of the tile's rows
+// (dq unscaled, like dS k). A bias that depends on r - p only gets dS summed
+// per distance of the tile first.
+void SchemeTileGrads(const BackwardCall& c, Index h, Index nq, Index nk,
+                     const PositionRange& queries, Scratch& w) {
+  const Problem& p = c.p;
+  const auto& scheme = *p.scheme;
+  const Index D = p.dims.head_dim, Dv = p.dims.value_dim, ldk = Pad(c.bk), ldd = Pad(D);
+  if (w.tile_terms.tabulated() && !scheme.Has(SchemeTerm::kLogit) &&
+      !scheme.Has(SchemeTerm::kValue)) {
+    const Index lo = w.tile_terms.table_lo(), n = w.tile_terms.table_size();
+    for (Index i = 0; i < nq; ++i)
+      for (Index j = 0; j < nk; ++j) {
+        const float g = w.ds[Z(i * ldk + j)];
+        if (g != 0.0f) w.by_distance[Z(w.kpos[Z(j)] - w.qpos[Z(i)] - lo)] += g;
+      }
+    scheme.DistanceGrad(h, queries.min, lo, n, w.by_distance.data(), w.sums);
+    std::fill(w.by_distance.begin(), w.by_distance.begin() + n, 0.0);
+    return;
+  }
+  for (Index i = 0; i < nq; ++i) {
+    scheme.BackwardRow(RowOf(w, h, i, D, nk), w.s.data() + i * ldk, w.ds.data() + i * ldk,
+                       w.dout.data() + i * Dv, p.scale, w.dq.data() + i * ldd, nullptr, w.sums);
   }
 }
 
 // Pass 0: lse of query tile [i0, i0 + nq) of head h (online max and sum
 // over the visible key tiles, as in the forward), into c.lse.
-void LseTile(const Call& c, const TileOps& ops, const TensorView& q, const TensorView& k, Index b,
-             Index h, Index t, Scratch& w) {
+void LseTile(const BackwardCall& c, const TileOps& ops, const TensorView& q, const TensorView& k,
+             Index b, Index h, Index t, Scratch& w) {
   const Problem& p = c.p;
   const auto& d = p.dims;
   const Index i0 = t * c.bq, nq = std::min(c.bq, d.query_len - i0), ldk = Pad(c.bk);
   LoadQueryTile(c, q, q, q, b, h, i0, nq, /*grads=*/false, w);
   std::fill(w.m.begin(), w.m.end(), kNegInf);
   std::fill(w.l.begin(), w.l.end(), 0.0f);
-  const Index qt = b * c.q_tiles + t;
+  const PositionRange& qr = c.q_ranges[Z(b * c.q_tiles + t)];
   for (Index u = 0; u < c.k_tiles; ++u) {
-    const Index kt = b * c.k_tiles + u, j0 = u * c.bk, nk = std::min(c.bk, d.key_len - j0);
-    if (p.TileHidden(c.qmin[Z(qt)], c.qmax[Z(qt)], c.kmin[Z(kt)], c.kmax[Z(kt)])) continue;
+    const PositionRange& kr = c.k_ranges[Z(b * c.k_tiles + u)];
+    const Index j0 = u * c.bk, nk = std::min(c.bk, d.key_len - j0);
+    if (p.TileHidden(qr.min, qr.max, kr.min, kr.max)) continue;
     LoadKeyTile(c, k, k, b, h / d.Group(), j0, nk, /*values=*/false, w);
-    TileLogits(p, ops, h, nq, nk, ldk,
-               p.TileVisible(c.qmin[Z(qt)], c.qmax[Z(qt)], c.kmin[Z(kt)], c.kmax[Z(kt)]), w);
+    TileLogits(c, ops, h, nq, nk, qr, kr, p.TileVisible(qr.min, qr.max, kr.min, kr.max), w);
     for (Index i = 0; i < nq; ++i) {
       float* row = w.s.data() + i * ldk;
       const float row_max = *std::max_element(row, row + nk);
@@ -324,25 +323,27 @@ void LseTile(const Call& c, const TileOps& ops, const TensorView& q, const Tenso
 
 // Pass A: dk and dv of key tile u of kv head hk (all query heads of its
 // group, all visible query tiles).
-void KeyTileGrads(const Call& c, const TileOps& ops, const TensorView& q, const TensorView& k,
-                  const TensorView& v, const TensorView& out, const TensorView& dout,
-                  const AttentionGrads& g, Index b, Index hk, Index u, Scratch& w) {
+void KeyTileGrads(const BackwardCall& c, const TileOps& ops, const TensorView& q,
+                  const TensorView& k, const TensorView& v, const TensorView& out,
+                  const TensorView& dout, const AttentionGrads& g, Index b, Index hk, Index u,
+                  Scratch& w) {
   const Problem& p = c.p;
   const auto& d = p.dims;
   const Index D = d.head_dim, Dv = d.value_dim, ldk = Pad(c.bk), ldq = Pad(c.bq);
   const Index ldd = Pad(D), ldv = Pad(Dv);
-  const Index j0 = u * c.bk, nk = std::min(c.bk, d.key_len - j0), kt = b * c.k_tiles + u;
+  const Index j0 = u * c.bk, nk = std::min(c.bk, d.key_len - j0);
+  const PositionRange& kr = c.k_ranges[Z(b * c.k_tiles + u)];
   LoadKeyTile(c, k, v, b, hk, j0, nk, /*values=*/true, w);
   std::fill(w.dk.begin(), w.dk.end(), 0.0f);
   std::fill(w.dv.begin(), w.dv.end(), 0.0f);
   for (Index h = hk * d.Group(); h < (hk + 1) * d.Group(); ++h) {
     for (Index t = 0; t < c.q_tiles; ++t) {
-      const Index qt = b * c.q_tiles + t, i0 = t * c.bq, nq = std::min(c.bq, d.query_len - i0);
-      if (p.TileHidden(c.qmin[Z(qt)], c.qmax[Z(qt)], c.kmin[Z(kt)], c.kmax[Z(kt)])) continue;
+      const PositionRange& qr = c.q_ranges[Z(b * c.q_tiles + t)];
+      const Index i0 = t * c.bq, nq = std::min(c.bq, d.query_len - i0);
+      if (p.TileHidden(qr.min, qr.max, kr.min, kr.max)) continue;
       LoadQueryTile(c, q, out, dout, b, h, i0, nq, /*grads=*/true, w);
-      TileLogits(p, ops, h, nq, nk, ldk,
-                 p.TileVisible(c.qmin[Z(qt)], c.qmax[Z(qt)], c.kmin[Z(kt)], c.kmax[Z(kt)]), w);
-      ProbsAndDs(p, ops, nq, nk, ldk, w);
+      TileLogits(c, ops, h, nq, nk, qr, kr, p.TileVisible(qr.min, qr.max, kr.min, kr.max), w);
+      ProbsAndDs(c, ops, h, nq, nk, w);
       for (Index i = 0; i < nq; ++i)
         for (Index j = 0; j < nk; ++j) {
           w.pt[Z(j * ldq + i)] = w.s[Z(i * ldk + j)];
@@ -355,107 +356,64 @@ void KeyTileGrads(const Call& c, const TileOps& ops, const TensorView& q, const 
   // dk = scale * acc, rotated back to the unrotated keys' frame.
   for (Index j = 0; j < nk; ++j)
     for (Index x = 0; x < D; ++x) w.k[Z(j * D + x)] = p.scale * w.dk[Z(j * ldd + x)];
-  if (p.kind == Kind::kRope && p.rotate_keys) {
-    RotateTile(p.rope, w.k.data(), nk, D, w.kpos.data(), w.serial, RopeDirection::kInverse);
+  if (p.rotate_keys) {
+    RotateTile(*p.rope, w.k.data(), nk, D, w.kpos.data(), w.serial, RopeDirection::kInverse);
   }
   StoreRows(g.dk, c.dkd, b, hk, j0, nk, w.k.data(), D);
   StoreRows(g.dv, c.dvd, b, hk, j0, nk, w.dv.data(), ldv);
 }
 
-// Shaw table and dq terms of query row i of the current tile: dS and P
-// summed per clipped index first, then one axpy per index.
-void ShawRowGrads(const Call& c, Index i, Index nk, Index ldk, Scratch& w) {
-  const Problem& p = c.p;
-  const Index D = p.dims.head_dim, Dv = p.dims.value_dim, ldd = Pad(D);
-  const float* prow = w.s.data() + i * ldk;
-  const float* drow = w.ds.data() + i * ldk;
-  Index lo = c.table_rows, hi = -1;
-  for (Index j = 0; j < nk; ++j) {
-    if (prow[j] == 0.0f) continue;
-    const Index idx = ShawIndex(p.shaw_clip, w.qpos[Z(i)], w.kpos[Z(j)]);
-    w.w_ds[Z(idx)] += drow[j];
-    w.w_p[Z(idx)] += prow[j];
-    lo = std::min(lo, idx);
-    hi = std::max(hi, idx);
-  }
-  const float* qi = w.q.data() + i * D;
-  const float* go = w.dout.data() + i * Dv;
-  float* dq = w.dq.data() + i * ldd;
-  for (Index idx = lo; idx <= hi; ++idx) {
-    const float gs = w.w_ds[Z(idx)], gp = w.w_p[Z(idx)];
-    w.w_ds[Z(idx)] = w.w_p[Z(idx)] = 0.0f;
-    const float* ak = &p.a_key[Z(idx * D)];
-    for (Index x = 0; x < D; ++x) dq[x] += gs * ak[x];
-    if (c.grad_a_key) {
-      double* gk = &w.g_a_key[Z(idx * D)];
-      const double sg = static_cast<double>(p.scale) * gs;
-      for (Index x = 0; x < D; ++x) gk[x] += sg * qi[x];
-    }
-    if (c.grad_a_value) {
-      double* gv = &w.g_a_value[Z(idx * Dv)];
-      for (Index x = 0; x < Dv; ++x) gv[x] += static_cast<double>(gp) * go[x];
-    }
-  }
-}
-
-// Pass B: dq of query tile t of head h, plus the table gradients of its pairs.
-void QueryTileGrads(const Call& c, const TileOps& ops, const TensorView& q, const TensorView& k,
-                    const TensorView& v, const TensorView& out, const TensorView& dout,
-                    const AttentionGrads& g, Index b, Index h, Index t, Scratch& w) {
+// Pass B: dq of query tile t of head h, plus the scheme's parameter
+// gradients of its pairs.
+void QueryTileGrads(const BackwardCall& c, const TileOps& ops, const TensorView& q,
+                    const TensorView& k, const TensorView& v, const TensorView& out,
+                    const TensorView& dout, const AttentionGrads& g, Index b, Index h, Index t,
+                    Scratch& w) {
   const Problem& p = c.p;
   const auto& d = p.dims;
-  const Index D = d.head_dim, ldk = Pad(c.bk), ldd = Pad(D), H = d.heads;
-  const Index i0 = t * c.bq, nq = std::min(c.bq, d.query_len - i0), qt = b * c.q_tiles + t;
+  const Index D = d.head_dim, ldk = Pad(c.bk), ldd = Pad(D);
+  const Index i0 = t * c.bq, nq = std::min(c.bq, d.query_len - i0);
+  const PositionRange& qr = c.q_ranges[Z(b * c.q_tiles + t)];
+  const bool scheme_terms = c.any_scheme_grad || p.scheme->Has(SchemeTerm::kLogit);
   LoadQueryTile(c, q, out, dout, b, h, i0, nq, /*grads=*/true, w);
   std::fill(w.dq.begin(), w.dq.end(), 0.0f);
   for (Index u = 0; u < c.k_tiles; ++u) {
-    const Index kt = b * c.k_tiles + u, j0 = u * c.bk, nk = std::min(c.bk, d.key_len - j0);
-    if (p.TileHidden(c.qmin[Z(qt)], c.qmax[Z(qt)], c.kmin[Z(kt)], c.kmax[Z(kt)])) continue;
+    const PositionRange& kr = c.k_ranges[Z(b * c.k_tiles + u)];
+    const Index j0 = u * c.bk, nk = std::min(c.bk, d.key_len - j0);
+    if (p.TileHidden(qr.min, qr.max, kr.min, kr.max)) continue;
     LoadKeyTile(c, k, v, b, h / d.Group(), j0, nk, /*values=*/true, w);
-    TileLogits(p, ops, h, nq, nk, ldk,
-               p.TileVisible(c.qmin[Z(qt)], c.qmax[Z(qt)], c.kmin[Z(kt)], c.kmax[Z(kt)]), w);
-    ProbsAndDs(p, ops, nq, nk, ldk, w);
+    TileLogits(c, ops, h, nq, nk, qr, kr, p.TileVisible(qr.min, qr.max, kr.min, kr.max), w);
+    ProbsAndDs(c, ops, h, nq, nk, w);
     ops.PV(w.ds.data(), ldk, w.kpad.data(), nq, nk, ldd, w.dq.data());  // dq += dS k
-    if (c.grad_t5) {
-      const T5Bucketer& bucketer = p.t5->bucketer();
-      for (Index i = 0; i < nq; ++i)
-        for (Index j = 0; j < nk; ++j) {
-          if (w.s[Z(i * ldk + j)] == 0.0f) continue;
-          w.g_table[Z(bucketer.BucketOf(w.qpos[Z(i)], w.kpos[Z(j)]) * H + h)] +=
-              w.ds[Z(i * ldk + j)];
-        }
-    }
-    if (p.kind == Kind::kShaw) {
-      for (Index i = 0; i < nq; ++i) ShawRowGrads(c, i, nk, ldk, w);
-    }
+    if (scheme_terms) SchemeTileGrads(c, h, nq, nk, qr, w);
   }
   for (Index i = 0; i < nq; ++i)
     for (Index x = 0; x < D; ++x) w.k[Z(i * D + x)] = p.scale * w.dq[Z(i * ldd + x)];
-  if (p.kind == Kind::kRope) {
-    RotateTile(p.rope, w.k.data(), nq, D, w.qpos.data(), w.serial, RopeDirection::kInverse);
+  if (p.rope != nullptr) {
+    RotateTile(*p.rope, w.k.data(), nq, D, w.qpos.data(), w.serial, RopeDirection::kInverse);
   }
   StoreRows(g.dq, c.dqd, b, h, i0, nq, w.k.data(), D);
 }
 
 // Min and max positions of every (batch, tile).
-void TileRanges(const Positions& pos, Index batch, Index len, Index tile, std::vector<Index>& lo,
-                std::vector<Index>& hi) {
+std::vector<PositionRange> TileRanges(const Positions& pos, Index batch, Index len, Index tile) {
   const Index tiles = (len + tile - 1) / tile;
-  lo.assign(Z(batch * tiles), std::numeric_limits<Index>::max());
-  hi.assign(Z(batch * tiles), -1);
+  std::vector<PositionRange> ranges;
+  std::vector<Index> ids(Z(tile));
   for (Index b = 0; b < batch; ++b)
-    for (Index s = 0; s < len; ++s) {
-      const Index x = pos.At(b, s, len), t = b * tiles + s / tile;
-      lo[Z(t)] = std::min(lo[Z(t)], x);
-      hi[Z(t)] = std::max(hi[Z(t)], x);
+    for (Index t = 0; t < tiles; ++t) {
+      const Index n = std::min(tile, len - t * tile);
+      for (Index s = 0; s < n; ++s) ids[Z(s)] = pos.At(b, t * tile + s, len);
+      ranges.push_back(flash_internal::RangeOf(ids.data(), n));
     }
+  return ranges;
 }
 
-Call Validate(const AttentionParams& params, const TensorView& q, const TensorView& k,
-              const TensorView& v, const TensorView& out, const TensorView& dout,
-              const TensorView& lse, const AttentionGrads& g,
-              const FlashAttentionOptions& options) {
-  Call c;
+BackwardCall Validate(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                      const TensorView& v, const TensorView& out, const TensorView& dout,
+                      const TensorView& lse, const AttentionGrads& g,
+                      const FlashAttentionOptions& options) {
+  BackwardCall c;
   c.p = flash_internal::SetupInputs(params, q, k, v, options);
   const auto& d = c.p.dims;
   const AttentionLayout L = params.layout;
@@ -481,32 +439,21 @@ Call Validate(const AttentionParams& params, const TensorView& q, const TensorVi
   }
   std::vector<std::pair<TensorView, std::string>> outputs = {
       {g.dq, "grads.dq"}, {g.dk, "grads.dk"}, {g.dv, "grads.dv"}};
-  const auto& s = params.scheme;
-  if (c.p.kind == Kind::kT5) {
-    c.table_rows = s.t5.table->num_buckets();
-    inputs.emplace_back(TensorView::Contiguous(const_cast<float*>(s.t5.table->data()),
-                                               DType::kFloat32, {c.table_rows, d.heads}),
-                        "scheme.t5.table");
-    if (g.t5_table.data != nullptr) {
-      CheckTable(g.t5_table, "grads.t5_table", c.table_rows, d.heads);
-      outputs.emplace_back(g.t5_table, "grads.t5_table");
-      c.grad_t5 = true;
+  // The scheme's tensors are inputs; their requested gradients are outputs.
+  const SchemeArgs args = params.scheme.kind == PositionScheme::Kind::kRegistered
+                              ? params.scheme.args
+                              : attention_internal::TypedSchemeArgs(params.scheme);
+  for (const auto& [name, value] : args.entries()) {
+    if (value.type == SchemeArgType::kTensor && value.tensor.data != nullptr) {
+      inputs.emplace_back(value.tensor, "scheme." + name);
     }
   }
-  if (c.p.kind == Kind::kShaw) {
-    c.table_rows = s.shaw.params.TableRows();
-    inputs.emplace_back(s.shaw.a_key, "scheme.shaw.a_key");
-    inputs.emplace_back(s.shaw.a_value, "scheme.shaw.a_value");
-    if (g.shaw_a_key.data != nullptr) {
-      CheckTable(g.shaw_a_key, "grads.shaw_a_key", c.table_rows, d.head_dim);
-      outputs.emplace_back(g.shaw_a_key, "grads.shaw_a_key");
-      c.grad_a_key = true;
-    }
-    if (g.shaw_a_value.data != nullptr) {
-      CheckTable(g.shaw_a_value, "grads.shaw_a_value", c.table_rows, d.value_dim);
-      outputs.emplace_back(g.shaw_a_value, "grads.shaw_a_value");
-      c.grad_a_value = true;
-    }
+  std::vector<std::string> labels;
+  c.scheme_grads = attention_internal::CheckSchemeGrads(*c.p.scheme, g, &labels);
+  for (std::size_t i = 0; i < c.scheme_grads.size(); ++i) {
+    if (c.scheme_grads[i].data == nullptr) continue;
+    outputs.emplace_back(c.scheme_grads[i], labels[i]);
+    c.any_scheme_grad = true;
   }
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     for (const auto& [view, name] : inputs) {
@@ -521,21 +468,10 @@ Call Validate(const AttentionParams& params, const TensorView& q, const TensorVi
   c.bk = std::min(options.key_tile, d.key_len);
   c.q_tiles = (d.query_len + c.bq - 1) / c.bq;
   c.k_tiles = (d.key_len + c.bk - 1) / c.bk;
-  TileRanges(c.p.query_positions, d.batch, d.query_len, c.bq, c.qmin, c.qmax);
-  TileRanges(c.p.key_positions, d.batch, d.key_len, c.bk, c.kmin, c.kmax);
+  c.q_ranges = TileRanges(c.p.query_positions, d.batch, d.query_len, c.bq);
+  c.k_ranges = TileRanges(c.p.key_positions, d.batch, d.key_len, c.bk);
   c.lse = lse;
   return c;
-}
-
-// Sums the per-worker float64 table gradients and stores them.
-void StoreTableGrad(const std::vector<Scratch>& scratch, std::vector<double> Scratch::*member,
-                    const TensorView& view) {
-  std::vector<double> sum((scratch.front().*member).size(), 0.0);
-  for (const Scratch& w : scratch) {
-    const std::vector<double>& part = w.*member;
-    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
-  }
-  attention_internal::StoreTable(sum, view, "grads", {view.shape[0], view.shape[1]});
 }
 
 }  // namespace
@@ -544,7 +480,7 @@ void FlashAttentionBackward(const AttentionParams& params, const TensorView& q, 
                             const TensorView& v, const TensorView& out, const TensorView& dout,
                             const TensorView& lse, const AttentionGrads& grads,
                             const FlashAttentionOptions& options, const Context& ctx) {
-  Call c = Validate(params, q, k, v, out, dout, lse, grads, options);
+  BackwardCall c = Validate(params, q, k, v, out, dout, lse, grads, options);
   const auto& d = c.p.dims;
   const TileOps ops{ctx.backend() != Backend::kScalar};
   std::vector<Scratch> scratch(static_cast<std::size_t>(ctx.num_threads()));
@@ -569,9 +505,11 @@ void FlashAttentionBackward(const AttentionParams& params, const TensorView& q, 
     QueryTileGrads(c, ops, q, k, v, out, dout, grads, bh / d.heads, bh % d.heads, t,
                    scratch[Z(worker)]);
   });
-  if (c.grad_t5) StoreTableGrad(scratch, &Scratch::g_table, grads.t5_table);
-  if (c.grad_a_key) StoreTableGrad(scratch, &Scratch::g_a_key, grads.shaw_a_key);
-  if (c.grad_a_value) StoreTableGrad(scratch, &Scratch::g_a_value, grads.shaw_a_value);
+  if (c.any_scheme_grad) {
+    std::vector<const SchemeGradSums*> parts;
+    for (const Scratch& w : scratch) parts.push_back(&w.sums);
+    attention_internal::StoreSchemeGrads(*c.p.scheme, parts, c.scheme_grads);
+  }
 }
 
 }  // namespace posenc

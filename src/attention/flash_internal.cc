@@ -1,31 +1,30 @@
 // Shared internals of the fused attention (attention/flash_internal.h):
-// validation of one call, float32 row loads, RoPE on float32 tiles.
+// validation of one call, float32 row loads, transposes, RoPE on float32
+// tiles, the position terms of a tile (TileTerms).
 #include "attention/flash_internal.h"
 
+#include <algorithm>
 #include <string>
 
 #include "posenc/error.h"
 
 namespace posenc::flash_internal {
 
-namespace {
-
-std::vector<float> ToFloats(const std::vector<double>& v) {
-  return std::vector<float>(v.begin(), v.end());
-}
-
-}  // namespace
-
 Problem SetupInputs(const AttentionParams& params, const TensorView& q, const TensorView& k,
                     const TensorView& v, const FlashAttentionOptions& options) {
   ValidateFlashAttentionOptions(options);
-  const Kind kind = params.scheme.kind;
-  Require(kind != Kind::kTransformerXL && kind != Kind::kDeBERTa, "scheme.kind",
-          PositionSchemeKindName(kind),
-          "one of none, absolute, rope, alibi, t5, shaw (flash attention; use "
-          "AttentionReference for transformer_xl and deberta)");
+  const SchemeInfo& info = FindScheme(attention_internal::SchemeName(params.scheme), "scheme.name");
+  if (!info.Fused()) {
+    std::string reference_only;
+    for (const SchemeInfo* s : RegisteredSchemes()) {
+      if (!s->Fused()) reference_only += (reference_only.empty() ? "" : ", ") + std::string(s->name);
+    }
+    throw InvalidArgument(ArgMessage("scheme.kind", std::string(info.name),
+                                     "one of " + SchemeNames(/*fused_only=*/true) +
+                                         " (flash attention; use AttentionReference for " +
+                                         reference_only + ")"));
+  }
   Problem p;
-  p.kind = kind;
   attention_internal::CallShape shape = attention_internal::ValidateCallShape(params, q, k, v);
   p.qd = shape.qd;
   p.kd = shape.kd;
@@ -34,38 +33,11 @@ Problem SetupInputs(const AttentionParams& params, const TensorView& q, const Te
   p.window = shape.window;
   p.query_positions = shape.query_positions;
   p.key_positions = shape.key_positions;
-  const auto& qd = p.qd;
-  const auto& d = p.dims;
-  p.scale = static_cast<float>(EffectiveAttentionScale(params, qd.head_dim));
   p.mask = params.mask;
-  // The reference's policy validates the scheme against the dims (messages
-  // name "scheme.<field>") and gives float64 copies of the Shaw tables.
-  const attention_internal::Policy policy(params.scheme, d);
-  (void)policy;
-  switch (kind) {
-    case Kind::kRope:
-      p.rope = params.scheme.rope;
-      p.rotate_keys = options.rope_keys == FlashRopeKeys::kRotate;
-      break;
-    case Kind::kAlibi:
-      for (double s : params.scheme.alibi.slopes) p.slopes.push_back(static_cast<float>(s));
-      break;
-    case Kind::kT5:
-      p.t5 = params.scheme.t5.table;
-      break;
-    case Kind::kShaw: {
-      const auto& s = params.scheme.shaw;
-      p.shaw_clip = s.params.clip;
-      const std::int64_t rows = s.params.TableRows();
-      p.a_key =
-          ToFloats(attention_internal::CopyTable(s.a_key, "scheme.shaw.a_key", {rows, d.head_dim}));
-      p.a_value = ToFloats(
-          attention_internal::CopyTable(s.a_value, "scheme.shaw.a_value", {rows, d.value_dim}));
-      break;
-    }
-    default:
-      break;
-  }
+  p.scheme = attention_internal::ResolveScheme(params.scheme, {p.dims, p.mask});
+  p.scale = static_cast<float>(EffectiveAttentionScale(params, p.qd.head_dim));
+  p.rope = p.scheme->rotation();
+  p.rotate_keys = p.rope != nullptr && options.rope_keys == FlashRopeKeys::kRotate;
   return p;
 }
 
@@ -127,10 +99,82 @@ void LoadRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, s
   }
 }
 
+void TransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld_rows,
+                   float* dst, std::int64_t ldk) {
+  for (std::int64_t x = 0; x < dim; ++x) {
+    float* col = dst + x * ldk;
+    for (std::int64_t j = 0; j < n; ++j) col[j] = rows[j * ld_rows + x];
+    std::fill(col + n, col + ldk, 0.0f);
+  }
+}
+
 void RotateTile(const RopeParams& rope, float* tile, std::int64_t n, std::int64_t dim,
                 const std::int64_t* pos, const Context& serial, RopeDirection direction) {
-  ApplyRope(rope, TensorView::Contiguous(tile, DType::kFloat32, {1, n, 1, dim}),
-            AttentionLayout::kBSHD, Positions::Ids(pos, n), direction, nullptr, serial);
+  const TensorView view = TensorView::Contiguous(tile, DType::kFloat32, {1, n, 1, dim});
+  if (RangeOf(pos, n).consecutive) {
+    ApplyRope(rope, view, AttentionLayout::kBSHD, Positions::Offset(pos[0]), direction, nullptr,
+              serial);
+  } else {
+    ApplyRope(rope, view, AttentionLayout::kBSHD, Positions::Ids(pos, n), direction, nullptr,
+              serial);
+  }
+}
+
+PositionRange RangeOf(const std::int64_t* pos, std::int64_t n) {
+  PositionRange r;
+  for (std::int64_t j = 0; j < n; ++j) {
+    r.min = std::min(r.min, pos[j]);
+    r.max = std::max(r.max, pos[j]);
+    r.consecutive = r.consecutive && pos[j] == pos[0] + j;
+  }
+  return r;
+}
+
+void TileTerms::Reset(const attention_internal::SchemePolicy& scheme, std::int64_t cap,
+                      std::int64_t ldk) {
+  scheme_ = &scheme;
+  active_ = scheme.HasLogitTerms();
+  cap_ = cap;
+  ldk_ = ldk;
+  table_.assign(active_ && scheme.Has(SchemeTerm::kBias) ? static_cast<std::size_t>(cap + ldk) : 0,
+                0.0f);
+  table_ready_ = false;
+}
+
+void TileTerms::Prepare(std::int64_t h, const PositionRange& queries, const std::int64_t* kpos,
+                        std::int64_t nk, const PositionRange& keys) {
+  h_ = h;
+  kpos_ = kpos;
+  nk_ = nk;
+  keys_consecutive_ = keys.consecutive;
+  table_ready_ = false;
+  if (!active_ || table_.empty() || !scheme_->DistanceOnly(queries.min, queries.max)) return;
+  // Distances r - p of the tile pair: [rmin - pmax, rmax - pmin].
+  lo_ = keys.min - queries.max;
+  n_ = keys.max - queries.min - lo_ + 1;
+  if (n_ > cap_) return;
+  scheme_->DistanceBias(h, queries.min, lo_, n_, table_.data());
+  table_ready_ = true;
+}
+
+const float* TileTerms::Row(std::int64_t qp, const float* qi, float scale, float* scratch) const {
+  if (table_ready_) {
+    // table_[r - qp - lo_] is the bias of the key at position r.
+    if (keys_consecutive_) return table_.data() + (kpos_[0] - qp - lo_);
+    for (std::int64_t j = 0; j < nk_; ++j) {
+      scratch[j] = table_[static_cast<std::size_t>(kpos_[j] - qp - lo_)];
+    }
+  } else {
+    attention_internal::SchemeRow<float> row;
+    row.head = h_;
+    row.qpos = qp;
+    row.q = qi;
+    row.kpos = kpos_;
+    row.nk = nk_;
+    scheme_->LogitRow(row, scale, scratch);
+  }
+  std::fill(scratch + nk_, scratch + ldk_, 0.0f);
+  return scratch;
 }
 
 }  // namespace posenc::flash_internal

@@ -1,10 +1,14 @@
-// Shared internals of the fused (flash) attention: the forward
-// (src/attention/flash.cc) and the backward (src/attention/flash_backward.cc)
-// both use these. Contract in include/posenc/flash_attention.h.
+// Shared internals of the fused (flash) attention: the forward engine
+// (src/attention/flash_forward.cc, used by flash.cc and flash_varlen.cc) and
+// the backward (src/attention/flash_backward.cc) both use these. Contract in
+// include/posenc/flash_attention.h.
 //
 // Problem: one call validated once (shapes, positions, mask window, the
-// scheme resolved to float32 tables). LoadRows: rows of one head converted
-// to float32. Scratch: the per-worker tile buffers of the forward. TileOps:
+// scheme resolved to its policy, attention/scheme_policy.h). TileTerms: the
+// scheme's position terms of one (query tile, key tile) pair, written once
+// for both passes (a per-distance table when the scheme's bias depends on
+// r - p only, else the scheme's row function). LoadRows, TransposeTile,
+// RotateTile, PositionRange: tile loading shared by both passes. TileOps:
 // the tile kernels, Highway (kernels/simd/flash.h) or, for
 // Backend::kScalar, plain loops over the same padded buffers. Float32
 // arithmetic; positions [0, 2^24). Internal to src/attention.
@@ -15,15 +19,16 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <vector>
 
-#include "attention/policies.h"
+#include "attention/call_shape.h"
+#include "attention/scheme_policy.h"
 #include "kernels/simd/flash.h"
 #include "posenc/flash_attention.h"
 
 namespace posenc::flash_internal {
 
-using Kind = PositionScheme::Kind;
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Everything a call needs, validated.
@@ -34,13 +39,9 @@ struct Problem {
   float scale = 1.0f;
   AttentionMask mask = AttentionMask::kCausal;
   std::int64_t window = 0;  // 0: no window
-  Kind kind = Kind::kNone;
-  RopeParams rope;
+  std::shared_ptr<const attention_internal::SchemePolicy> scheme;
+  const RopeParams* rope = nullptr;  // the scheme's rotation (q always, k when rotate_keys)
   bool rotate_keys = false;
-  std::vector<float> slopes;          // ALiBi, [H]
-  const T5BiasTable* t5 = nullptr;    // T5
-  std::int64_t shaw_clip = 0;         // Shaw
-  std::vector<float> a_key, a_value;  // Shaw, [2k + 1, D], [2k + 1, Dv]
   TensorView lse;  // forward: optional float32 [B, H, Sq] output (data null: none)
 
   bool Visible(std::int64_t p, std::int64_t r) const {
@@ -73,8 +74,8 @@ struct Problem {
   }
 };
 
-// Validates options, the scheme kind, q/k/v and the scheme tables; fills
-// every field of Problem except od.
+// Validates options, q/k/v and the scheme (which the fused kernels must
+// support); fills every field of Problem except od.
 Problem SetupInputs(const AttentionParams& params, const TensorView& q, const TensorView& k,
                     const TensorView& v, const FlashAttentionOptions& options);
 
@@ -105,32 +106,61 @@ using kernels::simd::kFlashPad;
 
 inline std::int64_t Pad(std::int64_t n) { return (n + kFlashPad - 1) / kFlashPad * kFlashPad; }
 
-// Per-worker scratch, sized once per call. Padded widths: ldk = Pad(key
-// tile) columns for the transposed keys and the logits, ldv = Pad(Dv) for
-// values and accumulators; padding stays zero (keys, values) or is set to
-// -inf (logits) so that the kernels run whole vectors.
-struct Scratch {
-  std::vector<float> q, k, kt, v, s, acc, m, l;
-  std::vector<std::int64_t> qpos, kpos;
-  void Resize(std::int64_t bq, std::int64_t bk, std::int64_t d, std::int64_t dv) {
-    q.resize(static_cast<std::size_t>(bq * d));
-    k.resize(static_cast<std::size_t>(bk * d));
-    kt.assign(static_cast<std::size_t>(Pad(bk) * d), 0.0f);
-    v.assign(static_cast<std::size_t>(bk * Pad(dv)), 0.0f);
-    s.resize(static_cast<std::size_t>(bq * Pad(bk)));
-    acc.resize(static_cast<std::size_t>(bq * Pad(dv)));
-    m.resize(static_cast<std::size_t>(bq));
-    l.resize(static_cast<std::size_t>(bq));
-    qpos.resize(static_cast<std::size_t>(bq));
-    kpos.resize(static_cast<std::size_t>(bk));
-  }
-};
+// dst [dim, ldk] = transpose of rows [n, dim] (row stride `ld_rows`);
+// columns [n, ldk) are zeroed so that no stale key reaches a logit.
+void TransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld_rows,
+                   float* dst, std::int64_t ldk);
 
 // Rotates a [n, D] float32 tile in place by per-row positions (direction
-// kForward, or kInverse for gradients).
+// kForward, or kInverse for gradients). Consecutive positions go through
+// ApplyRope's offset path (angle addition between directly computed rows)
+// instead of one direct float64 SinCos per row and frequency.
 void RotateTile(const RopeParams& rope, float* tile, std::int64_t n, std::int64_t dim,
                 const std::int64_t* pos, const Context& serial,
                 RopeDirection direction = RopeDirection::kForward);
+
+// Min, max and whether positions are consecutive (pos[j] = pos[0] + j).
+struct PositionRange {
+  std::int64_t min = std::numeric_limits<std::int64_t>::max();
+  std::int64_t max = -1;
+  bool consecutive = true;
+};
+PositionRange RangeOf(const std::int64_t* pos, std::int64_t n);
+
+// The scheme's logit terms of one (query tile, key tile) pair of head h
+// (see attention/scheme_policy.h). Per worker; Prepare once per tile pair,
+// then Row per query row. When the scheme's bias depends only on r - p for
+// the tile's query positions and the tile's distance range fits, the terms
+// come from a per-distance table (one scheme evaluation per distance
+// instead of per pair); otherwise from the scheme's row function.
+class TileTerms {
+ public:
+  // cap: the largest distance range tabulated (the buffer holds ldk more
+  // entries: a row window may read up to ldk entries past its last key).
+  void Reset(const attention_internal::SchemePolicy& scheme, std::int64_t cap, std::int64_t ldk);
+  bool active() const { return active_; }
+  void Prepare(std::int64_t h, const PositionRange& queries, const std::int64_t* kpos,
+               std::int64_t nk, const PositionRange& keys);
+  // Terms of query row `qp` (q row `qi`, rotated) for the tile's nk keys:
+  // a pointer to nk floats followed by readable padding up to ldk — a
+  // window of the distance table, or `scratch` ([ldk]) filled here.
+  const float* Row(std::int64_t qp, const float* qi, float scale, float* scratch) const;
+  // True when the distance table is in use for the prepared tile.
+  bool tabulated() const { return table_ready_; }
+  std::int64_t table_lo() const { return lo_; }      // first tabulated distance r - p
+  std::int64_t table_size() const { return n_; }     // number of tabulated distances
+  std::int64_t capacity() const { return cap_; }
+
+ private:
+  const attention_internal::SchemePolicy* scheme_ = nullptr;
+  bool active_ = false;
+  std::int64_t cap_ = 0, ldk_ = 0;
+  std::vector<float> table_;
+  bool table_ready_ = false;
+  std::int64_t h_ = 0, lo_ = 0, n_ = 0, nk_ = 0;
+  const std::int64_t* kpos_ = nullptr;
+  bool keys_consecutive_ = false;
+};
 
 inline float Dot(const float* a, const float* b, std::int64_t n) {
   float s = 0.0f;

@@ -1,8 +1,9 @@
 // The exact reference attention and its backward (include/posenc/attention.h).
 // Scalar loops, float64 throughout: inputs are loaded into float64 copies in
 // [batch, heads, seq, dim] order, RoPE rotates those copies with
-// posenc::ApplyRope, the position terms come from attention/policies.h, and
-// results are rounded once to the output dtypes. The forward splits work
+// posenc::ApplyRope, the position terms of every scheme come from its policy
+// (attention/scheme_policy.h: the same code the fused kernels run, in
+// float64), and results are rounded once to the output dtypes. The forward splits work
 // into one task per (batch, head); the backward runs on one thread.
 // Error bound: float64 rounding of sums (~1e-15 relative) before the final
 // store. Positions [0, 2^24).
@@ -10,9 +11,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <string>
+#include <vector>
 
-#include "attention/policies.h"
+#include "attention/call_shape.h"
+#include "attention/scheme_policy.h"
 #include "posenc/error.h"
 
 namespace posenc {
@@ -33,18 +37,16 @@ double EffectiveAttentionScale(const AttentionParams& params, std::int64_t head_
             "a finite number > 0");
     return *params.scale;
   }
-  if (params.scheme.kind == PositionScheme::Kind::kDeBERTa) {
-    return DebertaScale(params.scheme.deberta.params);
-  }
-  return 1.0 / std::sqrt(static_cast<double>(head_dim));
+  return attention_internal::SchemeDefaultScale(params.scheme, head_dim);
 }
 
 namespace {
 
 using attention_internal::CheckAttentionTensor;
 using attention_internal::Dims;
-using attention_internal::Policy;
-using attention_internal::TableGrads;
+using attention_internal::SchemeGradSums;
+using attention_internal::SchemePolicy;
+using attention_internal::SchemeRow;
 
 // float64 copy of a rank-4 attention tensor in [batch, heads, seq, dim] order.
 std::vector<double> Load(const TensorView& view, const AttentionDims& d) {
@@ -82,7 +84,7 @@ struct Problem {
   double scale = 1.0;
   AttentionMask mask = AttentionMask::kCausal;
   std::int64_t window = 0;  // 0: none
-  std::optional<Policy> policy;
+  std::unique_ptr<SchemePolicy> policy;
 
   bool Visible(std::int64_t p, std::int64_t r) const {
     if (mask == AttentionMask::kCausal) {
@@ -98,6 +100,18 @@ struct Problem {
     const std::int64_t hk = h / dims.Group();
     return static_cast<std::size_t>(((b * dims.kv_heads + hk) * dims.key_len + j) * dim);
   }
+  // Query row i of (b, h) against every key, for the scheme's row functions.
+  SchemeRow<double> Row(std::int64_t b, std::int64_t h, std::int64_t i) const {
+    SchemeRow<double> r;
+    r.head = h;
+    r.qpos = qpos[static_cast<std::size_t>(b * dims.query_len + i)];
+    r.q = Q(b, h, i);
+    r.kpos = &kpos[static_cast<std::size_t>(b * dims.key_len)];
+    r.nk = dims.key_len;
+    r.k = &k[KIndex(b, h, 0, dims.head_dim)];
+    r.k_stride = dims.head_dim;
+    return r;
+  }
 };
 
 Problem Setup(const AttentionParams& params, const TensorView& q, const TensorView& k,
@@ -111,9 +125,9 @@ Problem Setup(const AttentionParams& params, const TensorView& q, const TensorVi
   p.window = shape.window;
   p.query_positions = shape.query_positions;
   p.key_positions = shape.key_positions;
-  p.scale = EffectiveAttentionScale(params, p.qd.head_dim);
   p.mask = params.mask;
-  p.policy.emplace(params.scheme, p.dims);
+  p.policy = attention_internal::ResolveScheme(params.scheme, {p.dims, p.mask});
+  p.scale = EffectiveAttentionScale(params, p.qd.head_dim);
   const Dims& d = p.dims;
   p.qpos.resize(static_cast<std::size_t>(d.batch * d.query_len));
   p.kpos.resize(static_cast<std::size_t>(d.batch * d.key_len));
@@ -133,12 +147,12 @@ Problem Setup(const AttentionParams& params, const TensorView& q, const TensorVi
   p.q = Load(q, p.qd);
   p.k = Load(k, p.kd);
   p.v = Load(v, p.vd);
-  if (params.scheme.kind == PositionScheme::Kind::kRope) {
+  if (const RopeParams* rope = p.policy->rotation(); rope != nullptr) {
     // Rotated float64 copies, in [B, H, S, D] (the bhsd layout).
-    ApplyRope(params.scheme.rope,
+    ApplyRope(*rope,
               TensorView::Contiguous(p.q.data(), DType::kFloat64, {d.batch, d.heads, d.query_len, d.head_dim}),
               AttentionLayout::kBHSD, p.query_positions);
-    ApplyRope(params.scheme.rope,
+    ApplyRope(*rope,
               TensorView::Contiguous(p.k.data(), DType::kFloat64, {d.batch, d.kv_heads, d.key_len, d.head_dim}),
               AttentionLayout::kBHSD, p.key_positions);
   }
@@ -147,24 +161,27 @@ Problem Setup(const AttentionParams& params, const TensorView& q, const TensorVi
 
 // Probabilities of query row i of (b, h) over all keys (zeros where masked).
 // Returns false when no key is visible (the row is all zeros).
+//   logit_j = scale * q . k_j + scheme terms (bias + scale * content)
 bool RowProbs(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i,
               std::vector<double>& probs) {
   const Dims& d = p.dims;
-  const std::int64_t qp = p.qpos[static_cast<std::size_t>(b * d.query_len + i)];
-  const double* q = p.Q(b, h, i);
+  const SchemeRow<double> row = p.Row(b, h, i);
+  if (p.policy->HasLogitTerms()) {
+    p.policy->LogitRow(row, p.scale, probs.data());
+  } else {
+    std::fill(probs.begin(), probs.end(), 0.0);
+  }
   double max_logit = -std::numeric_limits<double>::infinity();
   bool any = false;
   for (std::int64_t j = 0; j < d.key_len; ++j) {
-    const std::int64_t kp = p.kpos[static_cast<std::size_t>(b * d.key_len + j)];
-    if (!p.Visible(qp, kp)) {
+    if (!p.Visible(row.qpos, row.kpos[j])) {
       probs[static_cast<std::size_t>(j)] = -std::numeric_limits<double>::infinity();
       continue;
     }
-    const double* k = &p.k[p.KIndex(b, h, j, d.head_dim)];
+    const double* k = row.k + j * row.k_stride;
     double dot = 0.0;
-    for (std::int64_t x = 0; x < d.head_dim; ++x) dot += q[x] * k[x];
-    const double logit = p.scale * (dot + p.policy->ContentTerm(h, q, k, qp, kp)) +
-                         p.policy->BiasTerm(h, qp, kp);
+    for (std::int64_t x = 0; x < d.head_dim; ++x) dot += row.q[x] * k[x];
+    const double logit = p.scale * dot + probs[static_cast<std::size_t>(j)];
     probs[static_cast<std::size_t>(j)] = logit;
     max_logit = std::max(max_logit, logit);
     any = true;
@@ -182,18 +199,17 @@ bool RowProbs(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i,
   return true;
 }
 
-// Adds sum_j P_j (v_j + a^V row) to acc (Dv entries).
+// Adds sum_j P_j v_j (+ the scheme's value terms) to acc (Dv entries).
 void AccumulateValues(const Problem& p, std::int64_t b, std::int64_t h, std::int64_t i,
                       const std::vector<double>& probs, double* acc) {
   const Dims& d = p.dims;
-  const std::int64_t qp = p.qpos[static_cast<std::size_t>(b * d.query_len + i)];
   for (std::int64_t j = 0; j < d.key_len; ++j) {
     const double pj = probs[static_cast<std::size_t>(j)];
     if (pj == 0.0) continue;
     const double* v = &p.v[p.KIndex(b, h, j, d.value_dim)];
-    const double* extra = p.policy->ValueRow(qp, p.kpos[static_cast<std::size_t>(b * d.key_len + j)]);
-    for (std::int64_t x = 0; x < d.value_dim; ++x) acc[x] += pj * (v[x] + (extra ? extra[x] : 0.0));
+    for (std::int64_t x = 0; x < d.value_dim; ++x) acc[x] += pj * v[x];
   }
+  if (p.policy->Has(SchemeTerm::kValue)) p.policy->AddValues(p.Row(b, h, i), probs.data(), acc);
 }
 
 }  // namespace
@@ -254,89 +270,75 @@ void AttentionReferenceBackward(const AttentionParams& params, const TensorView&
   const AttentionDims dqd = CheckAttentionTensor(grads.dq, params.layout, "grads.dq", d.batch, d.query_len, d.heads, d.head_dim, /*writable=*/true);
   const AttentionDims dkd = CheckAttentionTensor(grads.dk, params.layout, "grads.dk", d.batch, d.key_len, d.kv_heads, d.head_dim, /*writable=*/true);
   const AttentionDims dvd = CheckAttentionTensor(grads.dv, params.layout, "grads.dv", d.batch, d.key_len, d.kv_heads, d.value_dim, /*writable=*/true);
+  std::vector<std::string> labels;
+  const std::vector<TensorView> table_views =
+      attention_internal::CheckSchemeGrads(*p.policy, grads, &labels);
   const std::vector<double> dO = Load(dout, dod);
   std::vector<double> dq(p.q.size(), 0.0), dk(p.k.size(), 0.0), dv(p.v.size(), 0.0);
-  TableGrads tg = p.policy->ZeroGrads();
-  std::vector<double> probs(static_cast<std::size_t>(d.key_len)), dP(probs.size());
-  std::vector<double> p_dout(static_cast<std::size_t>(d.value_dim));
+  SchemeGradSums sums = p.policy->NewGradSums();
+  const bool value_terms = p.policy->Has(SchemeTerm::kValue);
+  const std::size_t nk = static_cast<std::size_t>(d.key_len);
+  std::vector<double> probs(nk), dP(nk), dS(nk), dq_terms(static_cast<std::size_t>(d.head_dim));
+  std::vector<double> dk_terms(nk * static_cast<std::size_t>(d.head_dim));
   for (std::int64_t b = 0; b < d.batch; ++b) {
     for (std::int64_t h = 0; h < d.heads; ++h) {
+      const std::size_t k0 = p.KIndex(b, h, 0, d.head_dim), v0 = p.KIndex(b, h, 0, d.value_dim);
       for (std::int64_t i = 0; i < d.query_len; ++i) {
         if (!RowProbs(p, b, h, i, probs)) continue;  // zero output: zero gradients
-        const std::int64_t qp = p.qpos[static_cast<std::size_t>(b * d.query_len + i)];
-        const double* go = &dO[static_cast<std::size_t>(((b * d.heads + h) * d.query_len + i) * d.value_dim)];
+        const SchemeRow<double> row = p.Row(b, h, i);
+        const double* go =
+            &dO[static_cast<std::size_t>(((b * d.heads + h) * d.query_len + i) * d.value_dim)];
+        // dP_j = dO . v_j (+ dO . a_j - D_i for value terms), D_i = rowsum(P o dP).
         double rowsum = 0.0;
-        for (std::int64_t j = 0; j < d.key_len; ++j) {
-          const double pj = probs[static_cast<std::size_t>(j)];
-          if (pj == 0.0) { dP[static_cast<std::size_t>(j)] = 0.0; continue; }
-          const double* vj = &p.v[p.KIndex(b, h, j, d.value_dim)];
-          const double* extra = p.policy->ValueRow(qp, p.kpos[static_cast<std::size_t>(b * d.key_len + j)]);
+        for (std::size_t j = 0; j < nk; ++j) {
+          const double* vj = &p.v[v0 + j * static_cast<std::size_t>(d.value_dim)];
           double s = 0.0;
-          for (std::int64_t x = 0; x < d.value_dim; ++x) s += go[x] * (vj[x] + (extra ? extra[x] : 0.0));
-          dP[static_cast<std::size_t>(j)] = s;
-          rowsum += pj * s;
+          for (std::int64_t x = 0; x < d.value_dim; ++x) s += go[x] * vj[x];
+          dP[j] = s;
         }
-        const double* qi = p.Q(b, h, i);
-        double* dqi = &dq[static_cast<std::size_t>(qi - p.q.data())];
-        for (std::int64_t j = 0; j < d.key_len; ++j) {
-          const double pj = probs[static_cast<std::size_t>(j)];
+        if (value_terms) {
+          p.policy->ValueGradRow(row, go, 0.0, dP.data());
+        }
+        for (std::size_t j = 0; j < nk; ++j) rowsum += probs[j] * dP[j];
+        for (std::size_t j = 0; j < nk; ++j) dS[j] = probs[j] * (dP[j] - rowsum);
+        double* dqi = &dq[static_cast<std::size_t>(row.q - p.q.data())];
+        for (std::size_t j = 0; j < nk; ++j) {
+          const double pj = probs[j];
           if (pj == 0.0) continue;
-          const double dS = pj * (dP[static_cast<std::size_t>(j)] - rowsum);
-          const double g = p.scale * dS;
-          const std::size_t kj = p.KIndex(b, h, j, d.head_dim);
-          const std::size_t vj = p.KIndex(b, h, j, d.value_dim);
+          const double g = p.scale * dS[j];
+          const std::size_t kj = k0 + j * static_cast<std::size_t>(d.head_dim);
+          const std::size_t vj = v0 + j * static_cast<std::size_t>(d.value_dim);
           for (std::int64_t x = 0; x < d.head_dim; ++x) {
             dqi[x] += g * p.k[kj + static_cast<std::size_t>(x)];
-            dk[kj + static_cast<std::size_t>(x)] += g * qi[x];
+            dk[kj + static_cast<std::size_t>(x)] += g * row.q[x];
           }
-          for (std::int64_t x = 0; x < d.value_dim; ++x) {
-            p_dout[static_cast<std::size_t>(x)] = pj * go[x];
-            dv[vj + static_cast<std::size_t>(x)] += pj * go[x];
-          }
-          p.policy->Backward(h, qi, &p.k[kj], qp, p.kpos[static_cast<std::size_t>(b * d.key_len + j)],
-                             g, dS, p_dout.data(), dqi, &dk[kj], tg);
+          for (std::int64_t x = 0; x < d.value_dim; ++x) dv[vj + static_cast<std::size_t>(x)] += pj * go[x];
         }
+        // The scheme's terms: content gradients (unscaled, like dS k) and its tables.
+        std::fill(dq_terms.begin(), dq_terms.end(), 0.0);
+        std::fill(dk_terms.begin(), dk_terms.end(), 0.0);
+        p.policy->BackwardRow(row, probs.data(), dS.data(), go, p.scale, dq_terms.data(),
+                              dk_terms.data(), sums);
+        for (std::int64_t x = 0; x < d.head_dim; ++x) {
+          dqi[x] += p.scale * dq_terms[static_cast<std::size_t>(x)];
+        }
+        for (std::size_t e = 0; e < dk_terms.size(); ++e) dk[k0 + e] += p.scale * dk_terms[e];
       }
     }
   }
-  if (params.scheme.kind == PositionScheme::Kind::kRope) {
-    ApplyRope(params.scheme.rope,
+  if (const RopeParams* rope = p.policy->rotation(); rope != nullptr) {
+    ApplyRope(*rope,
               TensorView::Contiguous(dq.data(), DType::kFloat64, {d.batch, d.heads, d.query_len, d.head_dim}),
               AttentionLayout::kBHSD, p.query_positions, RopeDirection::kInverse);
-    ApplyRope(params.scheme.rope,
+    ApplyRope(*rope,
               TensorView::Contiguous(dk.data(), DType::kFloat64, {d.batch, d.kv_heads, d.key_len, d.head_dim}),
               AttentionLayout::kBHSD, p.key_positions, RopeDirection::kInverse);
   }
   Store(dq, grads.dq, dqd);
   Store(dk, grads.dk, dkd);
   Store(dv, grads.dv, dvd);
-  using attention_internal::StoreTable;
-  const std::int64_t H = d.heads, D = d.head_dim, Dv = d.value_dim;
-  const auto& s = params.scheme;
-  if (s.kind == PositionScheme::Kind::kT5 && grads.t5_table.data != nullptr) {
-    StoreTable(tg.t5, grads.t5_table, "grads.t5_table", {s.t5.table->num_buckets(), H});
-  }
-  if (s.kind == PositionScheme::Kind::kShaw) {
-    const std::int64_t rows = s.shaw.params.TableRows();
-    if (grads.shaw_a_key.data) StoreTable(tg.shaw_key, grads.shaw_a_key, "grads.shaw_a_key", {rows, D});
-    if (grads.shaw_a_value.data) StoreTable(tg.shaw_value, grads.shaw_a_value, "grads.shaw_a_value", {rows, Dv});
-  }
-  if (s.kind == PositionScheme::Kind::kTransformerXL) {
-    if (grads.xl_r_w_bias.data) StoreTable(tg.xl_u, grads.xl_r_w_bias, "grads.xl_r_w_bias", {H, D});
-    if (grads.xl_r_r_bias.data) StoreTable(tg.xl_v, grads.xl_r_r_bias, "grads.xl_r_r_bias", {H, D});
-    if (grads.xl_rw.data) {
-      StoreTable(tg.xl_rw, grads.xl_rw, "grads.xl_rw", {s.transformer_xl.rw.shape[0], H, D});
-    }
-  }
-  if (s.kind == PositionScheme::Kind::kDeBERTa) {
-    const std::int64_t rows = 2 * s.deberta.params.AttSpan();
-    if (grads.deberta_pos_key.data && !tg.deb_key.empty()) {
-      StoreTable(tg.deb_key, grads.deberta_pos_key, "grads.deberta_pos_key", {rows, H, D});
-    }
-    if (grads.deberta_pos_query.data && !tg.deb_query.empty()) {
-      StoreTable(tg.deb_query, grads.deberta_pos_query, "grads.deberta_pos_query", {rows, H, D});
-    }
-  }
+  const SchemeGradSums* parts[] = {&sums};
+  attention_internal::StoreSchemeGrads(*p.policy, parts, table_views);
 }
 
 }  // namespace posenc

@@ -1,0 +1,95 @@
+// Scheme "alibi": attention with linear biases (Press, Smith, Lewis 2022,
+// "Train Short, Test Long: Attention with Linear Biases Enables Input
+// Length Extrapolation", section 3).
+//   logit(i, j) = scale * q_i . k_j - m_h |p - r|
+// one fixed slope m_h per query head (posenc/alibi.h: the paper's geometric
+// slopes, Bloom's float32 variant, or explicit slopes), unscaled, no
+// gradient. The symmetric |p - r| form is the encoder variant; under a
+// causal mask it is the paper's -m (p - r). Reference: the paper's fairseq
+// code and HF Bloom/MPT (tests/golden/alibi.json). The bias depends only on
+// r - p, so the fused kernels evaluate it once per distance of a tile.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+
+#include "attention/scheme_policy.h"
+#include "posenc/alibi.h"
+#include "posenc/error.h"
+
+namespace posenc::attention_internal {
+namespace {
+
+const SchemeInfo& Info() {
+  static const SchemeInfo info{
+      .name = "alibi",
+      .title = "ALiBi (attention with linear biases)",
+      .paper = "Press et al. 2022, Train Short, Test Long: Attention with Linear Biases",
+      .formula = "logit = scale * q . k - m_h |p - r|",
+      .terms = static_cast<std::uint8_t>(SchemeTerm::kBias),
+      .kernels = SchemeKernels::kReferenceFused,
+      .masks = SchemeMasks::kAny,
+      .args =
+          {
+              {.name = "slopes", .type = SchemeArgType::kTensor, .shape = "[H]",
+               .doc = "explicit slopes m_h (finite, >= 0); default from max_bias"},
+              {.name = "max_bias", .type = SchemeArgType::kNumber, .default_text = "8",
+               .doc = "the paper's 8: m_h = 2^(-8 h / H) for H a power of two"},
+              {.name = "convention", .type = SchemeArgType::kText, .default_text = "reference",
+               .doc = "reference (the paper's slopes) or bloom_float32"},
+          },
+  };
+  return info;
+}
+
+class AlibiScheme final : public SchemeImpl<AlibiScheme> {
+ public:
+  explicit AlibiScheme(std::vector<double> slopes)
+      : SchemeImpl(Info()), slopes_(std::move(slopes)), slopes_f_(slopes_.begin(), slopes_.end()) {}
+
+  template <typename T>
+  T BiasAt(std::int64_t h, std::int64_t p, std::int64_t r) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return -slopes_f_[static_cast<std::size_t>(h)] * static_cast<float>(std::llabs(p - r));
+    } else {
+      return 0.0 - slopes_[static_cast<std::size_t>(h)] * static_cast<double>(std::llabs(p - r));
+    }
+  }
+  bool DistanceOnly(std::int64_t, std::int64_t) const override { return true; }
+
+ private:
+  std::vector<double> slopes_;
+  std::vector<float> slopes_f_;
+};
+
+std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& call) {
+  const SchemeArgReader a(Info(), args);
+  const std::int64_t H = call.dims.heads;
+  std::vector<double> slopes;
+  if (const TensorView* s = a.Tensor("slopes"); s != nullptr) {
+    Require(s->rank == 1, a.Name("slopes.ndim"), s->rank, "1");
+    Require(s->shape[0] == H, a.Name("slopes.size()"), s->shape[0],
+            "one slope per query head (" + std::to_string(H) + ")");
+    ValidateView(*s, a.Name("slopes"), 1);
+    for (std::int64_t h = 0; h < H; ++h) {
+      const double m = LoadAsDouble(s->data, s->dtype, h * s->strides[0]);
+      Require(std::isfinite(m) && m >= 0.0, a.Name("slopes[" + std::to_string(h) + "]"), m,
+              "a finite slope >= 0");
+      slopes.push_back(m);
+    }
+  } else {
+    AlibiParams p;
+    p.num_heads = H;
+    p.max_bias = a.Number("max_bias", 8.0);
+    p.convention = ParseAlibiSlopeConvention(a.Text("convention", "reference"),
+                                             a.Name("convention"));
+    slopes = AlibiSlopes(p);
+  }
+  return std::make_unique<AlibiScheme>(std::move(slopes));
+}
+
+}  // namespace
+
+POSENC_REGISTER_SCHEME(alibi, &Info, &Resolve)
+
+}  // namespace posenc::attention_internal
