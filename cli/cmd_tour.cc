@@ -373,7 +373,7 @@ void RunTour(const TourArgs& args) {
     for (const TourSection& sec : sections) {
       j["sections"].push_back({{"title", sec.title()}, {"lines", sec.lines()}, {"values", sec.values()}});
     }
-    os << j.dump(2) << '\n';
+    os << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
     os << "posenc tour: positional encodings, claim by claim, with numbers computed now.\n";
     int i = 1;

@@ -15,6 +15,7 @@ DEBS=(
   # reference BLAS, ~5x slower here): `posenc experiment extrapolation --dtype float32`
   # and its float32 speed check.
   libopenblas0-pthread
+  clang-16 libfuzzer-16-dev libclang-rt-16-dev python3-hypothesis
 )
 
 missing=()

@@ -27,6 +27,9 @@
 // kReference convention) and leave `layers` empty.
 // LoadModelConfig also reads llama.cpp GGUF files (recognised by their magic
 // bytes; posenc/gguf.h): the same ModelConfig, with format "gguf".
+// Limits: text that is not JSON is an IoError; JSON nested deeper than 64
+// levels, or holding a number beyond the double range (1e400), is a
+// ConfigError (checked while parsing, before anything is built).
 // Errors (ConfigError) name the file, the JSON path and what is expected:
 //   "llama.json: rope_scaling.factor: got \"8\" (string), expected a number >= 1"
 // An unknown rope type lists the known ones. Where HF only warns (unknown
