@@ -174,7 +174,8 @@ void PrintJson(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling
   }
   j["pairs"] = std::move(pairs);
   j["warnings"] = cfg.warnings;
-  std::cout << j.dump(1) << '\n';
+  // Invalid UTF-8 in a path or string becomes U+FFFD instead of an exception.
+  std::cout << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
 }
 
 void RunInspect(const InspectArgs& a) {

@@ -47,12 +47,16 @@ std::string BlockCsv(const Block& block);
 // tests: it must be valid JSON and never contain "</").
 std::string FigureDataJson(const Report& report);
 
-// Writes DIR/index.html and DIR/data/<block id>.csv (creating DIR and
-// DIR/data). Returns the HTML file's path. Throws posenc::IoError.
+// Writes DIR/index.html and DIR/data/<block id>.csv: built in a folder
+// DIR.tmp-XXXXXX beside DIR, then swapped in place of DIR (cli/atomic_file.h
+// AtomicDirectory), so a failure leaves a previous report whole. An existing
+// DIR may hold only index.html and data/ (what a previous report wrote).
+// Returns the HTML file's path. Throws posenc::IoError.
 std::string WriteReport(const Report& report, const ChartLibrary& library,
                         const std::string& dir);
 
-// Writes a single-figure page (posenc plot) to `path`. Throws IoError.
+// Writes a single-figure page (posenc plot) to `path`, atomically (a
+// temporary file renamed into place). Throws IoError.
 void WriteSingleFigure(const Block& block, const std::string& subtitle,
                        const ChartLibrary& library, const std::string& path);
 

@@ -27,6 +27,9 @@
 // kReference convention) and leave `layers` empty.
 // LoadModelConfig also reads llama.cpp GGUF files (recognised by their magic
 // bytes; posenc/gguf.h): the same ModelConfig, with format "gguf".
+// Limits: text that is not JSON is an IoError; JSON nested deeper than 64
+// levels, or holding a number beyond the double range (1e400), is a
+// ConfigError (checked while parsing, before anything is built).
 // Errors (ConfigError) name the file, the JSON path and what is expected:
 //   "llama.json: rope_scaling.factor: got \"8\" (string), expected a number >= 1"
 // An unknown rope type lists the known ones. Where HF only warns (unknown
@@ -73,7 +76,8 @@ struct ModelConfig {
   std::vector<LayerRope> layers;                       // at least one, unless alibi
   std::optional<ModelAlibi> alibi;                     // ALiBi models (then no layers)
   // DeepSeek-V2/V3 (qk_rope_head_dim present, yarn with mscale_all_dim):
-  // softmax scale = (qk_nope_head_dim + qk_rope_head_dim)^-0.5 * factor.
+  // softmax scale = (qk_nope_head_dim + qk_rope_head_dim)^-0.5 * mscale^2,
+  // mscale = yarn_get_mscale(factor, mscale_all_dim) (HF DeepseekV3Attention).
   std::optional<double> deepseek_softmax_scale;
   std::vector<std::string> warnings;  // HF-style warnings, one line each
 };

@@ -40,7 +40,12 @@ void RunStreamKernel(StreamKernel kernel, float* a, const float* b, std::int64_t
     Require(b != nullptr, "b", "null", "a non-null source for the copy kernel");
     Require(b + n <= a || a + n <= b, "b", "overlapping a", "a source disjoint from a");
   }
-  kernels::simd::Stream(kernel, a, b, n, scale, ctx);
+  using kernels::simd::StreamOp;
+  const StreamOp op = kernel == StreamKernel::kReadModifyWrite ? StreamOp::kReadModifyWrite
+                      : kernel == StreamKernel::kCopy          ? StreamOp::kCopy
+                      : kernel == StreamKernel::kWrite         ? StreamOp::kWrite
+                                                               : StreamOp::kRead;
+  kernels::simd::Stream(op, a, b, n, scale, ctx);
 }
 
 std::string_view ComputeKernelName(ComputeKernel kernel) {

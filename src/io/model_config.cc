@@ -29,6 +29,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// Deepest nesting of objects and arrays a config may have.
+constexpr int kMaxJsonDepth = 64;
+
 // Shortest text of a number ("0.3", "4", "1e+06").
 std::string Num(double d) {
   if (d == std::floor(d) && std::abs(d) < 1e15) return std::to_string(static_cast<std::int64_t>(d));
@@ -447,9 +450,24 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
   const Reader rd{std::string(source)};
   json root;
   try {
-    root = json::parse(json_text);
+    // Nesting is bounded before it is built: printing or copying a deeper
+    // document recurses once per level and would overflow the stack.
+    const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth) {
+        throw ConfigError(std::string(source) + ": JSON nesting deeper than " +
+                          std::to_string(kMaxJsonDepth) +
+                          " levels (limit of the config loader; HF configs use fewer than 10)");
+      }
+      return true;
+    };
+    root = json::parse(json_text, depth_limit);
   } catch (const json::parse_error& e) {
     throw IoError(std::string(source) + ": not valid JSON: " + e.what());
+  } catch (const json::out_of_range& e) {  // 406: a number beyond the double range
+    throw ConfigError(std::string(source) +
+                      ": a number does not fit in a double (|x| < 1.8e308): " + e.what());
+  } catch (const json::exception& e) {
+    throw ConfigError(std::string(source) + ": cannot read the JSON: " + e.what());
   }
   if (!root.is_object()) rd.Fail("(top level)", Show(root), "a JSON object");
   Scope scope{&root, "", &root};

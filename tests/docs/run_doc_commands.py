@@ -27,6 +27,9 @@ SKIP = [
     (r"^bash scripts/run\.sh$", "the main job itself: set-up, build and report (minutes)"),
     (r"^bash scripts/test\.sh$", "the test command itself (this check is part of it)"),
     (r"posenc bench ", "a benchmark: minutes; publishable figures are taken on an idle machine"),
+    (r"posenc experiment extrapolation",
+     "the experiment: up to 20 minutes (--quick: 4); the suite runs a tiny configuration "
+     "(ctest ExperimentCli, pytest test_extrapolation)"),
     (r"^cmake --preset release && cmake --build",
      "the build command: the tree is built before tests run"),
     (r"-m pytest -q python/tests$", "the Python test suite itself (run by scripts/test.sh)"),
