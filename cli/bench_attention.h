@@ -36,8 +36,8 @@ struct ComputeCeilings {
 
 // Measures every compute ceiling this CPU runs (posenc/bandwidth.h
 // RunComputeKernel) with `threads` threads (a Context created and destroyed
-// here, so no pool thread is alive when the attention bench forks), median
-// of `reps`; adds {"compute_ceilings": [{"kernel", "dtype", "gflops",
+// here, so no pool thread is alive when the attention bench forks), the
+// best of 5 runs; adds {"compute_ceilings": [{"kernel", "dtype", "gflops",
 // "threads"}...], "compute_unavailable": {kernel: reason}} to `machine`.
 ComputeCeilings MeasureComputeCeilings(int threads, int reps, nlohmann::json& machine);
 
