@@ -27,6 +27,7 @@ torch.set_num_threads; pass ctx= to apply_rope / attention to choose.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -430,3 +431,13 @@ class T5RelativeBias(nn.Module):
         return (f"num_buckets={self.num_buckets}, heads={self.weight.shape[1]}, "
                 f"max_distance={self.max_distance}, bidirectional={self.bidirectional}")
 
+
+
+# --------------------------------------------------------------------------- distributed
+
+# posenc.torch.distributed (context parallelism, ring attention) lives in the module file
+# posenc/torch_distributed.py, so that this file stays a plain module; registering it under
+# the dotted name makes both `posenc.torch.distributed` and `import posenc.torch.distributed`
+# work. Imported last: it imports this module.
+from . import torch_distributed as distributed  # noqa: E402
+sys.modules[__name__ + ".distributed"] = distributed
