@@ -271,8 +271,8 @@ def _merge(acc: torch.Tensor, acc_lse: torch.Tensor, out: torch.Tensor, lse: tor
     w_old, w_new = torch.exp(acc_lse - safe), torch.exp(lse - safe)  # [B, H, s]
     if layout == "bshd":
         w_old, w_new = w_old.transpose(1, 2), w_new.transpose(1, 2)
-    acc.mul_(w_old.unsqueeze(-1).to(acc.dtype)).add_(out.to(acc.dtype)
-                                                     * w_new.unsqueeze(-1).to(acc.dtype))
+    w_old, w_new = w_old.unsqueeze(-1).to(acc.dtype), w_new.unsqueeze(-1).to(acc.dtype)
+    acc.mul_(w_old).addcmul_(out if out.dtype == acc.dtype else out.to(acc.dtype), w_new)
     acc_lse.copy_(new)
 
 
@@ -296,12 +296,17 @@ def _ring_forward(ring: _Ring, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                 _STATS["blocks_skipped"] += 1
             else:
                 qs, ks = sel
+                first = step == 0 and qs == (0, sq)  # the own block: straight into acc
                 out, lse = _pe.flash_attention(
                     _rows(q, sdim, qs), _rows(cur[0], sdim, ks), _rows(cur[1], sdim, ks),
                     query_positions=_rows(ring.positions(ring.rank), 0, qs),
                     key_positions=_rows(ring.positions(src), 0, ks), return_lse=True,
-                    ctx=ctx, **kw)
-                _merge(_rows(acc, sdim, qs), _rows(acc_lse, 2, qs), out, lse, kw["layout"])
+                    out=acc if first else None, ctx=ctx, **kw)
+                if first:
+                    acc_lse = lse
+                else:
+                    _merge(_rows(acc, sdim, qs), _rows(acc_lse, 2, qs), out, lse, kw["layout"])
+                del out
                 _STATS["blocks_computed"] += 1
         finally:
             _wait(reqs)  # an error on every rank still completes the posted transfers

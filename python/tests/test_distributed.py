@@ -15,6 +15,7 @@ trips; the traffic counters against 2 B (S/W) Hkv D elements per hop; and a
 ValueError for each bad input, raised on every rank.
 """
 import datetime
+import multiprocessing
 import os
 import socket
 import tempfile
@@ -390,14 +391,29 @@ def test_import_paths():
 
 def _hang(rank, world):
     if rank == 0:
-        time.sleep(60)  # never joins the collective
+        time.sleep(120)  # never joins the collective
     else:
         q = torch.zeros(1, 4, 1, 2)
         cp.ring_attention(q, q, q)
 
 
 def test_a_hung_collective_fails_instead_of_hanging():
+    """Rank 1 waits in ring_attention's all-gather for a rank that never
+    comes: the process-group timeout fails it, the harness reports it and
+    terminates the sleeping rank."""
     start = time.monotonic()
-    with pytest.raises((TimeoutError, mp.ProcessRaisedException)):
-        run_world(_hang, 2, deadline_s=8.0, pg_timeout_s=3.0)
+    with pytest.raises(mp.ProcessRaisedException, match="(?i)timed? ?out"):
+        run_world(_hang, 2, deadline_s=60.0, pg_timeout_s=2.0)
     assert time.monotonic() - start < 45
+
+
+def _sleep(rank, world):
+    time.sleep(120)
+
+
+def test_the_deadline_terminates_a_world_that_never_ends():
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="still running after 3.0 s"):
+        run_world(_sleep, 1, deadline_s=3.0)
+    assert time.monotonic() - start < 20
+    assert not multiprocessing.active_children()
