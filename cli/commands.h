@@ -22,6 +22,7 @@ void RegisterDemoCommand(CLI::App& app);      // cli/cmd_demo.cc
 void RegisterBucketsCommand(CLI::App& app);   // cli/cmd_buckets.cc
 void RegisterInspectCommand(CLI::App& app);   // cli/cmd_inspect.cc
 void RegisterRelativeCommand(CLI::App& app);  // cli/cmd_relative.cc
+void RegisterSchemesCommand(CLI::App& app);   // cli/cmd_schemes.cc
 void RegisterPlotCommand(CLI::App& app);    // cli/cmd_plot.cc
 void RegisterReportCommand(CLI::App& app);  // cli/cmd_report.cc
 void RegisterTourCommand(CLI::App& app);    // cli/cmd_tour.cc

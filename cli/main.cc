@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   posenc::cli::RegisterInspectCommand(app);
   posenc::cli::RegisterPlotCommand(app);
   posenc::cli::RegisterRelativeCommand(app);
+  posenc::cli::RegisterSchemesCommand(app);
   posenc::cli::RegisterReportCommand(app);
   posenc::cli::RegisterTableCommand(app);
   posenc::cli::RegisterTourCommand(app);

@@ -253,7 +253,8 @@ Section CompareSection(const ReportOptions& options) {
   std::vector<MethodMeasure> rows = {MeasureSinusoidal(setup), MeasureLearned(setup),
                                      MeasureRope(setup),       MeasureAlibi(setup),
                                      MeasureT5(setup),         MeasureShaw(setup),
-                                     MeasureTransformerXL(setup), MeasureDeberta(setup)};
+                                     MeasureTransformerXL(setup), MeasureDeberta(setup),
+                                     MeasureFire(setup)};
   Table t;
   t.id = "comparison";
   t.title = "Comparison of methods (measured)";
@@ -291,7 +292,7 @@ Section CompareSection(const ReportOptions& options) {
       "the codes of two positions below L (RoPE: the cos/sin rows). relative: max |s(i+t, j+t) - "
       "s(i, j)| / max |s| over i, j < {} and t in {{1, 7, 100}} for the position-only score "
       "(PE(i).PE(j), E_i.E_j, <R_i q, R_j k>, the ALiBi / T5 bias, q . a^K[idx], w . R_(i-j), "
-      "q . Kr[c2p]; relative tables random, untrained). d = {}, {} heads, learned table {} rows.",
+      "q . Kr[c2p], FIRE's bias at the paper's initialisation; relative tables random, untrained). d = {}, {} heads, learned table {} rows.",
       setup.shift_length, setup.shape.hidden, setup.shape.heads, setup.shape.max_positions);
   s.id = "comparison";
   s.title = "Comparison table";

@@ -53,5 +53,7 @@ MethodMeasure MeasureT5(const CompareSetup& setup);
 MethodMeasure MeasureShaw(const CompareSetup& setup);
 MethodMeasure MeasureTransformerXL(const CompareSetup& setup);
 MethodMeasure MeasureDeberta(const CompareSetup& setup);
+// compare_fire.cc
+MethodMeasure MeasureFire(const CompareSetup& setup);
 
 }  // namespace posenc::report

@@ -93,6 +93,7 @@ std::string PastEndName(PastEnd p) {
     case PastEnd::kErrors: return "errors";
     case PastEnd::kExtrapolates: return "extrapolates";
     case PastEnd::kSaturates: return "saturates";
+    case PastEnd::kInterpolates: return "interpolates";
   }
   return "?";
 }

@@ -58,8 +58,9 @@ enum class PastEnd : std::uint8_t {
   kErrors,        // the API rejects positions past the table
   kExtrapolates,  // defined, but with values never seen in training
   kSaturates,     // distances past the range share the last value
+  kInterpolates,  // longer contexts are mapped back into the trained range (FIRE)
 };
-std::string PastEndName(PastEnd p);  // "continues", "errors", "extrapolates", "saturates"
+std::string PastEndName(PastEnd p);  // "continues", "errors", "extrapolates", "saturates", "interpolates"
 
 // Sizes used by the comparison table (a BERT-base / GPT-2-small shape).
 struct ModelShape {

@@ -61,6 +61,8 @@ def attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str = "bs
       "transformer_xl": r_w_bias [H, D], r_r_bias [H, D], rw [R, H, D]
       "deberta": pos_key / pos_query [2 att_span, H, D], position_buckets,
                  max_relative_positions, pos_att_type
+      "fire": w1 [hidden], b1 [hidden], w2 [H, hidden], b2 [H], c, threshold
+              (0-d), eps; causal only
     mask "causal" or "bidirectional", optional sliding_window W. Queries sit
     at Sk - Sq + i by default (KV cache), keys at j. Returns out (like q's
     layout, v's head dim) or (out, probs [B, H, Sq, Sk]) with return_probs.

@@ -11,14 +11,14 @@ Functions (differentiable):
   t5_bias(table, query_len, key_len)    backward = table gradient (T5BiasTable.AccumulateGrad)
   attention(q, k, v, scheme=...)        fused flash attention (float32 inside) for the
                                         fused schemes (posenc.schemes(fused=True): none,
-                                        absolute, rope, alibi, t5, shaw) with 32/16-bit inputs:
+                                        absolute, rope, alibi, t5, shaw, fire) with 32/16-bit inputs:
                                         forward = FlashAttentionWithLse, backward =
                                         FlashAttentionBackward by recomputation; the exact
                                         reference (float64 inside, AttentionReferenceBackward)
                                         for float64 inputs, transformer_xl and deberta, or
                                         kernel="reference"
 Modules: SinusoidalPositionalEncoding, LearnedPositionalEmbedding,
-RotaryEmbedding (+ RotaryEmbedding.from_config), ALiBi, T5RelativeBias.
+RotaryEmbedding (+ RotaryEmbedding.from_config), ALiBi, T5RelativeBias, FIRE.
 The reference is exact and slow: use it for checking and small models.
 
 Threads: every kernel call runs on a posenc.Context of torch.get_num_threads()
@@ -38,7 +38,7 @@ import posenc as _pe
 __all__ = [
     "apply_rope", "learned_lookup", "t5_bias", "attention",
     "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding", "RotaryEmbedding", "ALiBi",
-    "T5RelativeBias",
+    "T5RelativeBias", "FIRE",
 ]
 
 
@@ -239,7 +239,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme: str 
     """Differentiable posenc.attention: gradients for q, k, v and for every
     trainable tensor argument of the scheme (posenc.scheme_info(scheme):
     t5 table, shaw a_key / a_value, transformer_xl r_w_bias / r_r_bias / rw,
-    deberta pos_key / pos_query).
+    deberta pos_key / pos_query, fire w1 / b1 / w2 / b2 / c / threshold).
     Same keywords as posenc.attention (no out / return_probs), plus kernel:
       "flash": the fused kernel (float32 arithmetic, O(N) memory; the
                backward recomputes the probabilities from the saved row
@@ -431,6 +431,63 @@ class T5RelativeBias(nn.Module):
         return (f"num_buckets={self.num_buckets}, heads={self.weight.shape[1]}, "
                 f"max_distance={self.max_distance}, bidirectional={self.bidirectional}")
 
+
+class FIRE(nn.Module):
+    """FIRE, Functional Interpolation for Relative Positions (Li et al. 2024,
+    ICLR; posenc/fire.h): a learned bias b_h(p, r) = f(psi(p - r) /
+    (psi(max(p, |L|)) + eps)) with psi(d) = log(|c d| + 1) and f = Linear(1,
+    hidden) -> ReLU -> Linear(hidden, heads), for causal attention.
+
+    The paper's module and initialisation: torch.nn.Linear defaults for f,
+    c = init_c (0.1), and the threshold L learned as a multiplier of
+    init_threshold (512). forward(q, k, v, **attention keywords) runs
+    posenc.torch.attention(..., scheme="fire") — the fused kernel with the
+    bias computed per tile and gradients for every parameter; scheme_args()
+    gives the keywords for calling attention yourself; bias(query_len,
+    key_len) evaluates the same bias in plain torch (the paper's code), e.g.
+    to check or plot it.
+    """
+
+    def __init__(self, num_heads: int, hidden: int = 32, *, init_c: float = 0.1,
+                 init_threshold: float = 512.0, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.num_heads, self.hidden, self.eps = int(num_heads), int(hidden), float(eps)
+        self.mlp_in = nn.Linear(1, self.hidden)
+        self.mlp_out = nn.Linear(self.hidden, self.num_heads)
+        self.c = nn.Parameter(torch.tensor(float(init_c)))
+        self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))
+        self.register_buffer("init_threshold", torch.tensor(float(init_threshold)),
+                             persistent=False)
+
+    def threshold(self) -> torch.Tensor:
+        return self.threshold_multiplier * self.init_threshold
+
+    def scheme_args(self) -> Dict[str, Any]:
+        """Keywords of posenc.torch.attention(q, k, v, scheme="fire", ...)."""
+        return dict(w1=self.mlp_in.weight.reshape(-1), b1=self.mlp_in.bias,
+                    w2=self.mlp_out.weight, b2=self.mlp_out.bias, c=self.c,
+                    threshold=self.threshold(), eps=self.eps)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                **kwargs: Any) -> torch.Tensor:
+        return attention(q, k, v, scheme="fire", **kwargs, **self.scheme_args())
+
+    def bias(self, query_len: int, key_len: Optional[int] = None,
+             query_offset: int = 0) -> torch.Tensor:
+        """[heads, query_len, key_len]: queries at query_offset + i, keys at j
+        (every pair evaluated; attention masks r > p)."""
+        key_len = query_len if key_len is None else key_len
+        p = torch.arange(query_len, dtype=torch.float64) + query_offset
+        r = torch.arange(key_len, dtype=torch.float64)
+        c = self.c.to(torch.float64)
+        rel = torch.log(torch.abs(c * (p[:, None] - r[None, :])) + 1)
+        norm = torch.maximum(p, torch.abs(self.threshold().to(torch.float64)))
+        norm = torch.log(torch.abs(c * norm) + 1) + self.eps
+        x = (rel / norm[:, None]).unsqueeze(-1).to(self.mlp_in.weight.dtype)
+        return self.mlp_out(torch.relu(self.mlp_in(x))).permute(2, 0, 1)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, hidden={self.hidden}, eps={self.eps}"
 
 
 # --------------------------------------------------------------------------- distributed

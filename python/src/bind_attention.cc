@@ -59,7 +59,8 @@ SchemeArgs ArgsOf(const SchemeInfo& info, const py::dict& args, std::vector<Held
     } catch (const py::cast_error&) {
       throw InvalidArgument(ArgMessage(
           name, py::str(py::type::handle_of(item.second).attr("__qualname__")).cast<std::string>(),
-          "a " + std::string(SchemeArgTypeName(decl->type))));
+          std::string(decl->type == SchemeArgType::kInteger ? "an " : "a ") +
+              std::string(SchemeArgTypeName(decl->type))));
     }
   }
   return out;

@@ -22,7 +22,8 @@
   X(t5)                   \
   X(shaw)                 \
   X(transformer_xl)       \
-  X(deberta)
+  X(deberta)              \
+  X(fire)
 
 namespace posenc {
 namespace attention_internal {
@@ -48,6 +49,12 @@ const Registry& TheRegistry() {
     return r;
   }();
   return registry;
+}
+
+// "a tensor", "an integer", ...
+std::string Article(SchemeArgType type) {
+  const std::string name(SchemeArgTypeName(type));
+  return (type == SchemeArgType::kInteger ? "an " : "a ") + name;
 }
 
 const SchemeEntry& FindEntry(std::string_view name, std::string_view arg) {
@@ -137,14 +144,13 @@ SchemeArgReader::SchemeArgReader(const SchemeInfo& info, const SchemeArgs& args)
          std::nearbyint(value.number) == value.number && std::abs(value.number) < 9.0e15) ||
         (decl->type == SchemeArgType::kFlag && value.type == SchemeArgType::kInteger &&
          (value.integer == 0 || value.integer == 1));
-    Require(decl->type == value.type || numeric_ok, Name(name),
-            std::string("a ") + std::string(SchemeArgTypeName(value.type)),
-            std::string("a ") + std::string(SchemeArgTypeName(decl->type)));
+    Require(decl->type == value.type || numeric_ok, Name(name), Article(value.type),
+            Article(decl->type));
   }
   for (const SchemeArgDecl& d : info.args) {
     if (d.presence == SchemeArgPresence::kRequired) {
       Require(args.Find(d.name) != nullptr, Name(d.name), "nothing",
-              std::string("a ") + std::string(SchemeArgTypeName(d.type)) +
+              Article(d.type) +
                   (d.shape.empty() ? std::string() : " of shape " + std::string(d.shape)) +
                   " (required by scheme " + std::string(info.name) + ")");
     }

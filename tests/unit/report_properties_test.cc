@@ -133,6 +133,20 @@ TEST(ReportCompare, AlibiGrowsAsSlopeTimesDistance) {
   EXPECT_EQ(m.attention_bytes, 12.0 * 256 * 256 * 4);
 }
 
+TEST(ReportCompare, FireIsBoundedRelativeBelowLAndInterpolates) {
+  const CompareSetup s = SmallSetup();
+  const MethodMeasure m = MeasureFire(s);
+  EXPECT_EQ(m.extra_params, ((2 + 12) * 32 + 12 + 2) * 12);  // f, c and L per layer
+  EXPECT_TRUE(m.bounded);  // every pair within the bound of f on x in [0, 1]
+  EXPECT_GT(m.max_abs_at_l, 0.0);
+  EXPECT_EQ(m.shift_change, 0.0);  // positions below |L| = 512: a function of i - j
+  EXPECT_EQ(m.distinct_distances, s.length);  // psi is injective on distances
+  EXPECT_EQ(m.past_end, PastEnd::kInterpolates);
+  EXPECT_NE(m.past_end_detail.find("2^24 - 1"), std::string::npos);
+  EXPECT_EQ(m.attention_bytes, 0.0);
+  EXPECT_GT(m.ns_per_token, 0.0);
+}
+
 TEST(ReportCompare, T5IsRelativeAndSaturates) {
   const CompareSetup s = SmallSetup();
   const MethodMeasure m = MeasureT5(s);
