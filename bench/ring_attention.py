@@ -32,6 +32,10 @@ maximum over ranks):
           buffer, the kernel's packed K/V tiles, saved tensors), measured;
   xfer    the ring alone: one K/V block sent to the next rank and one
           received (no compute), median of 5: what compute must hide;
+  GFLOP/s the attention's 4 B H S^2 D (x 1/2 causal) flops over ms (all ranks
+          together; forward only);
+  step/xfer  (ms / W) / xfer: the time of one ring step against one
+          transfer; above 1 the transfer can hide behind the compute;
   max|d|  the largest |ring - single| over the output (both are float32 math).
 Every process runs with MALLOC_MMAP_THRESHOLD_=131072 (glibc): every
 buffer of 128 KiB or more is its own mapping, returned when freed, so the
@@ -43,8 +47,9 @@ so a rank allocates only its own tokens and every case sees the same data.
 
 Under torchrun (RANK / WORLD_SIZE set) the script runs the ring case only, as
 the rank torchrun made it, with init_method env:// (docs/DISTRIBUTED.md):
-  torchrun --nnodes 2 --nproc-per-node 1 --node-rank R --master-addr HOST0 \\
-      --master-port 29500 bench/ring_attention.py --seq 65536
+  MALLOC_MMAP_THRESHOLD_=131072 torchrun --nnodes 2 --nproc_per_node 1 --node_rank R \\
+      --master_addr HOST0 --master_port 29500 --redirects 1 --tee 1 \\
+      bench/ring_attention.py --seq 65536
 """
 import argparse
 import datetime
@@ -239,10 +244,13 @@ def main():
     cfg = dict(seq=a.seq, world=a.world, scheme=a.scheme, mask=a.mask, heads=a.heads,
                kv_heads=a.kv_heads, head_dim=a.head_dim, dtype=a.dtype, reps=a.reps,
                backward=a.backward, sharding=None)
-    if a.seq % (2 * a.world):
-        sys.exit(f"--seq: got {a.seq}, expected a multiple of 2 x --world = {2 * a.world}")
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # launched by torchrun
+        a.world = int(os.environ["WORLD_SIZE"])
+    if a.seq % (2 * a.world):
+        sys.exit(f"--seq: got {a.seq}, expected a multiple of 2 x world = {2 * a.world}")
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         dist.init_process_group("gloo")
+        cfg["world"] = dist.get_world_size()
         with tempfile.TemporaryDirectory() as outdir:
             for sharding in a.shardings.split(","):
                 measure(dist.get_rank(), dist.get_world_size(),
@@ -276,16 +284,20 @@ def main():
           f"{a.dtype}{' forward+backward' if a.backward else ' forward'}; one hop = "
           f"2*B*(S/W)*Hkv*D = {block} elements ({info['block_mib']:.1f} MiB); "
           f"load {os.getloadavg()[0]:.1f}")
-    print(f"{'case':<20}{'procs x thr':>12}{'ms':>10}{'speedup':>9}{'sent/rank MiB':>15}"
-          f"{'extra/rank MiB':>16}{'xfer ms':>9}{'max|d|':>10}")
+    flops = 4 * a.heads * a.seq ** 2 * a.head_dim * (0.5 if a.mask == "causal" else 1.0)
+    print(f"{'case':<20}{'procs x thr':>12}{'ms':>10}{'speedup':>9}{'GFLOP/s':>9}"
+          f"{'sent/rank MiB':>15}{'extra/rank MiB':>16}{'xfer ms':>9}{'step/xfer':>10}"
+          f"{'max|d|':>10}")
     base = results[0]["ms"] if not a.no_single else None
     for r in results:
         name = r["case"] + (f" {r['sharding']}" if r["sharding"] else "")
         speed = f"{base / r['ms']:.2f}x" if base else "-"
         diff = f"{r['max_abs_diff']:.1e}" if "max_abs_diff" in r else "-"
+        gflops = "-" if a.backward else f"{flops / r['ms'] / 1e6:.1f}"
+        ratio = f"{r['ms'] / a.world / r['xfer_ms']:.0f}" if r["xfer_ms"] else "-"
         print(f"{name:<20}{r['procs']:>6} x {r['threads']:<4}{r['ms']:>10.1f}{speed:>9}"
-              f"{r['bytes_sent_per_rank'] / 2 ** 20:>15.1f}{r['peak_extra_mib_per_rank']:>16.1f}"
-              f"{r['xfer_ms']:>9.1f}{diff:>10}")
+              f"{gflops:>9}{r['bytes_sent_per_rank'] / 2 ** 20:>15.1f}"
+              f"{r['peak_extra_mib_per_rank']:>16.1f}{r['xfer_ms']:>9.1f}{ratio:>10}{diff:>10}")
 
 
 if __name__ == "__main__":

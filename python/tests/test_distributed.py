@@ -35,15 +35,16 @@ CHUNK = 20  # tokens per chunk: a zigzag rank holds 2, a contiguous rank 1 chunk
 
 # Keyword arguments of each fused scheme (tables made per case in make_case).
 SCHEME_ARGS = {"none": {}, "absolute": {}, "rope": {"rotary_dim": 6}, "alibi": {},
-               "t5": {"max_distance": 16}, "shaw": {"clip": 3}}
+               "t5": {"max_distance": 16}, "shaw": {"clip": 3}, "fire": {"eps": 1e-6}}
 
 
 def case_list(world):
     """(name, options) of every ring case; options override base()."""
     cases = []
     for scheme in SCHEME_ARGS:
+        causal_only = posenc.scheme_info(scheme)["causal_only"]
         for sharding in cp.SHARDINGS:
-            for mask in cp.MASKS:
+            for mask in ("causal",) if causal_only else cp.MASKS:
                 cases.append((f"{scheme}-{sharding}-{mask}",
                               dict(scheme=scheme, sharding=sharding, mask=mask)))
     for sharding in cp.SHARDINGS:
@@ -57,6 +58,7 @@ def case_list(world):
         ("shaw-bhsd-contiguous", dict(scheme="shaw", layout="bhsd", sharding="contiguous")),
         ("alibi-bfloat16", dict(scheme="alibi", dtype=torch.bfloat16)),
         ("t5-float64", dict(scheme="t5", dtype=torch.float64, sharding="contiguous")),
+        ("fire-bhsd-mqa", dict(scheme="fire", layout="bhsd", hkv=1)),
     ]
     return cases
 
@@ -87,6 +89,15 @@ def make_case(name, options, world):
     if o["scheme"] == "shaw":
         kw["a_key"] = torch.randn(7, o["d"], generator=g, dtype=torch.float64).to(o["dtype"])
         kw["a_value"] = torch.randn(7, o["dv"], generator=g, dtype=torch.float64).to(o["dtype"])
+    if o["scheme"] == "fire":  # threshold L = 30: queries on both sides of it
+        hidden = 6
+        fire = dict(w1=torch.randn(hidden, generator=g, dtype=torch.float64),
+                    b1=torch.randn(hidden, generator=g, dtype=torch.float64),
+                    w2=torch.randn(o["h"], hidden, generator=g, dtype=torch.float64),
+                    b2=torch.randn(o["h"], generator=g, dtype=torch.float64),
+                    c=torch.tensor(0.1, dtype=torch.float64),
+                    threshold=torch.tensor(30.0, dtype=torch.float64))
+        kw.update({n: x.to(o["dtype"]) for n, x in fire.items()})
     return t, kw, o
 
 
@@ -232,6 +243,10 @@ def _bad_inputs(rank, world):
         "one_rank_bad": lambda: cp.ring_attention(q if rank != 1 else q[0], k, v),
         "unshard_shapes_differ": lambda: cp.unshard(torch.zeros(2, 4 + 2 * (rank == 1))),
         "dim": lambda: cp.shard(torch.zeros(2, 4 * world), 2),
+        "causal_only_scheme": lambda: cp.ring_attention(
+            q, k, v, scheme="fire", mask="bidirectional", w1=torch.ones(3), b1=torch.ones(3),
+            w2=torch.ones(2, 3), b2=torch.ones(2), c=torch.tensor(0.1),
+            threshold=torch.tensor(5.0)),
     }
     res = {}
     for name, call in calls.items():
@@ -352,7 +367,8 @@ BAD = {
     "odd_zigzag_shard": "q.shape[1]: got 5, expected a positive multiple of 2",
     "kv_len": "k.shape[1]: got 2, expected q's shard length 4",
     "query_positions": "query_positions: not accepted by ring_attention",
-    "heads": "heads",
+    "heads": "k heads: got 2, expected a divisor of q's heads (3",
+    "causal_only_scheme": "mask: got bidirectional, expected causal (scheme fire",
     "shard_lengths_differ": "q: shard length 6 on rank 1 but 4 on rank 0",
     "schemes_differ": "scheme: got 'rope' on rank 1 but 'alibi' on rank 0",
     "tables_differ": "table: got ",
@@ -368,7 +384,7 @@ def test_bad_input_raises_value_error_on_every_rank(world, name):
     want = BAD[name].format(n=2 * w * 3 + 2, w1=w + 1)
     messages = [r["bad"][name] for r in results]
     assert all(m is not None and want in m for m in messages), messages
-    if name in ("one_rank_bad", "heads"):
+    if name in ("one_rank_bad", "heads", "causal_only_scheme"):
         assert all("(on rank" in m for m in messages), messages
     if name == "tables_differ":
         assert f"on rank {w - 1} but" in messages[0]
