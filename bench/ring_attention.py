@@ -20,6 +20,8 @@ maximum over ranks):
   ms      median of --reps calls after one warm-up call; ring calls start
           after a barrier and a call's time is its slowest rank's;
           --backward adds the forward + backward time;
+  cpu ms  CPU time of the call, all threads of all processes (time.process_time;
+          median): the work done, less sensitive than ms to other load;
   sent    bytes this rank sent per call (ring_stats(): the K/V blocks, and
           in the backward the K/V blocks again plus their float32 dK/dV);
   extra   peak extra memory: the largest resident set during the calls
@@ -37,17 +39,20 @@ maximum over ranks):
   step/xfer  (ms / W) / xfer: the time of one ring step against one
           transfer; above 1 the transfer can hide behind the compute;
   max|d|  the largest |ring - single| over the output (both are float32 math).
-Every process runs with MALLOC_MMAP_THRESHOLD_=131072 (glibc): every
-buffer of 128 KiB or more is its own mapping, returned when freed, so the
-resident set follows the live tensors (glibc's dynamic threshold would
-otherwise serve later buffers from pages freed earlier, before the "before"
-reading, and hide them).
+Every process runs with Debian's jemalloc preloaded (LD_PRELOAD=
+libjemalloc.so.2, MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1), like
+bench/torch_attention.py: freed pages stay with the process and are reused,
+so the timed calls do not pay first-touch page faults (~15 us per 4 KiB page
+on this machine: ~60 ms per 16 MiB buffer) for buffers a warm-up call already
+had; the resident set then keeps the high-water of the warm-up call, so
+"extra" is the peak of pages touched (an upper bound of the live bytes).
 Inputs are generated chunk by chunk (one seed per chunk of S / (2W) tokens)
 so a rank allocates only its own tokens and every case sees the same data.
 
 Under torchrun (RANK / WORLD_SIZE set) the script runs the ring case only, as
 the rank torchrun made it, with init_method env:// (docs/DISTRIBUTED.md):
-  MALLOC_MMAP_THRESHOLD_=131072 torchrun --nnodes 2 --nproc_per_node 1 --node_rank R \\
+  LD_PRELOAD=libjemalloc.so.2 MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 \\
+      torchrun --nnodes 2 --nproc_per_node 1 --node_rank R \\
       --master_addr HOST0 --master_port 29500 --redirects 1 --tee 1 \\
       bench/ring_attention.py --seq 65536
 """
@@ -70,6 +75,9 @@ import torch.multiprocessing as mp
 
 import posenc.torch as pt
 from posenc.torch import distributed as cp
+
+
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 
 def rss_mib():
@@ -141,20 +149,22 @@ def measure(rank, world, cfg, outdir):
     call(cfg, small, ring)
     before = rss_mib()
     sampler = PeakRss()
-    times, stats = [], []
+    times, cpu, stats = [], [], []
     for rep in range(cfg["reps"] + 1):
         if ring:
             dist.barrier()
             cp.ring_stats(reset=True)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         out = call(cfg, t, ring)
-        elapsed = time.perf_counter() - start
+        elapsed, used = time.perf_counter() - start, time.process_time() - start_cpu
         if ring:
             stats.append(cp.ring_stats(reset=True))
         if rep:
             times.append(elapsed)
+            cpu.append(used)
     extra = sampler.stop() - before
-    res = {"rank": rank, "ms": [1e3 * x for x in times], "extra_mib": extra,
+    res = {"rank": rank, "ms": [1e3 * x for x in times], "cpu_ms": [1e3 * x for x in cpu],
+           "extra_mib": extra,
            "bytes_sent": stats[-1]["bytes_sent"] if stats else 0,
            "blocks_computed": stats[-1]["blocks_computed"] if stats else 0,
            "input_mib": sum(x.numel() * x.element_size() for x in t.values()) / 2 ** 20}
@@ -208,8 +218,10 @@ def run_case(cfg):
         outs = [torch.load(os.path.join(outdir, f"out{r}.pt")) for r in range(procs)]
     reps = len(ranks[0]["ms"])
     per_call = [max(r["ms"][i] for r in ranks) for i in range(reps)]
+    cpu_call = [sum(r["cpu_ms"][i] for r in ranks) for i in range(reps)]
     return {**{k: cfg[k] for k in ("case", "sharding")}, "procs": procs,
             "threads": 1 if procs > 1 else cfg["world"], "ms": statistics.median(per_call),
+            "cpu_ms": statistics.median(cpu_call),
             "bytes_sent_per_rank": max(r["bytes_sent"] for r in ranks),
             "peak_extra_mib_per_rank": max(r["extra_mib"] for r in ranks),
             "xfer_ms": max(r.get("xfer_ms", 0.0) for r in ranks),
@@ -240,7 +252,9 @@ def main():
     ap.add_argument("--no-single", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"  # inherited by the spawned processes
+    if os.path.exists(JEMALLOC) and "LD_PRELOAD" not in os.environ:  # for the spawned processes
+        os.environ["LD_PRELOAD"] = JEMALLOC
+        os.environ["MALLOC_CONF"] = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
     cfg = dict(seq=a.seq, world=a.world, scheme=a.scheme, mask=a.mask, heads=a.heads,
                kv_heads=a.kv_heads, head_dim=a.head_dim, dtype=a.dtype, reps=a.reps,
                backward=a.backward, sharding=None)
@@ -276,6 +290,7 @@ def main():
             "block_elements": block, "block_mib": block * torch.tensor([], dtype=getattr(
                 torch, a.dtype)).element_size() / 2 ** 20,
             "host": socket.gethostname(), "torch": torch.__version__,
+            "allocator": os.environ.get("LD_PRELOAD", "glibc"),
             "load_avg": os.getloadavg(), "results": results}
     if a.json:
         print(json.dumps(info, indent=1))
@@ -285,7 +300,7 @@ def main():
           f"2*B*(S/W)*Hkv*D = {block} elements ({info['block_mib']:.1f} MiB); "
           f"load {os.getloadavg()[0]:.1f}")
     flops = 4 * a.heads * a.seq ** 2 * a.head_dim * (0.5 if a.mask == "causal" else 1.0)
-    print(f"{'case':<20}{'procs x thr':>12}{'ms':>10}{'speedup':>9}{'GFLOP/s':>9}"
+    print(f"{'case':<20}{'procs x thr':>12}{'ms':>10}{'speedup':>9}{'cpu ms':>9}{'GFLOP/s':>9}"
           f"{'sent/rank MiB':>15}{'extra/rank MiB':>16}{'xfer ms':>9}{'step/xfer':>10}"
           f"{'max|d|':>10}")
     base = results[0]["ms"] if not a.no_single else None
@@ -296,7 +311,7 @@ def main():
         gflops = "-" if a.backward else f"{flops / r['ms'] / 1e6:.1f}"
         ratio = f"{r['ms'] / a.world / r['xfer_ms']:.0f}" if r["xfer_ms"] else "-"
         print(f"{name:<20}{r['procs']:>6} x {r['threads']:<4}{r['ms']:>10.1f}{speed:>9}"
-              f"{gflops:>9}{r['bytes_sent_per_rank'] / 2 ** 20:>15.1f}"
+              f"{r['cpu_ms']:>9.0f}{gflops:>9}{r['bytes_sent_per_rank'] / 2 ** 20:>15.1f}"
               f"{r['peak_extra_mib_per_rank']:>16.1f}{r['xfer_ms']:>9.1f}{ratio:>10}{diff:>10}")
 
 
