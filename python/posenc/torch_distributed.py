@@ -104,6 +104,15 @@ def _rank_world(group: Any) -> Tuple[int, int]:
     return rank, dist.get_world_size(group)
 
 
+def _check_backend(group: Any) -> None:
+    """The transfers carry CPU tensors: a NCCL-only group cannot."""
+    backend = str(dist.get_backend(group))
+    if backend == "nccl":
+        raise ValueError(f"group: got a process group with backend {backend!r}, expected one that "
+                         "carries CPU tensors (gloo), e.g. torch.distributed.new_group("
+                         "backend='gloo')")
+
+
 def _global_rank(group: Any, rank: int) -> int:
     return rank if group is None else dist.get_global_rank(group, rank)
 
@@ -167,6 +176,7 @@ def unshard(x_local: torch.Tensor, dim: int = 1, sharding: str = "zigzag",
     gets the result. Not differentiable (the result is detached)."""
     _check_choice("sharding", sharding, SHARDINGS)
     rank, world = _rank_world(group)
+    _check_backend(group)
     dim = _dim(x_local, dim)
     shapes: List[Any] = [None] * world
     dist.all_gather_object(shapes, (tuple(x_local.shape), str(x_local.dtype)), group=group)
@@ -426,6 +436,7 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme:
     Every rank of `group` (None: the default group) must call it with the
     same arguments; a mismatch raises ValueError on every rank."""
     rank, world = _rank_world(group)
+    _check_backend(group)
     names = _trainable(scheme, scheme_args)
     error = None
     try:

@@ -399,6 +399,18 @@ def test_without_a_process_group_every_entry_raises():
             call()
 
 
+def test_a_nccl_group_is_refused_before_any_transfer(monkeypatch):
+    """posenc's tensors are CPU tensors: a NCCL group cannot carry them (no
+    CUDA here, so the group's answers are stubbed; nothing is sent)."""
+    for name, value in (("is_initialized", True), ("get_rank", 0), ("get_world_size", 2),
+                        ("get_backend", "nccl")):
+        monkeypatch.setattr(dist, name, lambda *a, value=value, **k: value)
+    q = torch.zeros(1, 4, 1, 2)
+    for call in (lambda: cp.unshard(q), lambda: cp.ring_attention(q, q, q)):
+        with pytest.raises(ValueError, match="backend 'nccl', expected one that carries CPU"):
+            call()
+
+
 def test_import_paths():
     import posenc.torch.distributed as by_import
     import posenc.torch_distributed as by_file
