@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -21,6 +22,19 @@
 
 namespace posenc::cli {
 
+// The PyTorch baseline script: PREFIX/share/posenc/bench/torch_baseline.py
+// beside an installed PREFIX/bin/posenc, else the source tree's (compile-time).
+inline std::string DefaultBenchScript() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    std::filesystem::path installed = exe.parent_path().parent_path();
+    installed /= "share/posenc/bench/torch_baseline.py";
+    if (std::filesystem::exists(installed, ec)) return installed.string();
+  }
+  return POSENC_BENCH_SCRIPT;
+}
+
 struct BenchOptions {
   std::string what = "all";
   int threads = 0;  // 0: hardware threads
@@ -30,7 +44,7 @@ struct BenchOptions {
   std::int64_t max_seq = 16384;
   bool torch = true;
   std::string python = "/usr/bin/python3";
-  std::string script = POSENC_BENCH_SCRIPT;
+  std::string script = DefaultBenchScript();
   std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
 };
 

@@ -27,35 +27,6 @@ constexpr const char* kRelativeHelp =
     "Relative positions: A:B (inclusive of both ends, e.g. -300:300 is 601 values) or a comma "
     "list 0,5,-9";
 
-std::int64_t ParseEnd(const std::string& text, const std::string& whole) {
-  try {
-    std::size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw InvalidArgument(ArgMessage("--relative", whole, "A:B with integers A <= B, or a comma list"));
-}
-
-// Inclusive range A:B, or a comma list (cli::ParseIntList).
-std::vector<std::int64_t> ParseRelative(const std::string& text) {
-  std::vector<std::int64_t> out;
-  if (const auto colon = text.find(':'); colon != std::string::npos) {
-    const std::int64_t a = ParseEnd(text.substr(0, colon), text);
-    const std::int64_t b = ParseEnd(text.substr(colon + 1), text);
-    Require(a <= b && b - a < (std::int64_t{1} << 20), "--relative", text,
-            "a range A:B with A <= B (both inclusive) and at most 2^20 values");
-    for (std::int64_t v = a; v <= b; ++v) out.push_back(v);
-  } else {
-    out = ParseIntList(text, "--relative");
-  }
-  for (const std::int64_t v : out) {
-    Require(v >= -kMaxPosition && v <= kMaxPosition, "--relative", v,
-            "relative positions in [-(2^24-1), 2^24-1]");
-  }
-  return out;
-}
-
 void Print(const std::vector<std::int64_t>& rel, const std::vector<std::int64_t>& bucket,
            bool json, const std::string& title) {
   if (json) {
@@ -84,7 +55,7 @@ void RunT5(const T5Args& a) {
   const T5BucketParams p{a.num_buckets, a.max_distance,
                          a.causal ? T5Direction::kCausal : T5Direction::kBidirectional};
   const T5Bucketer bucketer(p);  // validates
-  const std::vector<std::int64_t> rel = ParseRelative(a.relative);
+  const std::vector<std::int64_t> rel = ParseRelativeList(a.relative, "--relative");
   std::vector<std::int64_t> bucket;
   bucket.reserve(rel.size());
   for (const std::int64_t r : rel) bucket.push_back(bucketer.Bucket(r));
@@ -105,7 +76,7 @@ void RunDeberta(const DebertaArgs& a) {
   Require(a.max_position > 0, "--max-position", a.max_position,
           "a maximum position in [bucket_size/2 + 2, 2^24]");
   const DebertaBucketer bucketer(DebertaBucketParams{a.bucket_size, a.max_position});
-  const std::vector<std::int64_t> rel = ParseRelative(a.relative);
+  const std::vector<std::int64_t> rel = ParseRelativeList(a.relative, "--relative");
   std::vector<std::int64_t> bucket;
   bucket.reserve(rel.size());
   for (const std::int64_t r : rel) bucket.push_back(bucketer.Bucket(r));

@@ -34,7 +34,8 @@ void RunPermutation(const DemoArgs& a) {
     j["first"] = a.params.first;
     j["second"] = a.params.second;
     j["schemes"] = std::move(schemes);
-    std::cout << j.dump() << '\n';
+    // Invalid UTF-8 in --first / --second becomes U+FFFD instead of an exception.
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
   std::cout << fmt::format("# \"{}\" vs \"{}\": one bidirectional attention layer, d = {}, {} heads\n",

@@ -1,6 +1,7 @@
-// `posenc inspect CONFIG.json`: what a Hugging Face config makes of RoPE.
+// `posenc inspect CONFIG.json|MODEL.gguf`: what a Hugging Face config (or a
+// llama.cpp GGUF file, read by posenc/gguf.h: metadata only) makes of RoPE.
 //
-//   posenc inspect CONFIG.json [--seq-len L] [--layer-type T] [--json]
+//   posenc inspect CONFIG.json|MODEL.gguf [--seq-len L] [--layer-type T] [--json]
 //       [--numerics hf|accurate] [--longrope-switch seq_len|context|always_long]
 //       [--context-length N]
 //
@@ -10,7 +11,11 @@
 // table row per frequency pair (index, inv_freq, wavelength in tokens, ratio
 // to the unscaled table, region). --json prints the same as one object with
 // at least rope_type, head_dim, rotary_dim, theta, attention_factor, inv_freq,
-// max_position_embeddings, original_max_position_embeddings and pairs.
+// max_position_embeddings, original_max_position_embeddings and pairs, plus
+// position_encoding "rope" and format ("config.json" or "gguf"); freq_factors
+// when the model divides its frequencies (a GGUF `rope_freqs` tensor).
+// ALiBi models (BLOOM, MPT, ...) print position_encoding "alibi", num_heads,
+// max_bias and slopes instead of the RoPE fields.
 // Under --numerics hf (default) inv_freq holds float32 values, printed as the
 // shortest double that reads back to them. Loader warnings go to stderr.
 #include <cmath>
@@ -47,10 +52,43 @@ std::string LayerNames(const ModelConfig& cfg) {
   return names;
 }
 
+std::string SourceLine(const ModelConfig& cfg) {
+  return fmt::format("config: {}{}{}\n", cfg.source,
+                     cfg.model_type.empty() ? "" : " (" + cfg.model_type + ")",
+                     cfg.format == "gguf" ? " [GGUF]" : "");
+}
+
+void PrintAlibi(const ModelConfig& cfg, const InspectArgs& a) {
+  const ModelAlibi& al = *cfg.alibi;
+  if (a.json) {
+    nlohmann::json j;
+    j["config"] = cfg.source;
+    j["format"] = cfg.format;
+    j["model_type"] = cfg.model_type;
+    j["position_encoding"] = "alibi";
+    j["num_heads"] = al.num_heads;
+    j["max_bias"] = al.max_bias;
+    j["slopes"] = al.slopes;
+    j["head_dim"] = cfg.head_dim;
+    j["max_position_embeddings"] = cfg.max_position_embeddings;
+    j["warnings"] = cfg.warnings;
+    std::cout << j.dump(1) << '\n';
+    return;
+  }
+  std::string out = SourceLine(cfg);
+  out += fmt::format("position encoding: ALiBi, {} heads, max bias {}\n", al.num_heads,
+                     al.max_bias);
+  out += fmt::format("context: {}\n\n{:>5}  {:>14}\n", cfg.max_position_embeddings, "head",
+                     "slope");
+  for (std::size_t h = 0; h < al.slopes.size(); ++h) {
+    out += fmt::format("{:>5}  {:>14.8g}\n", h, al.slopes[h]);
+  }
+  std::cout << out;
+}
+
 void PrintText(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling& s,
                const InspectArgs& a) {
-  std::string out;
-  out += fmt::format("config: {}{}\n", cfg.source, cfg.model_type.empty() ? "" : " (" + cfg.model_type + ")");
+  std::string out = SourceLine(cfg);
   if (!layer.layer_type.empty()) {
     out += fmt::format("layer type: {} (config has: {})\n", layer.layer_type, LayerNames(cfg));
   }
@@ -76,6 +114,9 @@ void PrintText(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling
                        "(multiplier {}, separate from the cos/sin factor)\n",
                        *cfg.deepseek_softmax_scale, s.deepseek_softmax_factor);
   }
+  if (!layer.scaling.freq_factors.empty()) {
+    out += "frequency divisors per pair (GGUF rope_freqs): applied after the scaling\n";
+  }
   if (!layer.mrope_section.empty()) {
     out += fmt::format("mrope_section: [{}, {}, {}] ({})\n", layer.mrope_section[0], layer.mrope_section[1],
                        layer.mrope_section[2], MRopeLayoutName(layer.mrope_layout));
@@ -92,7 +133,9 @@ void PrintJson(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling
                const InspectArgs& a) {
   nlohmann::json j;
   j["config"] = cfg.source;
+  j["format"] = cfg.format;
   j["model_type"] = cfg.model_type;
+  j["position_encoding"] = "rope";
   j["layer_type"] = layer.layer_type;
   j["rope_type"] = RopeScalingTypeName(s.type);
   j["head_dim"] = s.head_dim;
@@ -107,6 +150,7 @@ void PrintJson(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling
   j["max_position_embeddings"] = cfg.max_position_embeddings;
   j["original_max_position_embeddings"] = cfg.original_max_position_embeddings;
   j["inv_freq"] = s.frequencies.inv_freq;
+  if (!layer.scaling.freq_factors.empty()) j["freq_factors"] = layer.scaling.freq_factors;
   if (s.type == RopeScalingType::kYarn) j["yarn_correction_range"] = {s.yarn_low, s.yarn_high};
   if (s.longrope_factors != LongRopeFactors::kNotLongRope) {
     j["longrope_factors"] = LongRopeFactorsName(s.longrope_factors);
@@ -130,7 +174,8 @@ void PrintJson(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling
   }
   j["pairs"] = std::move(pairs);
   j["warnings"] = cfg.warnings;
-  std::cout << j.dump(1) << '\n';
+  // Invalid UTF-8 in a path or string becomes U+FFFD instead of an exception.
+  std::cout << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
 }
 
 void RunInspect(const InspectArgs& a) {
@@ -141,6 +186,10 @@ void RunInspect(const InspectArgs& a) {
   const LongRopeSwitch sw = ParseLongRopeSwitch(a.longrope_switch, "--longrope-switch");
   const ModelConfig cfg = LoadModelConfig(a.config);
   for (const std::string& w : cfg.warnings) std::cerr << "posenc: warning: " << cfg.source << ": " << w << '\n';
+  if (cfg.alibi) {
+    PrintAlibi(cfg, a);
+    return;
+  }
   const LayerRope* layer = nullptr;
   try {
     layer = &SelectLayerRope(cfg, a.layer_type);
@@ -165,8 +214,12 @@ void RunInspect(const InspectArgs& a) {
 void RegisterInspectCommand(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "inspect", "Show the RoPE a Hugging Face config.json defines: scaling, frequencies, regions");
-  cmd->add_option("config", args->config, "Path to the model's config.json")->required();
+      "inspect",
+      "Show the RoPE (or ALiBi) a Hugging Face config.json or a llama.cpp GGUF file defines: "
+      "scaling, frequencies, regions");
+  cmd->add_option("config", args->config,
+                  "Path to the model's config.json or .gguf file (GGUF: metadata only)")
+      ->required();
   cmd->add_option("--seq-len", args->seq_len,
                   "Sequence length of the call (max position + 1): dynamic and longrope depend on it "
                   "(default 0: at initialisation)");

@@ -1,7 +1,8 @@
-// `posenc report [-o DIR] [--config CONFIG.json ...] [--quick]`: builds the
+// `posenc report [-o DIR] [--config CONFIG.json ...] [--quick] [--experiment DIR]`: builds the
 // report (cli/report/) and writes DIR/index.html, a self-contained page that
 // opens offline, plus DIR/data/<figure>.csv; prints a short summary.
 #include <filesystem>
+#include <memory>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ struct ReportArgs {
   std::vector<std::string> configs;
   bool quick = false;
   int threads = 1;
+  std::string experiment;  // --experiment DIR
 };
 
 void RunReport(const ReportArgs& args) {
@@ -35,6 +37,10 @@ void RunReport(const ReportArgs& args) {
   options.detail = args.quick ? report::ReportDetail::kQuick : report::ReportDetail::kFull;
   options.configs = args.configs;
   options.threads = args.threads;
+  if (!args.experiment.empty()) {
+    options.experiment = std::make_shared<const report::ExperimentResults>(
+        report::LoadExperimentResults(args.experiment));
+  }
   // Load the chart library first: a missing npm install fails before the work.
   const report::ChartLibrary library = report::LoadChartLibrary();
   report::Progress progress(report::NumReportSteps(options));
@@ -64,6 +70,9 @@ void RegisterReportCommand(CLI::App& app) {
   cmd->add_option("--config", args->configs,
                   "A Hugging Face config.json whose RoPE frequencies to chart (repeatable)");
   cmd->add_flag("--quick", args->quick, "Smaller figures (a few seconds; for tests)");
+  cmd->add_option("--experiment", args->experiment,
+                  "Folder of `posenc experiment extrapolation` results (section \"Train short, "
+                  "test long\" and the comparison table's measured column)");
   cmd->add_option("--threads", args->threads, "Threads of the posenc::Context")
       ->capture_default_str();
   cmd->callback([args] { RunReport(*args); });

@@ -4,7 +4,13 @@
 //  2. a learned table (10 x 768): shape, entries, statistics;
 //  3. PE(pos + k) is a fixed rotation R_k of PE(pos) (measured error);
 //  4. RoPE keeps norms and makes q.k depend only on m - n (measured);
-//  5. what a position past a learned table's end does (the error message).
+//  5. what a position past a learned table's end does (the error message);
+//  6. without positions word order is invisible: "dog bites man" vs "man
+//     bites dog" through one attention layer per scheme (posenc/demo.h);
+//  7. train short, test long: the numbers of the last `posenc experiment
+//     extrapolation` run (--experiment DIR, else the newer of
+//     ./report/experiment and the repository's docs/experiments/extrapolation),
+//     or how to produce them.
 // The tour is a list of section functions (kTourSections below): to add a
 // section, write `void SectionXxx(TourSection& s)` and add one line to the
 // list. Text output prints each section's lines; --json prints
@@ -27,14 +33,22 @@
 #include "posenc/learned.h"
 #include "posenc/rope.h"
 #include "posenc/sinusoidal.h"
+#include "report/experiment.h"
 
 namespace posenc::cli {
 namespace {
 
 // One section of the tour: readable lines and the numbers behind them.
+struct TourArgs {
+  bool json = false;
+  std::string output;
+  std::string experiment;  // --experiment DIR ("" = search the default places)
+};
+
 class TourSection {
  public:
-  explicit TourSection(std::string title) : title_(std::move(title)) {}
+  TourSection(std::string title, const TourArgs* args) : title_(std::move(title)), args_(args) {}
+  const TourArgs& args() const { return *args_; }
   template <typename... Args>
   void Line(fmt::format_string<Args...> format, Args&&... args) {
     lines_.push_back(fmt::format(format, std::forward<Args>(args)...));
@@ -48,6 +62,7 @@ class TourSection {
 
  private:
   std::string title_;
+  const TourArgs* args_;
   std::vector<std::string> lines_;
   nlohmann::json values_ = nlohmann::json::object();
 };
@@ -260,6 +275,8 @@ void SectionPastTheEnd(TourSection& s) {
          "sinusoidal PE[10][0] = {:.6f} and PE[1000000][0] = {:.6f}, though the model never saw such "
          "positions in training.",
          pe[0], pe[16]);
+  s.Line("Whether a trained model can use positions past its training length is measured, not "
+         "assumed, in the last section (`posenc experiment extrapolation`).");
   s.Value("error", message);
   s.Value("sinusoidal_pe_1000000_0", pe[16]);
 }
@@ -282,6 +299,51 @@ void SectionPermutation(TourSection& s) {
   s.Value("pooled_difference", values);
 }
 
+// --- train short, test long (posenc experiment extrapolation) -------------------
+
+void ExtrapolationLines(TourSection& s, const report::ExperimentResults& r, const char* key) {
+  s.Line("{}: {}", r.quick ? "Smoke-test numbers" : "Measured", r.Describe());
+  s.Line("  {:<11} {:>12} {:>12} {:>8}   (bits/byte on {} held-out test bytes; L = {})", "scheme",
+         "at L", "at 4L", "4L / L", r.eval_tokens, r.train_length);
+  nlohmann::json values = nlohmann::json::object();
+  for (const auto& sc : r.schemes) {
+    const auto* a = sc.At(r.train_length);
+    const auto* b = sc.At(4 * r.train_length);
+    auto cell = [](const report::ExperimentEval* e) {
+      return e == nullptr ? std::string("-")
+             : e->bits_per_byte ? fmt::format("{:.4f}", *e->bits_per_byte) : std::string("error");
+    };
+    const auto ratio = sc.Ratio(4, r.train_length);
+    s.Line("  {:<11} {:>12} {:>12} {:>8}", sc.name, cell(a), cell(b),
+           ratio ? fmt::format("{:.3f}", *ratio) : "-");
+    if (b != nullptr && !b->bits_per_byte) s.Line("    {} at 4L: {}", sc.name, b->error);
+    values[sc.name] = ratio ? nlohmann::json(*ratio) : nlohmann::json();
+  }
+  s.Value(key, values);
+}
+
+void SectionExtrapolation(TourSection& s) {
+  s.Line("The lesson says sinusoidal 'works for longer sequences', learned tables 'cannot "
+         "generalize', RoPE and ALiBi extrapolate. `posenc experiment extrapolation` trains one "
+         "small model per scheme at length L on the Brown corpus and measures bits/byte at L..16L "
+         "(ratio 4L / L below 1: the longer context helps; above 1: the scheme breaks past L).");
+  std::string dir = s.args().experiment;
+  const std::string repo = report::RepositoryExperimentDir();
+  if (dir.empty()) dir = report::NewestExperimentDir({"report/experiment", repo}).value_or("");
+  if (dir.empty()) {
+    s.Line("No results yet: run `posenc experiment extrapolation -o report/experiment` (about 20 "
+           "minutes on 2 cores; --quick for a 4-minute smoke run), then `posenc tour` again.");
+    s.Value("results", nullptr);
+    return;
+  }
+  const report::ExperimentResults r = report::LoadExperimentResults(dir);
+  ExtrapolationLines(s, r, "ratio_4l_over_l");
+  s.Value("results", r.path);
+  if (r.quick && dir != repo && report::NewestExperimentDir({repo})) {
+    ExtrapolationLines(s, report::LoadExperimentResults(repo), "repository_ratio_4l_over_l");
+  }
+}
+
 // The tour, in order. Add a section with one line here.
 struct TourEntry {
   const char* title;
@@ -294,17 +356,13 @@ const TourEntry kTourSections[] = {
     {"RoPE keeps norms and makes q.k depend only on the distance", SectionRope},
     {"Past the end of a learned table", SectionPastTheEnd},
     {"Without positions, word order is invisible: dog bites man", SectionPermutation},
-};
-
-struct TourArgs {
-  bool json = false;
-  std::string output;
+    {"Train short, test long: what the claims look like in trained models", SectionExtrapolation},
 };
 
 void RunTour(const TourArgs& args) {
   std::vector<TourSection> sections;
   for (const TourEntry& e : kTourSections) {
-    sections.emplace_back(e.title);
+    sections.emplace_back(e.title, &args);
     e.run(sections.back());
   }
   Output out(args.output);
@@ -315,7 +373,7 @@ void RunTour(const TourArgs& args) {
     for (const TourSection& sec : sections) {
       j["sections"].push_back({{"title", sec.title()}, {"lines", sec.lines()}, {"values", sec.values()}});
     }
-    os << j.dump(2) << '\n';
+    os << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
     os << "posenc tour: positional encodings, claim by claim, with numbers computed now.\n";
     int i = 1;
@@ -335,6 +393,9 @@ void RegisterTourCommand(CLI::App& app) {
       "tour", "A guided tour of positional encodings: each claim with numbers computed by posenc");
   sub->add_flag("--json", args->json, "Print the sections and measured values as JSON");
   sub->add_option("-o,--output", args->output, "Output file (default: stdout)");
+  sub->add_option("--experiment", args->experiment,
+                  "Results folder of `posenc experiment extrapolation` (default: the newer of "
+                  "report/experiment and the repository's docs/experiments/extrapolation)");
   sub->callback([args] { RunTour(*args); });
 }
 

@@ -19,6 +19,7 @@ void RegisterTableCommand(CLI::App& app);
 void RegisterAlibiCommand(CLI::App& app);     // cli/cmd_alibi.cc
 void RegisterBenchCommand(CLI::App& app);     // cli/cmd_bench.cc
 void RegisterDemoCommand(CLI::App& app);      // cli/cmd_demo.cc
+void RegisterExperimentCommand(CLI::App& app);  // cli/cmd_experiment.cc
 void RegisterBucketsCommand(CLI::App& app);   // cli/cmd_buckets.cc
 void RegisterInspectCommand(CLI::App& app);   // cli/cmd_inspect.cc
 void RegisterRelativeCommand(CLI::App& app);  // cli/cmd_relative.cc

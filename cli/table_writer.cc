@@ -34,7 +34,8 @@ void AddPositionOptions(CLI::App& app, PositionOptions& options) {
 namespace {
 void RequireTableSize(std::int64_t rows, std::int64_t dim) {
   Require(dim >= 1, "--dim", dim, "a dimension >= 1");
-  Require(rows <= (std::int64_t{1} << 28) / dim, "rows * --dim", rows * dim,
+  // rows * dim is not formed before the check: it could overflow int64.
+  Require(rows <= (std::int64_t{1} << 28) / dim, "rows * --dim", fmt::format("{} * {}", rows, dim),
           "at most 2^28 values (a 1 GiB float32 table)");
 }
 }  // namespace
@@ -50,6 +51,9 @@ std::vector<std::int64_t> ResolvePositions(const PositionOptions& options, std::
   Require(options.num_positions >= 1 && options.num_positions <= kMaxPosition + 1, "--positions",
           options.num_positions,
           "a row count in [1, 2^24] (or give --position-ids LIST instead)");
+  Require(options.offset >= 0 && options.offset <= kMaxPosition - (options.num_positions - 1),
+          "--offset", options.offset,
+          "a first position in [0, 2^24 - N] (the rows are OFFSET .. OFFSET+N-1 < 2^24)");
   RequireTableSize(options.num_positions, dim);
   std::vector<std::int64_t> ids(static_cast<std::size_t>(options.num_positions));
   for (std::int64_t r = 0; r < options.num_positions; ++r) {
@@ -65,7 +69,7 @@ namespace {
 void WriteJson(const TableData& t, std::ostream& os) {
   os << "{\"shape\": [" << t.rows << ", " << t.cols << "], \"data\": [";
   std::string line;
-  for (std::int64_t r = 0; r < t.rows; ++r) {
+  for (std::int64_t r = 0; r < t.rows && os; ++r) {  // stop at the first failed write
     line = r == 0 ? "\n  [" : ",\n  [";
     for (std::int64_t c = 0; c < t.cols; ++c) {
       if (c > 0) line += ", ";
@@ -81,7 +85,7 @@ void WriteCsv(const TableData& t, std::ostream& os) {
   std::string line = "position";
   for (std::int64_t c = 0; c < t.cols; ++c) line += fmt::format(",c{}", c);
   os << line << '\n';
-  for (std::int64_t r = 0; r < t.rows; ++r) {
+  for (std::int64_t r = 0; r < t.rows && os; ++r) {  // stop at the first failed write
     line = std::to_string(t.positions[static_cast<std::size_t>(r)]);
     for (std::int64_t c = 0; c < t.cols; ++c) {
       line += ',';

@@ -1,15 +1,25 @@
-# Install and export, like fmt: headers, library, CMake package posenc::posenc.
+# Install and export, like fmt: headers (with the generated posenc/version.h),
+# the static library (posenc::posenc) and the shared one (posenc::shared, with
+# the C API), the CMake package, posenc.pc for pkg-config, the CLI and what it
+# reads at run time (share/posenc/: the report's chart library, example
+# configs and the bench baselines, found relative to the executable).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(POSENC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/posenc)
-install(TARGETS posenc EXPORT posenc-targets
+set(posenc_install_targets posenc)
+if(TARGET posenc_shared)
+  list(APPEND posenc_install_targets posenc_shared)
+endif()
+install(TARGETS ${posenc_install_targets} EXPORT posenc-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/posenc
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_BINARY_DIR}/include/posenc/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/posenc)
 install(EXPORT posenc-targets NAMESPACE posenc:: DESTINATION ${POSENC_CMAKE_DIR})
 export(EXPORT posenc-targets NAMESPACE posenc::
        FILE ${PROJECT_BINARY_DIR}/posenc-targets.cmake)
@@ -21,6 +31,33 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/posenc-config-version.cma
 install(FILES ${PROJECT_BINARY_DIR}/posenc-config.cmake
               ${PROJECT_BINARY_DIR}/posenc-config-version.cmake
         DESTINATION ${POSENC_CMAKE_DIR})
+
+# pkg-config: relocatable (prefix found from the .pc file's own directory).
+file(RELATIVE_PATH POSENC_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/posenc.pc.in ${PROJECT_BINARY_DIR}/posenc.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/posenc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
 if(TARGET posenc_cli)
   install(TARGETS posenc_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # share/posenc/: the chart bundles `posenc report` / `posenc plot` inline
+  # and the example configs the report draws (cli/report/html.h).
+  set(POSENC_DATADIR ${CMAKE_INSTALL_DATADIR}/posenc)
+  foreach(bundle vega/build/vega.min.js vega-lite/build/vega-lite.min.js
+                 vega-embed/build/vega-embed.min.js)
+    if(NOT EXISTS ${PROJECT_SOURCE_DIR}/node_modules/${bundle})
+      message(WARNING "node_modules/${bundle} is missing (run scripts/setup.sh): the installed "
+                      "posenc report will need POSENC_NODE_MODULES")
+    else()
+      get_filename_component(dir ${bundle} DIRECTORY)
+      install(FILES ${PROJECT_SOURCE_DIR}/node_modules/${bundle}
+              DESTINATION ${POSENC_DATADIR}/node_modules/${dir})
+    endif()
+  endforeach()
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/configs/ DESTINATION ${POSENC_DATADIR}/configs
+          FILES_MATCHING PATTERN "*.json")
+  # `posenc bench`'s PyTorch baselines (cli/bench_common.h).
+  install(FILES ${PROJECT_SOURCE_DIR}/bench/torch_baseline.py
+                ${PROJECT_SOURCE_DIR}/bench/torch_attention.py
+                ${PROJECT_SOURCE_DIR}/bench/torch_common.py
+          DESTINATION ${POSENC_DATADIR}/bench)
 endif()

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Sets up, builds (release) and runs the main job: the posenc tour, then the
-# HTML report (report/index.html, self-contained; data in report/data/).
+# Sets up, builds (release) and runs the main job: the train-short-test-long
+# experiment in its QUICK smoke version (~4 minutes), the posenc tour, then
+# the HTML report (report/index.html, self-contained; data in report/data/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target posenc_cli
-./build/release/cli/posenc tour "$@"
-./build/release/cli/posenc report -o report --config examples/configs/*.json
+cmake --build --preset release -j "$(nproc)" --target posenc_cli _posenc
+echo "run: posenc experiment extrapolation --quick: the QUICK smoke run of the train-short-test-long"
+echo "     experiment (~4 minutes; its numbers check the pipeline, they are not the measurement)."
+echo "     The full run (~20 minutes on 2 cores): build/release/cli/posenc experiment extrapolation"
+echo "     -o DIR; the repository's last full run is in docs/experiments/extrapolation."
+./build/release/cli/posenc experiment extrapolation --quick -o report/experiment
+./build/release/cli/posenc tour --experiment report/experiment "$@"
+./build/release/cli/posenc report -o report --experiment report/experiment \
+  --config examples/configs/*.json
 echo "report: open $(pwd)/report/index.html in a browser"

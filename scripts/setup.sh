@@ -9,7 +9,13 @@ DEBS=(
   libhwy-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev libdlpack-dev python3-dev python3-numpy python3-torch python3-pytest python3-matplotlib
+  python3-setuptools python3-wheel python3-pip python3-venv python3-build
   libjemalloc2 chromium
+  # OpenBLAS for torch's float32 matmuls (Debian's default libblas.so.3 is the
+  # reference BLAS, ~5x slower here): `posenc experiment extrapolation --dtype float32`
+  # and its float32 speed check.
+  libopenblas0-pthread
+  clang-16 libfuzzer-16-dev libclang-rt-16-dev python3-hypothesis
 )
 
 missing=()

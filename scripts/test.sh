@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the suite in release, then again in
-# debug under AddressSanitizer + UndefinedBehaviorSanitizer, then the Python
-# and browser tests. Exits non-zero if anything fails.
+# debug under AddressSanitizer + UndefinedBehaviorSanitizer, the threaded
+# tests under ThreadSanitizer, every fuzz target for a bounded time
+# (FUZZ_SECONDS each, default 20), then the Python and browser tests.
+# Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -20,6 +22,17 @@ echo "== debug build under ASan/UBSan and tests =="
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$JOBS"
 ctest --preset asan -j "$JOBS"
+
+echo "== threaded tests under ThreadSanitizer (tsan preset: two test programs) =="
+# setarch -R: gcc 12's TSan runtime fails to map its shadow on kernels with
+# high mmap randomisation (vm.mmap_rnd_bits 32); without ASLR it always can.
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j "$JOBS"
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
+  setarch "$(uname -m)" -R ctest --preset tsan -j "$JOBS"
+
+echo "== fuzz targets (libFuzzer, ASan + UBSan), ${FUZZ_SECONDS:-20} s each =="
+bash scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-20}"
 
 echo "== browser test of the report (headless Chromium via playwright-core) =="
 # Writes screenshots to build/release/report_browser_test/ (report.png, plot_1024.png).

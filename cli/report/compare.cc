@@ -3,6 +3,7 @@
 #include "compare.h"
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -265,7 +266,16 @@ Section CompareSection(const ReportOptions& options) {
               "relative: score change under a common shift",
               "past the trained length",
               fmt::format("extra memory in attention at S = {}", setup.shape.seq),
-              "speed (ns/token, 1 thread, this machine)", "used in"};
+              "speed (ns/token, 1 thread, this machine)", "used in",
+              "bits/byte at 4× train length ÷ at train length (measured: posenc experiment "
+              "extrapolation)"};
+  // Comparison-table method -> experiment scheme, and why a method is not trained there.
+  const std::map<std::string, std::pair<std::string, std::string>> experiment_names = {
+      {"sinusoidal", {"sinusoidal", ""}}, {"learned", {"learned", ""}}, {"RoPE", {"rope", ""}},
+      {"ALiBi", {"alibi", ""}}, {"T5 buckets", {"t5", ""}}, {"Shaw", {"shaw", ""}},
+      {"Transformer-XL", {"transformer_xl", "no fused kernel (the float64 reference is too slow to "
+                                            "train)"}},
+      {"DeBERTa", {"deberta", "an encoder scheme without a fused kernel"}}};
   Section s;
   for (const auto& m : rows) {
     t.rows.push_back(
@@ -280,7 +290,11 @@ Section CompareSection(const ReportOptions& options) {
          fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute", Sci(m.shift_change)),
          PastEndName(m.past_end) + ": " + m.past_end_detail,
          fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
-         fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in});
+         fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in,
+         experiment_names.count(m.method)
+             ? RatioCell(options.experiment.get(), experiment_names.at(m.method).first,
+                         experiment_names.at(m.method).second)
+             : "-"});
     s.summary.push_back(fmt::format("{}: bounded {}, min code distance {}, shift change {}, past end {}",
                                     m.method, m.bounded ? "yes" : "no",
                                     m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",

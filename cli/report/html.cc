@@ -11,10 +11,11 @@
 #include <fmt/format.h>
 
 #include "assets.h"
+#include "atomic_file.h"
 #include "posenc/error.h"
 
-#ifndef POSENC_NODE_MODULES_DIR
-#error "POSENC_NODE_MODULES_DIR must be defined by the build (cli/CMakeLists.txt)"
+#if !defined(POSENC_NODE_MODULES_DIR) || !defined(POSENC_EXAMPLES_DIR)
+#error "POSENC_NODE_MODULES_DIR and POSENC_EXAMPLES_DIR must be defined (cli/CMakeLists.txt)"
 #endif
 
 namespace posenc::report {
@@ -203,12 +204,9 @@ std::string Page(const std::string& title, const std::string& subtitle, const st
   return out;
 }
 
+// Whole file or nothing (cli/atomic_file.h).
 void WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError("-o: cannot open '" + path.string() + "' for writing");
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) throw IoError("-o: write to '" + path.string() + "' failed");
+  cli::WriteFileAtomically(path.string(), text, "-o");
 }
 
 std::string FiguresJson(const std::vector<const Block*>& blocks) {
@@ -227,11 +225,34 @@ std::string FiguresJson(const std::vector<const Block*>& blocks) {
 
 }  // namespace
 
+namespace {
+
+// PREFIX/share/posenc/SUB for an executable installed as PREFIX/bin/posenc,
+// when that directory exists; "" otherwise.
+std::string InstalledData(const char* sub) {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  fs::path dir = exe.parent_path().parent_path();
+  dir /= "share";
+  dir /= "posenc";
+  dir /= sub;
+  return fs::is_directory(dir, ec) ? dir.string() : "";
+}
+
+}  // namespace
+
 std::string NodeModulesDir() {
   if (const char* env = std::getenv("POSENC_NODE_MODULES"); env != nullptr && *env != '\0') {
     return env;
   }
+  if (std::string installed = InstalledData("node_modules"); !installed.empty()) return installed;
   return POSENC_NODE_MODULES_DIR;
+}
+
+std::string ExamplesDir() {
+  if (std::string installed = InstalledData("configs"); !installed.empty()) return installed;
+  return POSENC_EXAMPLES_DIR;
 }
 
 ChartLibrary LoadChartLibrary() {
@@ -314,7 +335,10 @@ std::string RenderHtml(const Report& report, const ChartLibrary& library) {
 
 std::string WriteReport(const Report& report, const ChartLibrary& library,
                         const std::string& dir) {
-  const fs::path root(dir);
+  // The page and its data are built in DIR.tmp-XXXXXX and swapped in whole:
+  // a failure leaves a previous report in DIR untouched.
+  cli::AtomicDirectory folder(dir, "-o", {"index.html", "data"});
+  const fs::path root = folder.temp_dir();
   std::error_code ec;
   fs::create_directories(root / "data", ec);
   if (ec) {
@@ -324,9 +348,9 @@ std::string WriteReport(const Report& report, const ChartLibrary& library,
   for (const auto& s : report.sections) {
     for (const auto& b : s.blocks) WriteText(root / "data" / (BlockId(b) + ".csv"), BlockCsv(b));
   }
-  const fs::path html = root / "index.html";
-  WriteText(html, RenderHtml(report, library));
-  return html.string();
+  WriteText(root / "index.html", RenderHtml(report, library));
+  folder.Commit();
+  return (fs::path(dir) / "index.html").string();
 }
 
 void WriteSingleFigure(const Block& block, const std::string& subtitle,

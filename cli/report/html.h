@@ -4,8 +4,12 @@
 //
 // The chart library is Vega-Lite + Vega + vega-embed, installed by npm at
 // set-up time (package.json, scripts/setup.sh). Their minified bundles are
-// read from the node_modules directory: $POSENC_NODE_MODULES when set, else
-// the repository's node_modules (compile-time POSENC_NODE_MODULES_DIR).
+// read from a node_modules directory: $POSENC_NODE_MODULES when set, else
+// the installed copy beside the executable (PREFIX/share/posenc/node_modules
+// for PREFIX/bin/posenc, installed by `cmake --install`), else the source
+// tree's node_modules (compile-time POSENC_NODE_MODULES_DIR, for the build
+// tree). The example configs drawn by the report are found the same way
+// (PREFIX/share/posenc/configs, else the source tree's examples/configs).
 #pragma once
 
 #include <string>
@@ -21,8 +25,11 @@ struct ChartLibrary {
   std::string vega_embed;
 };
 
-// The node_modules directory in use (env override or compile-time default).
+// The node_modules directory in use (see above).
 std::string NodeModulesDir();
+
+// The directory of example model configs in use (see above).
+std::string ExamplesDir();
 
 // Reads the bundles; throws posenc::IoError naming the missing file and
 // saying to run scripts/setup.sh.
@@ -40,12 +47,16 @@ std::string BlockCsv(const Block& block);
 // tests: it must be valid JSON and never contain "</").
 std::string FigureDataJson(const Report& report);
 
-// Writes DIR/index.html and DIR/data/<block id>.csv (creating DIR and
-// DIR/data). Returns the HTML file's path. Throws posenc::IoError.
+// Writes DIR/index.html and DIR/data/<block id>.csv: built in a folder
+// DIR.tmp-XXXXXX beside DIR, then swapped in place of DIR (cli/atomic_file.h
+// AtomicDirectory), so a failure leaves a previous report whole. An existing
+// DIR may hold only index.html and data/ (what a previous report wrote).
+// Returns the HTML file's path. Throws posenc::IoError.
 std::string WriteReport(const Report& report, const ChartLibrary& library,
                         const std::string& dir);
 
-// Writes a single-figure page (posenc plot) to `path`. Throws IoError.
+// Writes a single-figure page (posenc plot) to `path`, atomically (a
+// temporary file renamed into place). Throws IoError.
 void WriteSingleFigure(const Block& block, const std::string& subtitle,
                        const ChartLibrary& library, const std::string& path);
 

@@ -26,6 +26,7 @@ std::vector<Builder> Builders() {
       {"relative", RelativeSection},
       {"attention maps", AttentionSection},
       {"numerics", NumericsSection},
+      {"train short, test long", ExperimentSection},
       {"comparison", CompareSection},
   };
 }

@@ -16,15 +16,12 @@
 #include <fmt/format.h>
 
 #include "charts.h"
+#include "html.h"
 #include "posenc/model_config.h"
 #include "posenc/rope.h"
 #include "posenc/rope_scaling.h"
 #include "properties.h"
 #include "sections.h"
-
-#ifndef POSENC_EXAMPLES_DIR
-#error "POSENC_EXAMPLES_DIR must be defined by the build (cli/CMakeLists.txt)"
-#endif
 
 namespace posenc::report {
 namespace {
@@ -191,7 +188,8 @@ Chart ScalingFigure(std::vector<std::string>& summary) {
   l3.theta = 500000.0;
   l3.original_max_position_embeddings = 8192;
   add("Llama 3 x8 (theta 5e5)", l3, 0);
-  const std::filesystem::path phi = std::filesystem::path(POSENC_EXAMPLES_DIR) / "phi-3.5-mini-instruct.json";
+  const std::filesystem::path phi =
+      std::filesystem::path(ExamplesDir()) / "phi-3.5-mini-instruct.json";
   std::string longrope = "LongRoPE: examples/configs/phi-3.5-mini-instruct.json not found, not drawn.";
   if (std::filesystem::exists(phi)) {
     const ModelConfig cfg = LoadModelConfig(phi.string());
@@ -214,6 +212,20 @@ std::vector<Block> ConfigFigures(const ReportOptions& options) {
   for (const auto& path : options.configs) {
     const ModelConfig cfg = LoadModelConfig(path);
     const std::string name = std::filesystem::path(path).stem().string();
+    if (cfg.alibi) {  // no RoPE to chart: the ALiBi section draws its slopes
+      Table t;
+      t.id = fmt::format("config_{}_alibi", index++);
+      t.title = name + ": ALiBi slopes (no RoPE)";
+      t.header = {"head", "slope"};
+      for (std::size_t h = 0; h < cfg.alibi->slopes.size(); ++h) {
+        t.rows.push_back({std::to_string(h), fmt::format("{:.8g}", cfg.alibi->slopes[h])});
+      }
+      t.caption = fmt::format("{} ({}, {} heads, max bias {:g}): ALiBi, slopes as "
+                              "ggml_soft_max_ext.", path, cfg.model_type, cfg.alibi->num_heads,
+                              cfg.alibi->max_bias);
+      out.push_back(std::move(t));
+      continue;
+    }
     Chart c = MakeChart(fmt::format("config_{}_{}", index++, [&] {
                           std::string id;
                           for (char ch : name) id += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::tolower(ch)) : '_';

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "experiment.h"
 #include "model.h"
 
 namespace posenc::report {
@@ -22,6 +24,8 @@ struct ReportOptions {
   ReportDetail detail = ReportDetail::kFull;
   std::vector<std::string> configs;  // HF config.json files (--config)
   int threads = 1;                   // posenc::Context threads
+  // `posenc experiment extrapolation` results (--experiment DIR); null: none.
+  std::shared_ptr<const ExperimentResults> experiment;
 };
 
 // Sizes used by the builders.
@@ -45,6 +49,7 @@ Section AlibiSection(const ReportOptions& options);        // 5
 Section RelativeSection(const ReportOptions& options);     // 6
 Section AttentionSection(const ReportOptions& options);    // 7
 Section NumericsSection(const ReportOptions& options);     // 8
-Section CompareSection(const ReportOptions& options);      // 9
+Section ExperimentSection(const ReportOptions& options);   // 9 (train short, test long)
+Section CompareSection(const ReportOptions& options);      // 10
 
 }  // namespace posenc::report

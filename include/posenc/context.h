@@ -9,6 +9,21 @@
 //  - a thread pool of num_threads workers (the calling thread is worker 0).
 // Work is split into coarse tasks (batch*head x position tiles), never into
 // elements; ParallelFor hands tasks out dynamically.
+//
+// Thread safety (tests/unit/concurrency_test.cc, run under ThreadSanitizer
+// by the tsan preset):
+//  - one Context may be shared by any number of threads calling posenc
+//    functions at once: concurrent ParallelFor calls on it take turns (each
+//    call gets all of its workers, one call at a time), and results are
+//    identical to serial calls; kernels keep no state in the Context (their
+//    per-worker scratch belongs to the call);
+//  - ParallelFor called from inside a task of the same Context (nesting)
+//    runs the inner tasks inline on the calling worker instead of
+//    deadlocking;
+//  - separate Contexts share nothing and run fully in parallel;
+//  - set_backend is a plain write: do not call it while another thread is
+//    using the same Context; moving or destroying a Context while a call is
+//    running on it is undefined, as for any object.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +57,8 @@ class Context {
 
   // Runs fn(task, worker) for every task in [0, num_tasks); worker is in
   // [0, num_threads()). Blocks until all tasks finish. If a task throws, the
-  // first exception is rethrown here after the others finish.
+  // first exception is rethrown here after the others finish. Safe to call
+  // from several threads at once and from inside a task (see above).
   void ParallelFor(std::int64_t num_tasks,
                    const std::function<void(std::int64_t task, int worker)>& fn) const;
 

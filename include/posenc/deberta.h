@@ -89,6 +89,7 @@ class DebertaBucketer {
 
 // HF build_relative_position: row-major [query_size, key_size],
 // m[i * key_size + j] = bucket(i - j). Sizes in [1, 2^16].
+// query_size * key_size at most 2^28 (InvalidArgument before allocating).
 std::vector<std::int64_t> BuildRelativePosition(std::int64_t query_size, std::int64_t key_size,
                                                 const DebertaBucketParams& params);
 

@@ -52,7 +52,7 @@ inline constexpr std::int64_t kMaxLearnedElements = std::int64_t{1} << 31;
 struct LearnedInitParams {
   std::int64_t max_positions = 0;  // rows, in [1, 2^24] (BERT 512, GPT-2 1024)
   std::int64_t dim = 0;            // columns, in [1, 2^20] (hidden size, 768)
-  double stddev = 0.02;            // finite, > 0 (HF initializer_range)
+  double stddev = 0.02;            // in (0, 1e30] (HF initializer_range)
   std::uint64_t seed = 0;          // std::mt19937_64 seed
 };
 

@@ -10,6 +10,7 @@
 #include "posenc/dtype.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
+#include "posenc/gguf.h"
 #include "posenc/learned.h"
 #include "posenc/model_config.h"
 #include "posenc/npy.h"

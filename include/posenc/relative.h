@@ -46,13 +46,14 @@ struct RelativeMatrixParams {
 };
 
 // Throws InvalidArgument naming query_len, key_len or query_offset (offset
-// must keep every query position in [0, kMaxPosition]).
+// must keep every query position in [0, kMaxPosition]), or query_len *
+// key_len beyond 2^28 cells (the int64 matrix would exceed 2 GiB).
 void ValidateRelativeMatrixParams(const RelativeMatrixParams& params);
 
 // Row-major [query_len, key_len]: m[i * key_len + j] = rel(query_offset + i, j).
 std::vector<std::int64_t> RelativePositionMatrix(const RelativeMatrixParams& params);
 
-// The lesson's square matrix rel[i][j] = i - j, length in [1, 2^16].
+// The lesson's square matrix rel[i][j] = i - j, length in [1, 2^14].
 std::vector<std::int64_t> RelativePositionMatrix(std::int64_t length);
 
 }  // namespace posenc

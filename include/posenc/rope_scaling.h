@@ -114,6 +114,10 @@ struct RopeScalingParams {
   // longrope: d/2 positive factors each.
   std::vector<double> short_factor, long_factor;
   LongRopeSwitch longrope_switch = LongRopeSwitch::kSeqLen;
+  // Per-pair divisors applied after the scheme (ggml's rope freq_factors: a
+  // Llama 3 GGUF file's `rope_freqs` tensor): inv_j /= freq_factors[j] (kHF:
+  // a float32 division). Empty: none; else rotary_dim/2 finite values > 0.
+  std::vector<double> freq_factors;
   std::int64_t context_length = 0;  // kContext: the configured context (0: max_pos)
 
   // int(head_dim * partial_rotary_factor) as Python computes it (proportional:

@@ -21,6 +21,11 @@ namespace posenc {
 
 inline constexpr int kMaxRank = 6;
 
+// Largest element count and byte span (last element's offset + 1, times the
+// dtype size) of a valid view: 2^48, beyond any address space a process has,
+// so that sizes and offsets of validated views never overflow int64.
+inline constexpr std::int64_t kMaxViewBytes = std::int64_t{1} << 48;
+
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
@@ -55,8 +60,9 @@ struct TensorView {
 
 // Throws InvalidArgument naming `arg` if the view is malformed: null data,
 // rank outside [1, kMaxRank] or != expected_rank (when >= 0), a size < 1, a
-// negative stride, or (when `writable`) a zero stride on a dimension of size
-// > 1 (two elements at one address).
+// negative stride, more than kMaxViewBytes elements or bytes spanned, or
+// (when `writable`) a zero stride on a dimension of size > 1 (two elements
+// at one address).
 void ValidateView(const TensorView& view, std::string_view arg,
                   int expected_rank = -1, bool writable = false);
 

@@ -20,8 +20,8 @@ include/posenc/ (each family's docblock).
 from __future__ import annotations
 
 from . import _posenc
-from ._posenc import (MAX_POSITION, ConfigError, Context, IoError, get_num_threads,
-                      set_num_threads, simd_target)
+from ._posenc import (MAX_POSITION, ConfigError, Context, IoError, __version__,
+                      get_num_threads, set_num_threads, simd_target)
 from ._absolute import LearnedTable, add_sinusoidal, sinusoidal_inv_freq, sinusoidal_table
 from ._attention import (attention, attention_backward, flash_attention,
                          flash_attention_backward, flash_attention_varlen, scheme_info,
@@ -33,8 +33,8 @@ from ._config import inspect, rope_config, rope_inv_freq
 from ._rope import apply_mrope, apply_rope, apply_rope_qk, rope_cos_sin, rope_default_inv_freq
 
 __all__ = [
-    "MAX_POSITION", "ConfigError", "Context", "IoError", "simd_target", "set_num_threads",
-    "get_num_threads",
+    "__version__", "MAX_POSITION", "ConfigError", "Context", "IoError", "simd_target",
+    "set_num_threads", "get_num_threads",
     "LearnedTable", "add_sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table",
     "apply_mrope", "apply_rope", "apply_rope_qk", "rope_cos_sin", "rope_default_inv_freq",
     "inspect", "rope_config", "rope_inv_freq", "attention", "attention_backward",

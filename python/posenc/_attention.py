@@ -74,7 +74,7 @@ def attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str = "bs
         b, h, sq, sk = _batch_heads_seqs(q, k, layout)
         probs = empty((b, h, sq, sk), _dtype(q), like=q)
     _posenc.attention(q, k, v, out, probs, layout, mask,
-                      -1 if sliding_window is None else int(sliding_window), scale,
+                      _window(sliding_window), scale,
                       query_positions, key_positions, scheme, scheme_args, ctx)
     return (out, probs) if return_probs else out
 
@@ -101,7 +101,7 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
         b, h, sq, _ = _batch_heads_seqs(q, k, layout)
         lse = empty((b, h, sq), "float32", like=q)
     _posenc.flash_attention(q, k, v, out, lse, layout, mask,
-                            -1 if sliding_window is None else int(sliding_window), scale,
+                            _window(sliding_window), scale,
                             query_positions, key_positions, scheme, scheme_args,
                             query_tile, key_tile, rope_keys, ctx)
     return (out, lse) if return_lse else out
@@ -124,7 +124,7 @@ def flash_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
     if out is None:
         out = empty((q.shape[0], q.shape[1], v.shape[2]), _dtype(q), like=q)
     _posenc.flash_attention_varlen(q, k, v, out, cu_seqlens_q, cu_seqlens_k, mask,
-                                   -1 if sliding_window is None else int(sliding_window), scale,
+                                   _window(sliding_window), scale,
                                    scheme, scheme_args, query_tile, key_tile, ctx)
     return out
 
@@ -158,7 +158,7 @@ def attention_backward(q: Any, k: Any, v: Any, dout: Any, *, scheme: str = "none
     out = {"dq": empty_like(q), "dk": empty_like(k), "dv": empty_like(v)}
     table = _grads_of(scheme, scheme_args, grads)
     _posenc.attention_backward(q, k, v, dout, out["dq"], out["dk"], out["dv"], table, layout,
-                               mask, -1 if sliding_window is None else int(sliding_window),
+                               mask, _window(sliding_window),
                                scale, query_positions, key_positions, scheme, scheme_args)
     out.update(table)
     return out
@@ -182,10 +182,21 @@ def flash_attention_backward(q: Any, k: Any, v: Any, out: Any, dout: Any, lse: A
     table = _grads_of(scheme, scheme_args, grads)
     _posenc.flash_attention_backward(
         q, k, v, out, dout, lse, result["dq"], result["dk"], result["dv"], table, layout, mask,
-        -1 if sliding_window is None else int(sliding_window), scale, query_positions,
+        _window(sliding_window), scale, query_positions,
         key_positions, scheme, scheme_args, query_tile, key_tile, rope_keys, ctx)
     result.update(table)
     return result
+
+
+def _window(sliding_window: Optional[int]) -> int:
+    """The binding's window argument: -1 for none. A given window must be
+    >= 1 (-1 or 0 would silently mean "no window")."""
+    if sliding_window is None:
+        return -1
+    w = int(sliding_window)
+    if w < 1:
+        raise ValueError(f"sliding_window: got {w}, expected None or a window W >= 1")
+    return w
 
 
 def _batch_heads_seqs(q: Any, k: Any, layout: str) -> Tuple[int, int, int, int]:

@@ -1,7 +1,9 @@
-"""Hugging Face config.json RoPE: frequencies and attention factor of every
-rope type (default, linear, dynamic, ntk, yarn, llama3, longrope,
-proportional), read as HF's RotaryEmbeddingConfigMixin standardises them
-(posenc/model_config.h, posenc/rope_scaling.h)."""
+"""Model RoPE from a Hugging Face config.json or a llama.cpp GGUF file:
+frequencies and attention factor of every rope type (default, linear,
+dynamic, ntk, yarn, llama3, longrope, proportional), read as HF's
+RotaryEmbeddingConfigMixin standardises them (posenc/model_config.h,
+posenc/rope_scaling.h); GGUF metadata as llama.cpp reads it (posenc/gguf.h:
+header and metadata only, plus the small rope_freqs tensor)."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,7 @@ def _source(config: Any) -> Tuple[str, bool, str]:
     if isinstance(config, (str, os.PathLike)):
         return os.fspath(config), False, os.fspath(config)
     raise ValueError(f"config: got {type(config).__name__}, expected a dict or a path to "
-                     "config.json")
+                     "config.json or a .gguf file")
 
 
 def _seq_len(seq_len: Optional[int]) -> int:
@@ -31,7 +33,8 @@ def rope_inv_freq(config: Any, seq_len: Optional[int] = None, *, layer_type: str
                   numerics: str = "hf") -> Tuple[np.ndarray, float]:
     """(inv_freq, attention_factor) of a model's RoPE.
 
-    config: a HF config dict or the path of a config.json. seq_len: None for
+    config: a HF config dict, the path of a config.json or of a llama.cpp
+    .gguf file (same frequencies as its config.json). seq_len: None for
     the table at initialisation, else max(position_ids) + 1 of a call (dynamic
     NTK and longrope depend on it). layer_type: e.g. "sliding_attention" for
     models with one rope per layer type ("" = full attention / the only one).
@@ -47,13 +50,21 @@ def rope_config(config: Any, seq_len: Optional[int] = None, *, layer_type: str =
                 numerics: str = "hf") -> Dict[str, Any]:
     """Everything posenc reads from a config for one layer type: rope_type,
     head_dim, rotary_dim, theta, pairing, factor, attention_factor, inv_freq,
-    yarn range, DeepSeek softmax factor, warnings, and per-pair details
-    (`pairs`: wavelength, ratio to the default frequency, region)."""
+    yarn range, DeepSeek softmax factor, warnings, format ("config.json" or
+    "gguf"), freq_factors (a GGUF rope_freqs tensor), and per-pair details
+    (`pairs`: wavelength, ratio to the default frequency, region). An ALiBi
+    model (BLOOM, MPT, ...) raises posenc.ConfigError: see inspect."""
     text, is_text, source = _source(config)
     return _posenc.rope_config(text, is_text, source, _seq_len(seq_len), layer_type, numerics)
 
 
 def inspect(config_path: Any, seq_len: Optional[int] = None, *, layer_type: str = "",
             numerics: str = "hf") -> Dict[str, Any]:
-    """The RoPE of a config.json (path or dict) as a dict: see rope_config."""
+    """The position encoding of a config.json or .gguf (path or dict) as a
+    dict: rope_config's for RoPE models; for ALiBi models position_encoding
+    "alibi", num_heads, max_bias and slopes."""
+    text, is_text, source = _source(config_path)
+    alibi = _posenc.model_alibi(text, is_text, source)
+    if alibi is not None:
+        return alibi
     return rope_config(config_path, seq_len, layer_type=layer_type, numerics=numerics)

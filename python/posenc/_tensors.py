@@ -8,6 +8,8 @@ bfloat16, which numpy lacks). torch is imported only in those cases, so
 """
 from __future__ import annotations
 
+import math
+import os
 import sys
 from typing import Any, Optional, Sequence
 
@@ -55,12 +57,37 @@ def empty(shape: Sequence[int], dtype: Any = "float32", like: Any = None) -> Any
     a torch dtype or bfloat16, numpy otherwise. Zero-size requests are passed
     on (the library rejects them with a message naming the argument)."""
     name = dtype_name(dtype)
+    _check_allocation(shape, name)
     if wants_torch(dtype, like):
         import torch
         device = like.device if like is not None and is_torch(like) else "cpu"
         return torch.empty(tuple(int(s) for s in shape), dtype=getattr(torch, name),
                            device=device)
     return np.empty(tuple(int(s) for s in shape), dtype=np.dtype(name))
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no ceiling
+        return 1 << 62
+
+
+def _check_allocation(shape: Sequence[int], name: str) -> None:
+    """ValueError for a negative size or an array larger than this machine's
+    memory, before numpy / torch try (they would raise MemoryError or
+    RuntimeError, or start swapping)."""
+    sizes = tuple(int(s) for s in shape)
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"shape: got {sizes}, expected sizes >= 0")
+    nbytes = math.prod(sizes) * _ITEMSIZE.get(name, 8)
+    limit = _physical_memory()
+    if nbytes > limit:
+        raise ValueError(f"shape: got {sizes} {name} ({nbytes / 2**30:.3g} GiB), expected an "
+                         f"array that fits in this machine's memory ({limit / 2**30:.3g} GiB)")
+
+
+_ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
 
 
 def empty_like(x: Any) -> Any:

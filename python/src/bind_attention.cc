@@ -23,7 +23,7 @@ namespace posenc::python {
 namespace {
 
 // Everything one call needs alive: the params and what they point into.
-struct Call {
+struct AttentionCall {
   AttentionParams params;
   std::vector<HeldView> held;
   IntArray query_ids, key_ids;
@@ -66,11 +66,11 @@ SchemeArgs ArgsOf(const SchemeInfo& info, const py::dict& args, std::vector<Held
   return out;
 }
 
-std::unique_ptr<Call> Build(const std::string& layout, const std::string& mask,
+std::unique_ptr<AttentionCall> Build(const std::string& layout, const std::string& mask,
                             std::int64_t sliding_window, py::handle scale,
                             py::handle query_positions, py::handle key_positions,
                             const std::string& scheme, const py::dict& args) {
-  auto call = std::make_unique<Call>();
+  auto call = std::make_unique<AttentionCall>();
   call->held.reserve(args.size() + 8);
   AttentionParams& p = call->params;
   p.layout = ParseLayout(layout, "layout");
@@ -174,7 +174,7 @@ void BindAttention(py::module_& m) {
         HeldView kv = ViewOf(k, "k", Access::kRead);
         HeldView vv = ViewOf(v, "v", Access::kRead);
         HeldView ov = ViewOf(out, "out", Access::kWrite);
-        std::unique_ptr<Call> call = Build(layout, mask, sliding_window, scale, query_positions,
+        std::unique_ptr<AttentionCall> call = Build(layout, mask, sliding_window, scale, query_positions,
                                            key_positions, scheme, scheme_args);
         std::optional<HeldView> pv;
         if (!probs.is_none()) pv = ViewOf(probs, "probs", Access::kWrite);
@@ -198,7 +198,7 @@ void BindAttention(py::module_& m) {
         HeldView kv = ViewOf(k, "k", Access::kRead);
         HeldView vv = ViewOf(v, "v", Access::kRead);
         HeldView dov = ViewOf(dout, "dout", Access::kRead);
-        std::unique_ptr<Call> call = Build(layout, mask, sliding_window, scale, query_positions,
+        std::unique_ptr<AttentionCall> call = Build(layout, mask, sliding_window, scale, query_positions,
                                            key_positions, scheme, scheme_args);
         std::vector<HeldView> held;
         AttentionGrads g = GradViews(dq, dk, dv, scheme_grads, held);
@@ -226,7 +226,7 @@ void BindAttention(py::module_& m) {
         HeldView ov = ViewOf(out, "out", Access::kWrite);
         std::optional<HeldView> lv;
         if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kWrite);
-        std::unique_ptr<Call> call = Build(layout, mask, sliding_window, scale, query_positions,
+        std::unique_ptr<AttentionCall> call = Build(layout, mask, sliding_window, scale, query_positions,
                                            key_positions, scheme, scheme_args);
         const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys);
         py::gil_scoped_release release;
@@ -262,7 +262,7 @@ void BindAttention(py::module_& m) {
         Require(cu_q.shape.size() == 1, "cu_seqlens_q.ndim", cu_q.shape.size(), "1");
         Require(cu_k.shape.size() == 1, "cu_seqlens_k.ndim", cu_k.shape.size(), "1");
         // The layout is not read by the varlen call; positions restart per sequence.
-        std::unique_ptr<Call> call = Build("bshd", mask, sliding_window, scale, py::none(),
+        std::unique_ptr<AttentionCall> call = Build("bshd", mask, sliding_window, scale, py::none(),
                                            py::none(), scheme, scheme_args);
         const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, "rotate");
         py::gil_scoped_release release;
@@ -293,7 +293,7 @@ void BindAttention(py::module_& m) {
         HeldView dov = ViewOf(dout, "dout", Access::kRead);
         std::optional<HeldView> lv;
         if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kRead);
-        std::unique_ptr<Call> call = Build(layout, mask, sliding_window, scale, query_positions,
+        std::unique_ptr<AttentionCall> call = Build(layout, mask, sliding_window, scale, query_positions,
                                            key_positions, scheme, scheme_args);
         const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys);
         std::vector<HeldView> held;

@@ -1,8 +1,10 @@
-// python/src/bind_config.cc: Hugging Face config.json RoPE (posenc/
-// model_config.h, posenc/rope_scaling.h) in posenc._posenc. A config is a
-// path or JSON text (the Python layer turns a dict into JSON text); results
-// are plain dicts and numpy arrays. The Python API is posenc.rope_inv_freq,
-// posenc.rope_config and posenc.inspect (posenc/_config.py).
+// python/src/bind_config.cc: Hugging Face config.json (or llama.cpp GGUF)
+// RoPE (posenc/model_config.h, posenc/gguf.h, posenc/rope_scaling.h) in
+// posenc._posenc. A config is a path (config.json or .gguf, told apart by the
+// file's magic bytes) or JSON text (the Python layer turns a dict into JSON
+// text); results are plain dicts and numpy arrays. The Python API is
+// posenc.rope_inv_freq, posenc.rope_config and posenc.inspect
+// (posenc/_config.py).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -42,6 +44,8 @@ py::dict Describe(const ModelConfig& config, const std::string& layer_type, std:
   const RopeScalingParams& p = layer.scaling;
   py::dict d;
   d["source"] = config.source;
+  d["format"] = config.format;
+  d["position_encoding"] = "rope";
   d["model_type"] = config.model_type;
   d["layer_type"] = layer.layer_type;
   py::list layer_types;
@@ -66,6 +70,7 @@ py::dict Describe(const ModelConfig& config, const std::string& layer_type, std:
   d["deepseek_softmax_scale"] = Opt(config.deepseek_softmax_scale);
   d["longrope_factors"] = std::string(LongRopeFactorsName(s.longrope_factors));
   d["mrope_section"] = layer.mrope_section;
+  d["freq_factors"] = ToArray(p.freq_factors);
   d["warnings"] = config.warnings;
   py::list pairs;
   for (const RopePairInfo& pair : s.pairs) {
@@ -82,9 +87,32 @@ py::dict Describe(const ModelConfig& config, const std::string& layer_type, std:
   return d;
 }
 
+// ALiBi models: their description, else None.
+py::object AlibiInfo(const ModelConfig& config) {
+  if (!config.alibi) return py::none();
+  py::dict d;
+  d["source"] = config.source;
+  d["format"] = config.format;
+  d["position_encoding"] = "alibi";
+  d["model_type"] = config.model_type;
+  d["num_heads"] = config.alibi->num_heads;
+  d["max_bias"] = config.alibi->max_bias;
+  d["slopes"] = ToArray(config.alibi->slopes);
+  d["head_dim"] = config.head_dim;
+  d["max_position_embeddings"] = config.max_position_embeddings;
+  d["warnings"] = config.warnings;
+  return d;
+}
+
 }  // namespace
 
 void BindConfig(py::module_& m) {
+  m.def(
+      "model_alibi",
+      [](const std::string& config, bool is_text, const std::string& source) {
+        return AlibiInfo(Load(config, is_text, source));
+      },
+      py::arg("config"), py::arg("is_text"), py::arg("source"));
   m.def(
       "rope_inv_freq",
       [](const std::string& config, bool is_text, const std::string& source,

@@ -20,6 +20,7 @@
 #include "bindings.h"
 #include "posenc/context.h"
 #include "posenc/error.h"
+#include "posenc/version.h"
 
 namespace posenc::python {
 
@@ -126,6 +127,7 @@ instead unless given ctx=. Calls already running keep their Context.)doc");
 PYBIND11_MODULE(_posenc, m) {
   namespace pp = posenc::python;
   m.doc() = "posenc C++ core (low-level; use the posenc package).";
+  m.attr("__version__") = POSENC_VERSION_STRING;  // the repository's VERSION file
 
   static pybind11::exception<posenc::ConfigError> config_error(m, "ConfigError",
                                                                PyExc_ValueError);

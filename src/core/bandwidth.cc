@@ -28,7 +28,11 @@ void RunStreamKernel(StreamKernel kernel, float* a, const float* b, std::int64_t
     Require(b != nullptr, "b", "null", "a non-null source for the copy kernel");
     Require(b + n <= a || a + n <= b, "b", "overlapping a", "a source disjoint from a");
   }
-  kernels::simd::Stream(kernel, a, b, n, scale, ctx);
+  const kernels::simd::StreamOp op = kernel == StreamKernel::kReadModifyWrite
+                                          ? kernels::simd::StreamOp::kReadModifyWrite
+                                      : kernel == StreamKernel::kCopy ? kernels::simd::StreamOp::kCopy
+                                                                      : kernels::simd::StreamOp::kWrite;
+  kernels::simd::Stream(op, a, b, n, scale, ctx);
 }
 
 }  // namespace posenc

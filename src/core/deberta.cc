@@ -88,6 +88,10 @@ std::vector<std::int64_t> BuildRelativePosition(std::int64_t query_size, std::in
   Require(query_size >= 1 && query_size <= 65536, "query_size", query_size,
           "a length in [1, 65536]");
   Require(key_size >= 1 && key_size <= 65536, "key_size", key_size, "a length in [1, 65536]");
+  // Materialised as int64: 65536 x 65536 would be 32 GiB.
+  Require(query_size * key_size <= (std::int64_t{1} << 28), "query_size * key_size",
+          std::to_string(query_size) + " * " + std::to_string(key_size),
+          "at most 2^28 cells (a 2 GiB int64 matrix)");
   const DebertaBucketer bucketer(params);
   std::vector<std::int64_t> m(static_cast<std::size_t>(query_size * key_size));
   for (std::int64_t i = 0; i < query_size; ++i)

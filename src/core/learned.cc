@@ -61,8 +61,10 @@ ResizeAlignment ParseResizeAlignment(std::string_view text, std::string_view arg
 
 void ValidateLearnedInitParams(const LearnedInitParams& params) {
   CheckSizes(params.max_positions, params.dim);
-  Require(std::isfinite(params.stddev) && params.stddev > 0.0, "stddev", params.stddev,
-          "a finite number > 0");
+  // |z| of a Box-Muller draw stays below 9, so values stay far inside the
+  // float32 range (3.4e38): a larger stddev would store inf.
+  Require(std::isfinite(params.stddev) && params.stddev > 0.0 && params.stddev <= 1e30, "stddev",
+          params.stddev, "a finite number in (0, 1e30] (the table is float32)");
 }
 
 LearnedTable::LearnedTable(std::int64_t max_positions, std::int64_t dim)

@@ -40,6 +40,7 @@ BiasWrite ParseBiasWrite(std::string_view text, std::string_view arg) {
 
 namespace {
 constexpr std::int64_t kMaxLen = std::int64_t{1} << 16;
+constexpr std::int64_t kMaxCells = std::int64_t{1} << 28;
 }  // namespace
 
 void ValidateRelativeMatrixParams(const RelativeMatrixParams& params) {
@@ -50,6 +51,10 @@ void ValidateRelativeMatrixParams(const RelativeMatrixParams& params) {
   Require(params.query_offset >= 0 && params.query_offset <= kMaxPosition - (params.query_len - 1),
           "query_offset", params.query_offset,
           "an offset >= 0 with query_offset + query_len - 1 <= 2^24 - 1");
+  // The matrix is materialised as int64: 65536 x 65536 would be 32 GiB.
+  Require(params.query_len * params.key_len <= kMaxCells, "query_len * key_len",
+          std::to_string(params.query_len) + " * " + std::to_string(params.key_len),
+          "at most 2^28 cells (a 2 GiB int64 matrix)");
 }
 
 std::vector<std::int64_t> RelativePositionMatrix(const RelativeMatrixParams& params) {
@@ -65,7 +70,8 @@ std::vector<std::int64_t> RelativePositionMatrix(const RelativeMatrixParams& par
 }
 
 std::vector<std::int64_t> RelativePositionMatrix(std::int64_t length) {
-  Require(length >= 1 && length <= kMaxLen, "length", length, "a length in [1, 65536]");
+  Require(length >= 1 && length <= kMaxLen, "length", length,
+          "a length in [1, 65536] with length^2 <= 2^28 (at most 16384)");
   return RelativePositionMatrix(RelativeMatrixParams{length, length, 0, RelativeSign::kQueryMinusKey});
 }
 

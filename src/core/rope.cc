@@ -149,8 +149,8 @@ using kernels::scalar::RopeMath;
 using kernels::scalar::RopePairs;
 
 // Everything a call needs after validation. Not copyable: trig points into freqs.
-struct Plan {
-  explicit Plan(const RopeParams& params) : freqs(ResolveRopeFrequencies(params)) {
+struct RopePlan {
+  explicit RopePlan(const RopeParams& params) : freqs(ResolveRopeFrequencies(params)) {
     rotary_dim = params.EffectiveRotaryDim();
     half = rotary_dim / 2;
     head_dim = params.head_dim;
@@ -162,8 +162,8 @@ struct Plan {
     trig.math = params.numerics == RopeNumerics::kHF ? RopeMath::kHF : RopeMath::kAccurate;
     trig.round_to = DType::kFloat32;
   }
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
+  RopePlan(const RopePlan&) = delete;
+  RopePlan& operator=(const RopePlan&) = delete;
 
   RopeFrequencies freqs;
   std::int64_t rotary_dim = 0, half = 0, head_dim = 0;
@@ -201,7 +201,7 @@ const char* SeqAxis(AttentionLayout layout) {
 }
 
 // Validates one input (and its optional output) against params.
-Target MakeTarget(const Plan& plan, RopeMath math, const TensorView& in, const char* in_arg,
+Target MakeTarget(const RopePlan& plan, RopeMath math, const TensorView& in, const char* in_arg,
                   const TensorView* out, const char* out_arg, AttentionLayout layout) {
   Target t;
   t.in = in;
@@ -231,7 +231,7 @@ Target MakeTarget(const Plan& plan, RopeMath math, const TensorView& in, const c
 
 // cache (ApplyRopeWithCache): non-null data replaces the frequencies as the
 // source of cos/sin (positions already validated against its rows).
-void RunApply(const Plan& plan, const std::vector<Target>& targets, const Positions& positions,
+void RunApply(const RopePlan& plan, const std::vector<Target>& targets, const Positions& positions,
               RopeDirection direction, const Context& ctx,
               const kernels::simd::RopeCacheSource& cache = {}) {
   const AttentionDims& d0 = targets.front().din;
@@ -322,7 +322,7 @@ RopeMath MathOf(const RopeParams& params) {
 
 void RopeCosSin(const RopeParams& params, const Positions& positions, std::int64_t count,
                 const TensorView& cos, const TensorView& sin, const Context& ctx) {
-  const Plan plan(params);
+  const RopePlan plan(params);
   Require(count >= 1, "count", count, "at least 1 position");
   if (positions.ids != nullptr) {
     Require(positions.count == count, "positions.count", positions.count,
@@ -364,7 +364,7 @@ void RopeCosSin(const RopeParams& params, const Positions& positions, std::int64
 void ApplyRope(const RopeParams& params, const TensorView& x, AttentionLayout layout,
                const Positions& positions, RopeDirection direction, const TensorView* out,
                const Context& ctx) {
-  const Plan plan(params);
+  const RopePlan plan(params);
   std::vector<Target> targets;
   targets.push_back(MakeTarget(plan, MathOf(params), x, "x", out, "out", layout));
   RunApply(plan, targets, positions, direction, ctx);
@@ -379,7 +379,7 @@ void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView
 void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView& k,
                  AttentionLayout layout, const Positions& positions, RopeDirection direction,
                  const TensorView* q_out, const TensorView* k_out, const Context& ctx) {
-  const Plan plan(params);
+  const RopePlan plan(params);
   std::vector<Target> targets;
   targets.push_back(MakeTarget(plan, MathOf(params), q, "q", q_out, "q_out", layout));
   targets.push_back(MakeTarget(plan, MathOf(params), k, "k", k_out, "k_out", layout));
@@ -418,7 +418,7 @@ void ApplyRopeVarlen(const RopeParams& params, const TensorView& x,
                      const std::int64_t* cu_seqlens, std::int64_t num_seqs,
                      const std::int64_t* seq_offsets, RopeDirection direction,
                      const TensorView* out, const Context& ctx) {
-  const Plan plan(params);
+  const RopePlan plan(params);
   ValidateView(x, "x", 3, /*writable=*/out == nullptr);
   Require(x.shape[2] == plan.head_dim, "x.shape[2] (head_dim)", x.shape[2],
           "params.head_dim (" + std::to_string(plan.head_dim) + ")");
@@ -482,7 +482,7 @@ void CheckCacheView(const TensorView& cache, std::int64_t rotary_dim, bool writa
 void ApplyRopeWithCache(const RopeParams& params, const TensorView& x, AttentionLayout layout,
                         const Positions& positions, const TensorView& cos_sin_cache,
                         RopeDirection direction, const TensorView* out, const Context& ctx) {
-  const Plan plan(params);
+  const RopePlan plan(params);
   CheckCacheView(cos_sin_cache, plan.rotary_dim, /*writable=*/false);
   std::vector<Target> targets;
   targets.push_back(MakeTarget(plan, MathOf(params), x, "x", out, "out", layout));
@@ -507,7 +507,7 @@ void ApplyRopeWithCache(const RopeParams& params, const TensorView& x, Attention
 
 void RopeCosSinCache(const RopeParams& params, const TensorView& cos_sin_cache,
                      const Context& ctx) {
-  const Plan plan(params);
+  const RopePlan plan(params);
   CheckCacheView(cos_sin_cache, plan.rotary_dim, /*writable=*/true);
   const std::int64_t rows = cos_sin_cache.shape[0], half = plan.half;
   Require(rows <= kMaxPosition + 1, "cos_sin_cache.shape[0]", rows,

@@ -418,6 +418,16 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
       break;
     case T::kProportional: break;
   }
+  if (!p.freq_factors.empty()) {
+    const std::size_t want =
+        static_cast<std::size_t>(p.type == T::kProportional ? p.head_dim / 2 : d / 2);
+    Require(p.freq_factors.size() == want, "freq_factors length", p.freq_factors.size(),
+            std::to_string(want) + " (rotary_dim/2)");
+    for (std::size_t i = 0; i < want; ++i) {
+      Require(std::isfinite(p.freq_factors[i]) && p.freq_factors[i] > 0.0,
+              "freq_factors[" + std::to_string(i) + "]", p.freq_factors[i], "a finite number > 0");
+    }
+  }
 }
 
 RopeScaling ComputeRopeScaling(const RopeScalingParams& params, std::int64_t seq_len) {
@@ -458,6 +468,24 @@ RopeScaling ComputeRopeScaling(const RopeScalingParams& params, std::int64_t seq
     case T::kLlama3: Llama3(params, r, regions); break;
     case T::kLongRope: LongRope(params, seq_len, r); break;
     case T::kProportional: Proportional(params, r); break;
+  }
+  if (!params.freq_factors.empty()) {  // ggml freq_factors: divisors after the scheme
+    for (std::size_t j = 0; j < r.frequencies.inv_freq.size(); ++j) {
+      double& v = r.frequencies.inv_freq[j];
+      v = Hf(params) ? static_cast<double>(static_cast<float>(v) /
+                                           static_cast<float>(params.freq_factors[j]))
+                     : v / params.freq_factors[j];
+    }
+    regions.clear();  // a scheme's own regions no longer describe the divided table
+    if (params.type == T::kDefault) {  // kept / most divided / in between
+      const double max_ff =
+          *std::max_element(params.freq_factors.begin(), params.freq_factors.end());
+      for (const double ff : params.freq_factors) {
+        regions.push_back(ff == 1.0      ? RopePairRegion::kKept
+                          : ff == max_ff ? RopePairRegion::kInterpolated
+                                         : RopePairRegion::kBlended);
+      }
+    }
   }
   // Per-pair description against the unscaled table.
   const std::int64_t exp_dim = params.type == T::kProportional ? params.head_dim : d;

@@ -108,6 +108,28 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
     Require(view.strides[d] >= 0, a + ".strides[" + std::to_string(d) + "]",
             view.strides[d], "a non-negative stride in elements");
   }
+  // Element count and byte span within kMaxViewBytes, computed without
+  // overflow: past that no memory can back the view and the index
+  // arithmetic of every kernel (int64) could overflow.
+  std::int64_t count = 1, last = 0;
+  bool fits = true;
+  for (int d = 0; d < view.rank && fits; ++d) {
+    std::int64_t term = 0;
+    fits = !__builtin_mul_overflow(count, view.shape[d], &count) && count <= kMaxViewBytes &&
+           !__builtin_mul_overflow(view.shape[d] - 1, view.strides[d], &term) &&
+           !__builtin_add_overflow(last, term, &last) && last < kMaxViewBytes;
+  }
+  fits = fits && (last + 1) <= kMaxViewBytes / static_cast<std::int64_t>(DTypeSize(view.dtype));
+  if (!fits) {
+    std::string dims;
+    for (int d = 0; d < view.rank; ++d) {
+      dims += (d ? ", " : "") + std::to_string(view.shape[d]) + "@" +
+              std::to_string(view.strides[d]);
+    }
+    throw InvalidArgument(a + ": got sizes@strides [" + dims + "] " +
+                          std::string(DTypeName(view.dtype)) +
+                          ", expected at most 2^48 elements spanning at most 2^48 bytes");
+  }
   if (writable) {
     // Two distinct indices may not alias: with dimensions sorted by stride,
     // each stride must exceed the span of all smaller-stride dimensions.

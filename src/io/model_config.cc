@@ -19,13 +19,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "posenc/alibi.h"
 #include "posenc/error.h"
+#include "posenc/gguf.h"
 
 namespace posenc {
 
 namespace {
 
 using json = nlohmann::json;
+
+// Deepest nesting of objects and arrays a config may have.
+constexpr int kMaxJsonDepth = 64;
 
 // Shortest text of a number ("0.3", "4", "1e+06").
 std::string Num(double d) {
@@ -380,15 +385,89 @@ LayerRope ParseLayer(const Reader& rd, const Scope& scope, const ModelFields& m,
   return layer;
 }
 
+// ALiBi models (model_config.h): fills cfg.alibi and returns true.
+bool ParseAlibi(const Reader& rd, const Scope& scope, ModelConfig& cfg) {
+  const json& obj = *scope.text;
+  std::optional<std::int64_t> heads;
+  double max_bias = 8.0;
+  std::string heads_path;
+  const auto first_int = [&](std::initializer_list<const char*> keys) {
+    for (const char* k : keys) {
+      if (const auto v = rd.Int(obj, k, scope.text_prefix + k)) {
+        heads_path = scope.text_prefix + k;
+        return v;
+      }
+    }
+    heads_path = scope.text_prefix + *keys.begin();
+    return std::optional<std::int64_t>{};
+  };
+  if (cfg.model_type == "bloom") {
+    heads = first_int({"n_head", "num_attention_heads"});
+  } else if (cfg.model_type == "mpt") {
+    const json* attn = Reader::Find(obj, "attn_config");
+    if (attn == nullptr || !attn->is_object()) return false;
+    const auto alibi = rd.Bool(*attn, "alibi", scope.text_prefix + "attn_config.alibi");
+    if (!alibi || !*alibi) return false;
+    heads = first_int({"n_heads", "num_attention_heads"});
+    max_bias = rd.Number(*attn, "alibi_bias_max", scope.text_prefix + "attn_config.alibi_bias_max",
+                         "a number > 0").value_or(8.0);
+    if (!(max_bias > 0.0)) {
+      rd.Fail(scope.text_prefix + "attn_config.alibi_bias_max", Num(max_bias), "a number > 0");
+    }
+  } else {
+    const auto alibi = rd.Bool(obj, "alibi", scope.text_prefix + "alibi");
+    if (!alibi || !*alibi) return false;
+    heads = first_int({"num_attention_heads", "n_head"});
+  }
+  if (!heads) rd.Fail(heads_path, "nothing (missing)", "the head count of an ALiBi model");
+  if (*heads > kMaxAlibiHeads) rd.Fail(heads_path, std::to_string(*heads), "at most 65536 heads");
+  ModelAlibi a;
+  a.num_heads = *heads;
+  a.max_bias = max_bias;
+  AlibiParams ap;
+  ap.num_heads = a.num_heads;
+  ap.max_bias = a.max_bias;
+  a.slopes = AlibiSlopes(ap);
+  for (const char* k : {"hidden_size", "n_embed", "d_model"}) {
+    if (const auto hidden = rd.Int(obj, k, scope.text_prefix + k)) {
+      if (*hidden % a.num_heads == 0) cfg.head_dim = *hidden / a.num_heads;
+      break;
+    }
+  }
+  for (const char* k : {"max_position_embeddings", "seq_length", "max_seq_len"}) {
+    if (const auto ctx = rd.Int(obj, k, scope.text_prefix + k)) {
+      cfg.max_position_embeddings = cfg.original_max_position_embeddings = *ctx;
+      break;
+    }
+  }
+  cfg.alibi = std::move(a);
+  return true;
+}
+
 }  // namespace
 
 ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source) {
   const Reader rd{std::string(source)};
   json root;
   try {
-    root = json::parse(json_text);
+    // Nesting is bounded before it is built: printing or copying a deeper
+    // document recurses once per level and would overflow the stack.
+    const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth) {
+        throw ConfigError(std::string(source) + ": JSON nesting deeper than " +
+                          std::to_string(kMaxJsonDepth) +
+                          " levels (limit of the config loader; HF configs use fewer than 10)");
+      }
+      return true;
+    };
+    root = json::parse(json_text, depth_limit);
   } catch (const json::parse_error& e) {
     throw IoError(std::string(source) + ": not valid JSON: " + e.what());
+  } catch (const json::out_of_range& e) {  // 406: a number beyond the double range
+    throw ConfigError(std::string(source) +
+                      ": a number does not fit in a double (|x| < 1.8e308): " + e.what());
+  } catch (const json::exception& e) {
+    throw ConfigError(std::string(source) + ": cannot read the JSON: " + e.what());
   }
   if (!root.is_object()) rd.Fail("(top level)", Show(root), "a JSON object");
   Scope scope{&root, "", &root};
@@ -412,6 +491,7 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
   } else if (const json* mt2 = Reader::Find(root, "model_type"); mt2 != nullptr && mt2->is_string()) {
     cfg.model_type = mt2->get<std::string>();
   }
+  if (ParseAlibi(rd, scope, cfg)) return cfg;
 
   // Head dim.
   ModelFields m;
@@ -507,6 +587,7 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
 }
 
 ModelConfig LoadModelConfig(const std::string& path) {
+  if (IsGgufFile(path)) return LoadGgufModelConfig(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path + ": cannot open for reading");
   std::stringstream ss;
@@ -516,6 +597,10 @@ ModelConfig LoadModelConfig(const std::string& path) {
 }
 
 const LayerRope& SelectLayerRope(const ModelConfig& config, std::string_view layer_type) {
+  if (config.alibi) {
+    throw ConfigError(config.source + ": the model uses ALiBi (" +
+                      std::to_string(config.alibi->num_heads) + " heads), not RoPE");
+  }
   if (config.layers.empty()) throw ConfigError(config.source + ": no rope layers");
   std::string names;
   for (const LayerRope& l : config.layers) {

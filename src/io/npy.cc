@@ -107,8 +107,11 @@ class HeaderParser {
 
  private:
   [[noreturn]] void Error(const std::string& what) const {
+    // The header is quoted up to 200 characters (a v2.0 header may be 16 MiB).
+    const std::string shown =
+        s_.size() <= 200 ? std::string(s_) : std::string(s_.substr(0, 197)) + "...";
     Fail(name_, "malformed .npy header: " + what + " at character " + std::to_string(pos_) +
-                    " of \"" + std::string(s_) + "\"");
+                    " of \"" + shown + "\"");
   }
   void Require(bool first, const std::string& key) const {
     if (!first) Error("duplicate key " + Quoted(key));
@@ -251,13 +254,18 @@ TensorView NpyArray::View() const {
     Fail(source, "shape " + ShapeText() + " has rank " + std::to_string(rank()) +
                      "; a tensor view needs rank 1.." + std::to_string(kMaxRank));
   }
+  // Every size checked before any stride is formed: an empty array may
+  // carry huge other sizes ((0, 2^62, 2^62) holds no byte), whose product
+  // would overflow.
+  for (const std::int64_t s : shape) {
+    if (s < 1) Fail(source, "empty array of shape " + ShapeText());
+  }
   TensorView v;
   v.data = const_cast<std::byte*>(bytes.data());
   v.dtype = dtype;
   v.rank = rank();
   std::int64_t stride = 1;
   for (int d = v.rank - 1; d >= 0; --d) {
-    if (shape[static_cast<std::size_t>(d)] < 1) Fail(source, "empty array of shape " + ShapeText());
     v.shape[static_cast<std::size_t>(d)] = shape[static_cast<std::size_t>(d)];
     v.strides[static_cast<std::size_t>(d)] = stride;
     stride *= shape[static_cast<std::size_t>(d)];

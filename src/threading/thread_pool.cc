@@ -7,6 +7,25 @@
 
 namespace posenc {
 
+namespace {
+// The pool whose task the current thread is running (null outside tasks):
+// a ParallelFor from inside a task of the same pool runs inline.
+thread_local const ThreadPool* t_running_pool = nullptr;
+
+class RunningScope {
+ public:
+  explicit RunningScope(const ThreadPool* pool) : previous_(t_running_pool) {
+    t_running_pool = pool;
+  }
+  ~RunningScope() { t_running_pool = previous_; }
+  RunningScope(const RunningScope&) = delete;
+  RunningScope& operator=(const RunningScope&) = delete;
+
+ private:
+  const ThreadPool* previous_;
+};
+}  // namespace
+
 ThreadPool::ThreadPool(int num_threads) {
   for (int w = 1; w < num_threads; ++w) {
     threads_.emplace_back([this, w] { WorkerLoop(w); });
@@ -23,6 +42,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::Drain(int worker) {
+  const RunningScope scope(this);
   for (;;) {
     const std::int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
     if (task >= num_tasks_) return;
@@ -55,6 +75,15 @@ void ThreadPool::WorkerLoop(int worker) {
 void ThreadPool::Run(std::int64_t num_tasks,
                      const std::function<void(std::int64_t, int)>& fn) {
   if (num_tasks <= 0) return;
+  if (t_running_pool == this) {
+    // Nested: a task of this pool asked it for more work. Its workers are
+    // busy with the outer job (waiting for them would deadlock), so the
+    // calling worker runs the inner tasks itself, as worker 0 of that call.
+    for (std::int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
+    return;
+  }
+  // Concurrent callers on one pool (threads sharing a Context) take turns:
+  // each job gets every worker, one job at a time.
   std::lock_guard<std::mutex> run_lock(run_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);

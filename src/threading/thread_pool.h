@@ -25,6 +25,8 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
+  // Runs every task once. Concurrent callers are serialised (run_mu_); a
+  // call from inside one of this pool's tasks runs inline on that worker.
   void Run(std::int64_t num_tasks,
            const std::function<void(std::int64_t, int)>& fn);
 

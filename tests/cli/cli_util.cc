@@ -20,11 +20,13 @@ std::string Slurp(const std::string& path) {
 }
 }  // namespace
 
-CliResult RunCli(const std::string& args) {
+CliResult RunCli(const std::string& args) { return RunCliAfter("", args); }
+
+CliResult RunCliAfter(const std::string& shell_prefix, const std::string& args) {
   static int counter = 0;
   const std::string dir = TempDir("cli_" + std::to_string(counter++));
   const std::string out = dir + "/out", err = dir + "/err";
-  const std::string cmd = std::string("'") + POSENC_CLI_PATH + "' " + args + " >'" + out +
+  const std::string cmd = shell_prefix + "'" + POSENC_CLI_PATH + "' " + args + " >'" + out +
                           "' 2>'" + err + "' </dev/null";
   const int status = std::system(cmd.c_str());
   CliResult r;

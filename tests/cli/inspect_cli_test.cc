@@ -1,5 +1,6 @@
 // `posenc inspect` and `posenc table rope --config`: text and JSON output
-// against the golden fixtures, warnings on stderr, user errors as one line.
+// against the golden fixtures, warnings on stderr, user errors as one line;
+// GGUF files (tests/golden/gguf/) give the same JSON as their config.json.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -116,6 +117,67 @@ TEST(InspectCli, UserErrorsAreOneLine) {
   r = RunCli("inspect --help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("--layer-type"), std::string::npos);
+}
+
+std::string Gguf(const std::string& name) {
+  return "'" + SourcePath("tests/golden/gguf/" + name) + "'";
+}
+
+TEST(InspectCli, GgufGivesTheJsonOfItsConfig) {
+  const auto g = RunCli("inspect " + Gguf("b_llama31_8b_llama3_rope_freqs.gguf") + " --json");
+  const auto h = RunCli("inspect " + Cfg("llama-3.1-8b.json") + " --json");
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  const json jg = json::parse(g.out), jh = json::parse(h.out);
+  for (const auto& [key, value] : jh.items()) EXPECT_TRUE(jg.contains(key)) << key;
+  EXPECT_EQ(jg["format"], "gguf");
+  EXPECT_EQ(jh["format"], "config.json");
+  EXPECT_EQ(jg["position_encoding"], "rope");
+  EXPECT_EQ(jg["model_type"], "llama");
+  EXPECT_EQ(jg["theta"], 500000.0);
+  EXPECT_EQ(jg["head_dim"], 128);
+  EXPECT_EQ(jg["rotary_dim"], 128);
+  EXPECT_EQ(jg["pairing"], "interleaved");  // llama.cpp NORM on the converter's permuted q/k
+  EXPECT_EQ(jg["freq_factors"].size(), 64u);
+  ASSERT_EQ(jg["inv_freq"].size(), jh["inv_freq"].size());
+  for (std::size_t i = 0; i < jh["inv_freq"].size(); ++i) {
+    const double want = jh["inv_freq"][i].get<double>();
+    const double got = jg["inv_freq"][i].get<double>();
+    EXPECT_LE(std::abs(got - want), 4 * std::ldexp(1.0, -24) * want) << i;
+  }
+  const auto text = RunCli("inspect " + Gguf("e_phi2_partial_rotary.gguf"));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("(phi2) [GGUF]"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("head dim: 80   rotary dim: 32   pairing: half_split"),
+            std::string::npos) << text.out;
+}
+
+TEST(InspectCli, GgufAlibiModelShowsSlopes) {
+  const auto r = RunCli("inspect " + Gguf("f_bloom_alibi.gguf") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["position_encoding"], "alibi");
+  EXPECT_EQ(j["num_heads"], 32);
+  EXPECT_EQ(j["max_bias"], 8.0);
+  ASSERT_EQ(j["slopes"].size(), 32u);
+  EXPECT_EQ(j["slopes"][0].get<double>(), std::exp2(-0.25));
+  EXPECT_EQ(j["slopes"][31].get<double>(), std::exp2(-8.0));
+  const auto text = RunCli("inspect " + Gguf("f_bloom_alibi.gguf"));
+  EXPECT_NE(text.out.find("position encoding: ALiBi, 32 heads, max bias 8"), std::string::npos)
+      << text.out;
+}
+
+TEST(InspectCli, BrokenGgufIsAnIoErrorLine) {
+  for (const char* name : {"g_truncated_in_kv.gguf", "h_nkv_2pow40.gguf"}) {
+    const auto r = RunCli("inspect " + Gguf(name));
+    EXPECT_EQ(r.exit_code, 4) << name;
+    EXPECT_TRUE(r.out.empty());
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+  }
+  const auto t = RunCli("table rope --config " + Gguf("d_llama_linear_x2.gguf") +
+                        " --positions 3 --format csv");
+  EXPECT_EQ(t.exit_code, 0) << t.err;
 }
 
 }  // namespace

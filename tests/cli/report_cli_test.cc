@@ -54,6 +54,17 @@ TEST(ReportCli, ConfigAddsAFigure) {
   EXPECT_TRUE(fs::exists(fs::path(dir) / "data" / "config_0_llama_3_1_8b.csv"));
 }
 
+TEST(ReportCli, GgufConfigsAddFigures) {
+  const std::string dir = TempDir("report_cli_gguf");
+  const std::string gguf = SourcePath("tests/golden/gguf/");
+  const auto r = RunCli("report --quick -o " + dir + " --config " + gguf +
+                        "b_llama31_8b_llama3_rope_freqs.gguf --config " + gguf +
+                        "f_bloom_alibi.gguf");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "data" / "config_0_b_llama31_8b_llama3_rope_freqs.csv"));
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "data" / "config_1_alibi.csv"));
+}
+
 TEST(ReportCli, MissingConfigIsIoError) {
   const auto r = RunCli("report --quick -o " + TempDir("report_cli_missing") +
                         " --config /nonexistent/config.json");

@@ -1,5 +1,5 @@
 # Installs the build tree into a scratch prefix, then configures, builds and
-# runs tests/consumer against it.
+# runs tests/consumer against it (static and, when installed, shared library).
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${POSENC_BUILD_DIR} --prefix ${prefix}
@@ -21,7 +21,13 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(rc)
   message(FATAL_ERROR "building the consumer failed: ${rc}")
 endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "the consumer returned ${rc}")
-endif()
+foreach(exe consumer consumer_shared)
+  if(EXISTS ${WORK_DIR}/build/${exe})
+    execute_process(COMMAND ${WORK_DIR}/build/${exe} RESULT_VARIABLE rc)
+    if(rc)
+      message(FATAL_ERROR "${exe} returned ${rc}")
+    endif()
+  elseif(exe STREQUAL "consumer")
+    message(FATAL_ERROR "the consumer was not built")
+  endif()
+endforeach()

@@ -127,7 +127,12 @@ async function main() {
   fs.rmSync(out, { recursive: true, force: true });
   fs.mkdirSync(out, { recursive: true });
   const reportDir = path.join(out, 'report');
-  run(args.posenc, ['report', '--quick', '-o', reportDir]);
+  // With the repository's last extrapolation run, so its figures are rendered and checked too.
+  const experiment = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..',
+                                  'docs', 'experiments', 'extrapolation');
+  const withExperiment = fs.existsSync(path.join(experiment, 'results.json'))
+    ? ['--experiment', experiment] : [];
+  run(args.posenc, ['report', '--quick', '-o', reportDir, ...withExperiment]);
   const html = path.join(reportDir, 'index.html');
   check(fs.existsSync(html), `${html} written`);
   const plot = path.join(out, 'plot_1024.html');

@@ -244,5 +244,19 @@ TEST(DebertaRelativeTest, ScoresRejectMismatchedShapes) {
                InvalidArgument);  // empty q
 }
 
+// A 65536 x 65536 int64 matrix (32 GiB) is refused before allocating.
+TEST(DebertaLimits, RelativePositionMatrixSizeIsBounded) {
+  const DebertaBucketParams p{256, 512};
+  try {
+    (void)BuildRelativePosition(65536, 65536, p);
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("query_size * key_size: got 65536 * 65536"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(BuildRelativePosition(3, 65536, p).size(), std::size_t{3} * 65536);
+}
+
 }  // namespace
 }  // namespace posenc

@@ -321,6 +321,30 @@ TEST(ModelConfigBadConfigs, OneMalformedConfigPerRule) {
   EXPECT_EQ(std::size(kBadConfigs), 37u);
 }
 
+// Found by reading the loader and by fuzz_model_config: deep nesting
+// crashed the CLI (stack overflow printing the value), 1e400 escaped as
+// nlohmann's out_of_range ("internal error").
+TEST(ModelConfigBadConfigs, NestingAndNumberLimitsAreConfigErrors) {
+  const auto expect_config_error = [](const std::string& text, const std::string& needle) {
+    try {
+      ParseModelConfig(text, "limits.json");
+      FAIL() << "accepted: " << text.substr(0, 80);
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).rfind("limits.json: ", 0), 0u) << e.what();
+    }
+  };
+  expect_config_error(std::string(100000, '[') + std::string(100000, ']'), "deeper than 64 levels");
+  const std::string nested = std::string(65, '[') + std::string(65, ']');
+  expect_config_error("{\"head_dim\": 64, \"x\": " + nested + "}", "deeper than 64 levels");
+  expect_config_error("{\"head_dim\": 64, \"rope_theta\": 1e400}", "does not fit in a double");
+  expect_config_error("{\"head_dim\": 64, \"rope_theta\": -1e400}", "does not fit in a double");
+  // Nesting that real configs use still parses, unknown deep keys included.
+  const ModelConfig ok = ParseModelConfig(
+      "{\"head_dim\": 64, \"x\": " + std::string(20, '[') + std::string(20, ']') + "}", "ok.json");
+  EXPECT_EQ(ok.head_dim, 64);
+}
+
 TEST(ModelConfigBadConfigs, UnreadableOrInvalidJsonIsIoError) {
   EXPECT_THROW(LoadModelConfig("/nonexistent/posenc/config.json"), IoError);
   try {

@@ -317,6 +317,46 @@ TEST(NpyErrors, WrongDtype) {
       IoError);
 }
 
+// Found by fuzz_npy: an empty array whose other sizes are huge is valid
+// .npy (no data byte), but View() formed their product (signed overflow)
+// before noticing the zero.
+TEST(NpyErrors, EmptyArrayWithHugeSizesHasNoView) {
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, "
+                     "4611686018427387904), }";
+  dict.append(118 - dict.size(), ' ');
+  dict.push_back('\n');
+  std::string file = std::string("\x93NUMPY\x01\x00", 8);
+  file.push_back(static_cast<char>(dict.size()));
+  file.push_back('\0');
+  file += dict;
+  std::istringstream in(file, std::ios::binary);
+  const NpyArray a = ReadNpy(in, "empty.npy");
+  EXPECT_EQ(a.NumElements(), 0);
+  EXPECT_TRUE(a.ToFloat32().empty());
+  try {
+    (void)a.View();
+    FAIL() << "an empty array has no view";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("empty array"), std::string::npos) << e.what();
+  }
+}
+
+// A malformed 2.0 header of 1 MiB is quoted in the message only in part.
+TEST(NpyErrors, LongMalformedHeaderIsQuotedShort) {
+  const std::size_t n = std::size_t{1} << 20;
+  std::string file = std::string("\x93NUMPY\x02\x00", 8);
+  for (int b = 0; b < 4; ++b) file.push_back(static_cast<char>((n >> (8 * b)) & 0xff));
+  file += std::string(n - 1, 'x') + "\n";
+  std::istringstream in(file, std::ios::binary);
+  try {
+    ReadNpy(in, "long.npy");
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 500u);
+    EXPECT_NE(std::string(e.what()).find("long.npy: malformed .npy header"), std::string::npos);
+  }
+}
+
 TEST(NpyErrors, WrongRank) {
   const NpyArray a = ReadNpy(Fixture("f16_5.npy"));
   try {

@@ -51,8 +51,25 @@ TEST(Relative, RejectsBadInput) {
     RelativePositionMatrix(0);
     FAIL();
   } catch (const InvalidArgument& e) {
-    EXPECT_EQ(std::string(e.what()), "length: got 0, expected a length in [1, 65536]");
+    EXPECT_EQ(std::string(e.what()),
+              "length: got 0, expected a length in [1, 65536] with length^2 <= 2^28 "
+              "(at most 16384)");
   }
+  // A 65536 x 65536 int64 matrix would need 32 GiB: refused before allocating.
+  try {
+    RelativePositionMatrix(65536);
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("query_len * key_len: got 65536 * 65536, expected at most "
+                                         "2^28 cells"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(ValidateRelativeMatrixParams(
+      RelativeMatrixParams{16384, 16384, 0, RelativeSign::kQueryMinusKey}));
+  EXPECT_THROW(ValidateRelativeMatrixParams(
+                   RelativeMatrixParams{16385, 16384, 0, RelativeSign::kQueryMinusKey}),
+               InvalidArgument);
 }
 
 }  // namespace

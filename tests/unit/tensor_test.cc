@@ -125,6 +125,33 @@ TEST(Positions, Validation) {
   EXPECT_NO_THROW(ValidatePositions(Positions::Offset(kMaxPosition - 1), 1, 2, "pos"));
 }
 
+// Found by fuzz_rope_views / fuzz_flash_views: sizes and strides whose
+// element count or span overflowed int64 reached NumElements / ByteSpan.
+TEST(TensorView, CountAndSpanBeyond2To48AreRefusedWithoutOverflow) {
+  float x = 0;
+  const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+  for (const TensorView& v :
+       {TensorView::Strided(&x, DType::kFloat32, {2, 2}, {1, big / 2}),           // span
+        TensorView::Strided(&x, DType::kFloat32, {2, 2}, {big, big}),             // sum overflows
+        // The count overflows int64:
+        TensorView::Strided(&x, DType::kFloat32, {3037000500, 3037000500}, {0, 0}),
+        TensorView::Strided(&x, DType::kFloat64, {std::int64_t{1} << 25, 1},
+                            {std::int64_t{1} << 23, 1}),
+        TensorView::Strided(&x, DType::kFloat32, {std::int64_t{1} << 31, std::int64_t{1} << 31},
+                            {0, 0})}) {
+    try {
+      ValidateView(v, "x");
+      FAIL() << v.Describe() << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("at most 2^48"), std::string::npos) << e.what();
+    }
+  }
+  // Broadcast inputs below the limit are fine; as outputs they alias.
+  const TensorView wide = TensorView::Strided(&x, DType::kFloat32, {1 << 20, 1 << 20}, {0, 0});
+  EXPECT_NO_THROW(ValidateView(wide, "x"));
+  EXPECT_THROW(ValidateView(wide, "x", -1, /*writable=*/true), InvalidArgument);
+}
+
 TEST(Context, ParallelForRunsEveryTaskOnce) {
   for (int threads : {1, 2, 4}) {
     Context ctx(threads);

@@ -36,12 +36,12 @@ using scalar::RopePairs;
 // sees long streams; 32-token tiles (16 KiB) measured ~20 % slower there.
 constexpr std::int64_t kMaxTokenTile = 256;
 constexpr std::int64_t kMinTokenTile = 32;
-// Below this many rotated elements (all tensors) a call runs on the calling
-// thread: waking the pool costs ~20 us here, the rotation of one decode
-// token of q and k (32 + 32 heads x 128) ~4 us.
 // Software prefetch distance of RotateRows, in bytes of rows ahead (8
 // float32 rows of head_dim 128; 16 rows of 16-bit storage).
 constexpr std::int64_t kPrefetchBytes = 4096;
+// Below this many rotated elements (all tensors) a call runs on the calling
+// thread: waking the pool costs ~20 us here, the rotation of one decode
+// token of q and k (32 + 32 heads x 128) ~4 us.
 constexpr std::int64_t kSerialElements = std::int64_t{1} << 17;
 
 // Calls fn(d, j) for j = 0, step, ... covering [0, n) with the widest float
@@ -306,80 +306,95 @@ HWY_INLINE void FillCacheRows(const RopeApplySpec& spec, std::int64_t pad, std::
   }
 }
 
-template <Store S, RopePairs P, bool kHF>
-void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
-                const Context& ctx) {
-  Tables tables;
-  HfCols hf;
-  const bool from_cache = spec.cache.data != nullptr;
-  if (kHF) {
-    MakeHfColumns(spec, hf);
-  } else if (!from_cache) {
-    MakeApplyColumns(spec, tables);
-  }
-  const TrigCols& cols = tables.cols;
-  const std::int64_t pad =
-      PadCols(spec.pairs == RopePairs::kInterleaved ? 2 * spec.half : spec.half);
-  const std::int64_t batch = spec.batch, seq = spec.seq, half = spec.half;
-  const Positions& pos = spec.positions;
-  const bool shared = pos.ids == nullptr || pos.count == seq;
-  std::int64_t total_heads = 0;
-  for (int i = 0; i < num_tensors; ++i) total_heads += tensors[i].heads;
-  const bool serial = ctx.num_threads() == 1 || batch * seq * total_heads * half * 2 < kSerialElements;
-  const std::int64_t want = serial ? 1 : 4 * static_cast<std::int64_t>(ctx.num_threads());
+// How one apply call is cut into tasks: token tiles (per batch row unless
+// every row shares the positions) times head groups, serial for small calls.
+struct ApplyTasks {
+  bool serial = true, shared = true, token_major = false;
+  std::int64_t tile_len = 1, tiles = 1, token_tasks = 1, groups = 1, total_heads = 0;
+};
+
+ApplyTasks SplitApplyTasks(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
+                           const Context& ctx) {
+  ApplyTasks t;
+  const std::int64_t batch = spec.batch, seq = spec.seq;
+  t.shared = spec.positions.ids == nullptr || spec.positions.count == seq;
+  for (int i = 0; i < num_tensors; ++i) t.total_heads += tensors[i].heads;
+  t.serial = ctx.num_threads() == 1 ||
+             batch * seq * t.total_heads * spec.half * 2 < kSerialElements;
+  const std::int64_t want = t.serial ? 1 : 4 * static_cast<std::int64_t>(ctx.num_threads());
   // The longest tile that still gives `want` token tasks (never below
   // kMinTokenTile: head groups split the work further instead).
-  const std::int64_t rows_per_token_pass = shared ? 1 : batch;
-  std::int64_t tile_len = kMaxTokenTile;
-  while (tile_len > kMinTokenTile &&
-         rows_per_token_pass * ((seq + tile_len - 1) / tile_len) < want) {
-    tile_len /= 2;
+  const std::int64_t rows_per_token_pass = t.shared ? 1 : batch;
+  t.tile_len = kMaxTokenTile;
+  while (t.tile_len > kMinTokenTile &&
+         rows_per_token_pass * ((seq + t.tile_len - 1) / t.tile_len) < want) {
+    t.tile_len /= 2;
   }
-  tile_len = std::min(tile_len, seq);
-  const std::int64_t tiles = (seq + tile_len - 1) / tile_len;
-  const std::int64_t token_tasks = rows_per_token_pass * tiles;
-  std::int64_t groups = 1;
-  if (!serial && token_tasks < want) {
-    groups = std::min(total_heads, (want + token_tasks - 1) / token_tasks);
+  t.tile_len = std::min(t.tile_len, seq);
+  t.tiles = (seq + t.tile_len - 1) / t.tile_len;
+  t.token_tasks = rows_per_token_pass * t.tiles;
+  if (!t.serial && t.token_tasks < want) {
+    t.groups = std::min(t.total_heads, (want + t.token_tasks - 1) / t.token_tasks);
   }
   // Token-major order when heads of one token are closer than tokens (bshd).
-  const bool token_major = tensors[0].in_stride_head < tensors[0].in_stride_seq;
-  constexpr std::int64_t kB = kStoreBytes<S>;
-  const std::int64_t tail_bytes = (spec.head_dim - 2 * half) * kB;
-  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch(static_cast<std::size_t>(ctx.num_threads()));
+  t.token_major = tensors[0].in_stride_head < tensors[0].in_stride_seq;
+  return t;
+}
 
-  // bfloat16 on an AVX3 CPU with AVX512-BF16: the hardware rounding
-  // (rope_bf16_avx512.h, bit-identical) instead of the portable one.
-  bool hw_bf16 = false;
-#if HWY_TARGET == HWY_AVX3
-  hw_bf16 = S == Store::kBF16 && !kHF && RopeBf16HardwareAvailable();
-#endif
-  auto rotate_rows = [&](const float* rc, const float* rs, std::int64_t cs_step, const char* in,
-                         std::int64_t in_step, char* out, std::int64_t out_step, std::int64_t rows) {
-    if (hw_bf16) {
-      RotateRowsBf16Avx512(rc, rs, cs_step, in, in_step, out, out_step, rows, half, tail_bytes,
-                           P == RopePairs::kHalfSplit ? RopeBf16Pairs::kHalfSplit
-                                                      : RopeBf16Pairs::kInterleaved);
-    } else {
-      RotateRows<S, P, kHF>(rc, rs, cs_step, in, in_step, out, out_step, rows, half, tail_bytes);
+// One apply call of storage S, pairing P and numerics kHF: the cos/sin
+// source (tables, HF columns or a cache), the task split, and the two steps
+// of a task — the cos/sin rows of its token tile, then the rotation of its
+// heads' rows of that tile.
+template <Store S, RopePairs P, bool kHF>
+class ApplyRun {
+ public:
+  ApplyRun(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
+           const Context& ctx)
+      : spec_(spec), tensors_(tensors), num_tensors_(num_tensors),
+        from_cache_(spec.cache.data != nullptr),
+        pad_(PadCols(spec.pairs == RopePairs::kInterleaved ? 2 * spec.half : spec.half)),
+        tail_bytes_((spec.head_dim - 2 * spec.half) * kStoreBytes<S>),
+        tasks_(SplitApplyTasks(spec, tensors, num_tensors, ctx)),
+        scratch_(static_cast<std::size_t>(ctx.num_threads())) {
+    if (kHF) {
+      MakeHfColumns(spec, hf_);
+    } else if (!from_cache_) {
+      MakeApplyColumns(spec, tables_);
     }
-  };
-  auto task_fn = [&](std::int64_t task, int worker) {
-    auto& buf = scratch[static_cast<std::size_t>(worker)];
-    if (!buf) buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * tile_len * pad));
+    // bfloat16 on an AVX3 CPU with AVX512-BF16: the hardware rounding
+    // (rope_bf16_avx512.h, bit-identical) instead of the portable one.
+#if HWY_TARGET == HWY_AVX3
+    hw_bf16_ = S == Store::kBF16 && !kHF && RopeBf16HardwareAvailable();
+#endif
+  }
+
+  std::int64_t num_tasks() const { return tasks_.token_tasks * tasks_.groups; }
+  bool serial() const { return tasks_.serial; }
+
+  void RunTask(std::int64_t task, int worker) {
+    auto& buf = scratch_[static_cast<std::size_t>(worker)];
+    if (!buf) buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * tasks_.tile_len * pad_));
     float* c = buf.get();
-    float* s = c + tile_len * pad;
-    const std::int64_t token_task = task / groups, group = task % groups;
-    const std::int64_t tile = shared ? token_task : token_task % tiles;
-    const std::int64_t b_first = shared ? 0 : token_task / tiles;
-    const std::int64_t b_end = shared ? batch : b_first + 1;
-    const std::int64_t s0 = tile * tile_len, s1 = std::min(seq, s0 + tile_len);
-    const std::int64_t n = s1 - s0;
-    auto pos_of = [&](std::int64_t r) { return pos.At(b_first, s0 + r, seq); };
+    float* s = c + tasks_.tile_len * pad_;
+    const std::int64_t token_task = task / tasks_.groups, group = task % tasks_.groups;
+    const std::int64_t tile = tasks_.shared ? token_task : token_task % tasks_.tiles;
+    const std::int64_t b_first = tasks_.shared ? 0 : token_task / tasks_.tiles;
+    const std::int64_t b_end = tasks_.shared ? spec_.batch : b_first + 1;
+    const std::int64_t s0 = tile * tasks_.tile_len;
+    const std::int64_t s1 = std::min(spec_.seq, s0 + tasks_.tile_len);
+    FillTileTrig(b_first, s0, s1 - s0, c, s);
+    RotateTileHeads(group, b_first, b_end, s0, s1, c, s);
+  }
+
+ private:
+  // cos/sin rows [n, pad] of tokens s0 .. s0 + n - 1 (positions of batch row b).
+  void FillTileTrig(std::int64_t b, std::int64_t s0, std::int64_t n, float* c, float* s) const {
+    const Positions& pos = spec_.positions;
+    auto pos_of = [&](std::int64_t r) { return pos.At(b, s0 + r, spec_.seq); };
     if constexpr (kHF) {
-      FillHfRows<S>(hf, n, pos_of, c, s);
-    } else if (from_cache) {
-      FillCacheRows(spec, pad, n, pos_of, c, s);
+      FillHfRows<S>(hf_, n, pos_of, c, s);
+    } else if (from_cache_) {
+      FillCacheRows(spec_, pad_, n, pos_of, c, s);
     } else {
       // Runs of consecutive positions (a whole tile for offsets; the
       // sequences of a packed varlen batch) take the angle-addition path.
@@ -387,49 +402,84 @@ void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_te
         const std::int64_t p0 = pos_of(r0);
         std::int64_t r1 = r0 + 1;
         while (r1 < n && pos_of(r1) == p0 + (r1 - r0)) ++r1;
-        FillTrigRows(cols, r1 - r0, /*consecutive=*/r1 - r0 > 1,
-                     [&](std::int64_t r) { return pos_of(r0 + r); }, c + r0 * pad, s + r0 * pad);
+        FillTrigRows(tables_.cols, r1 - r0, /*consecutive=*/r1 - r0 > 1,
+                     [&](std::int64_t r) { return pos_of(r0 + r); }, c + r0 * pad_,
+                     s + r0 * pad_);
         r0 = r1;
       }
     }
+  }
 
-    const std::int64_t h0 = group * total_heads / groups;
-    const std::int64_t h1 = (group + 1) * total_heads / groups;
-    // Walk tensor by tensor over the global head range [h0, h1).
+  void Rotate(const float* rc, const float* rs, std::int64_t cs_step, const char* in,
+              std::int64_t in_step, char* out, std::int64_t out_step, std::int64_t rows) const {
+    if (hw_bf16_) {
+      RotateRowsBf16Avx512(rc, rs, cs_step, in, in_step, out, out_step, rows, spec_.half,
+                           tail_bytes_,
+                           P == RopePairs::kHalfSplit ? RopeBf16Pairs::kHalfSplit
+                                                      : RopeBf16Pairs::kInterleaved);
+    } else {
+      RotateRows<S, P, kHF>(rc, rs, cs_step, in, in_step, out, out_step, rows, spec_.half,
+                            tail_bytes_);
+    }
+  }
+
+  // Rotates the rows of tokens [s0, s1) of batch rows [b_first, b_end) for
+  // the heads of this task's group (a range over all tensors' heads).
+  void RotateTileHeads(std::int64_t group, std::int64_t b_first, std::int64_t b_end,
+                       std::int64_t s0, std::int64_t s1, const float* c, const float* s) const {
+    constexpr std::int64_t kB = kStoreBytes<S>;
+    const std::int64_t h0 = group * tasks_.total_heads / tasks_.groups;
+    const std::int64_t h1 = (group + 1) * tasks_.total_heads / tasks_.groups;
     std::int64_t first = 0;  // global index of tensor ti's head 0
-    for (int ti = 0; ti < num_tensors; first += tensors[ti].heads, ++ti) {
-      const RopeTensor& t = tensors[ti];
+    for (int ti = 0; ti < num_tensors_; first += tensors_[ti].heads, ++ti) {
+      const RopeTensor& t = tensors_[ti];
       const std::int64_t ha = std::max<std::int64_t>(h0 - first, 0);
       const std::int64_t hb = std::min<std::int64_t>(h1 - first, t.heads);
       if (ha >= hb) continue;
       for (std::int64_t b = b_first; b < b_end; ++b) {
         const char* in_b = static_cast<const char*>(t.in) + b * t.in_stride_batch * kB;
         char* out_b = static_cast<char*>(t.out) + b * t.out_stride_batch * kB;
-        if (token_major) {  // per token: its heads, one cos/sin row
+        if (tasks_.token_major) {  // per token: its heads, one cos/sin row
           for (std::int64_t si = s0; si < s1; ++si) {
             const std::int64_t r = si - s0;
-            rotate_rows(c + r * pad, s + r * pad, 0,
-                                  in_b + (si * t.in_stride_seq + ha * t.in_stride_head) * kB,
-                                  t.in_stride_head * kB,
-                                  out_b + (si * t.out_stride_seq + ha * t.out_stride_head) * kB,
-                                  t.out_stride_head * kB, hb - ha);
+            Rotate(c + r * pad_, s + r * pad_, 0,
+                   in_b + (si * t.in_stride_seq + ha * t.in_stride_head) * kB,
+                   t.in_stride_head * kB,
+                   out_b + (si * t.out_stride_seq + ha * t.out_stride_head) * kB,
+                   t.out_stride_head * kB, hb - ha);
           }
         } else {  // per head: its rows of the tile, contiguous in bhsd
           for (std::int64_t h = ha; h < hb; ++h) {
-            rotate_rows(c, s, pad,
-                                  in_b + (s0 * t.in_stride_seq + h * t.in_stride_head) * kB,
-                                  t.in_stride_seq * kB,
-                                  out_b + (s0 * t.out_stride_seq + h * t.out_stride_head) * kB,
-                                  t.out_stride_seq * kB, n);
+            Rotate(c, s, pad_, in_b + (s0 * t.in_stride_seq + h * t.in_stride_head) * kB,
+                   t.in_stride_seq * kB,
+                   out_b + (s0 * t.out_stride_seq + h * t.out_stride_head) * kB,
+                   t.out_stride_seq * kB, s1 - s0);
           }
         }
       }
     }
-  };
-  if (serial) {
-    for (std::int64_t task = 0; task < token_tasks * groups; ++task) task_fn(task, 0);
+  }
+
+  const RopeApplySpec& spec_;
+  const RopeTensor* tensors_;
+  int num_tensors_;
+  bool from_cache_;
+  std::int64_t pad_, tail_bytes_;
+  ApplyTasks tasks_;
+  Tables tables_;
+  HfCols hf_;
+  bool hw_bf16_ = false;
+  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch_;
+};
+
+template <Store S, RopePairs P, bool kHF>
+void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
+                const Context& ctx) {
+  ApplyRun<S, P, kHF> run(spec, tensors, num_tensors, ctx);
+  if (run.serial()) {
+    for (std::int64_t task = 0; task < run.num_tasks(); ++task) run.RunTask(task, 0);
   } else {
-    ctx.ParallelFor(token_tasks * groups, task_fn);
+    ctx.ParallelFor(run.num_tasks(), [&](std::int64_t task, int worker) { run.RunTask(task, worker); });
   }
 }
 

@@ -13,7 +13,7 @@ namespace posenc::kernels::simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void StreamImpl(StreamKernel kernel, float* a, const float* b, std::int64_t n, float scale,
+void StreamImpl(StreamOp kernel, float* a, const float* b, std::int64_t n, float scale,
                 const Context& ctx) {
   constexpr std::int64_t kTask = 65536;  // floats: 256 KiB
   const std::int64_t tasks = (n + kTask - 1) / kTask;
@@ -24,15 +24,15 @@ void StreamImpl(StreamKernel kernel, float* a, const float* b, std::int64_t n, f
     const auto s = hn::Set(d, scale);
     std::int64_t i = i0;
     switch (kernel) {
-      case StreamKernel::kReadModifyWrite:
+      case StreamOp::kReadModifyWrite:
         for (; i + nl <= i1; i += nl) hn::StoreU(hn::Mul(hn::LoadU(d, a + i), s), d, a + i);
         for (; i < i1; ++i) a[i] *= scale;
         break;
-      case StreamKernel::kCopy:
+      case StreamOp::kCopy:
         for (; i + nl <= i1; i += nl) hn::StoreU(hn::Mul(hn::LoadU(d, b + i), s), d, a + i);
         for (; i < i1; ++i) a[i] = b[i] * scale;
         break;
-      case StreamKernel::kWrite:
+      case StreamOp::kWrite:
         for (; i + nl <= i1; i += nl) hn::StoreU(s, d, a + i);
         for (; i < i1; ++i) a[i] = scale;
         break;
@@ -48,7 +48,7 @@ HWY_AFTER_NAMESPACE();
 namespace posenc::kernels::simd {
 HWY_EXPORT(StreamImpl);
 
-void Stream(StreamKernel kernel, float* a, const float* b, std::int64_t n, float scale,
+void Stream(StreamOp kernel, float* a, const float* b, std::int64_t n, float scale,
             const Context& ctx) {
   HWY_DYNAMIC_DISPATCH(StreamImpl)(kernel, a, b, n, scale, ctx);
 }

@@ -5,14 +5,21 @@
 
 #include <cstdint>
 
-#include "posenc/bandwidth.h"
 #include "posenc/context.h"
 
 namespace posenc::kernels::simd {
 
-// a[i] = a[i] * scale (rmw), a[i] = b[i] * scale (copy), a[i] = scale
-// (write), i < n.
-void Stream(StreamKernel kernel, float* a, const float* b, std::int64_t n, float scale,
+// The loops (the public names and byte counts are posenc/bandwidth.h's
+// StreamKernel, mapped in src/core/bandwidth.cc; kernels include only the
+// plain-data public headers).
+enum class StreamOp : std::uint8_t {
+  kReadModifyWrite,  // a[i] = a[i] * scale
+  kCopy,             // a[i] = b[i] * scale
+  kWrite,            // a[i] = scale
+};
+
+// Runs `op` over i < n.
+void Stream(StreamOp op, float* a, const float* b, std::int64_t n, float scale,
             const Context& ctx);
 
 }  // namespace posenc::kernels::simd

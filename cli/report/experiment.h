@@ -1,0 +1,92 @@
+// The results of `posenc experiment extrapolation` (DIR/results.json, written
+// by python/posenc/experiments/extrapolation/output.py), read for the
+// report's "Train short, test long" section, its comparison table and the
+// tour. The reader checks the schema and reports a malformed file as an
+// IoError naming the file and the key.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace posenc::report {
+
+struct ExperimentEval {
+  std::int64_t length = 0;
+  std::optional<double> bits_per_byte;  // empty when the scheme cannot run at this length
+  std::int64_t tokens = 0;
+  std::string error;  // the message, when it cannot run
+};
+
+struct ExperimentBin {
+  std::int64_t start = 0, end = 0;  // positions [start, end) of the window
+  double bits_per_byte = 0;
+  std::int64_t tokens = 0;
+};
+
+struct ExperimentPoint {
+  std::int64_t step = 0;
+  std::optional<double> train_bits_per_byte;  // empty at step 0
+  double val_bits_per_byte = 0;
+  std::int64_t val_tokens = 0;
+};
+
+struct ExperimentScheme {
+  std::string name, trained_as;
+  std::int64_t params = 0;
+  double train_tokens_per_s = 0;
+  std::vector<ExperimentEval> eval;
+  std::vector<ExperimentBin> loss_by_position;
+  std::int64_t loss_by_position_length = 0;
+  std::vector<ExperimentPoint> curve;  // trained schemes only
+  std::optional<double> val_drop_last_quarter;
+
+  const ExperimentEval* At(std::int64_t length) const;
+  // bits/byte at multiple x L over bits/byte at L (empty if either is missing).
+  std::optional<double> Ratio(std::int64_t multiple, std::int64_t train_length) const;
+};
+
+struct ExperimentSpeed {
+  std::string attention, dtype;
+  double tokens_per_s = 0;
+};
+
+struct ExperimentResults {
+  std::string path;  // the results.json read
+  bool quick = false;
+  std::string corpus, date, cpu, dtype;
+  std::int64_t train_length = 0, steps = 0, batch = 0, seed = 0, threads = 0;
+  std::int64_t eval_tokens = 0, dim = 0, heads = 0, layers = 0;
+  double seconds = 0, load_before = 0, load_after = 0;
+  std::vector<std::int64_t> eval_lengths;
+  struct SplitSize {
+    std::string name;
+    std::int64_t documents = 0, bytes = 0;
+  };
+  std::vector<SplitSize> splits;
+  std::vector<ExperimentScheme> schemes;  // in the file's order
+  std::vector<ExperimentSpeed> speed;
+
+  const ExperimentScheme* Find(const std::string& name) const;
+  // "quick smoke run" or "full run", with the date.
+  std::string Describe() const;
+};
+
+// The comparison table's measured cell for a scheme ("rope", "alibi", ...):
+// "1.234 (2.70 -> 3.33 bits/byte)", the error past L, "not trained: why", or
+// how to produce the results when `results` is null.
+std::string RatioCell(const ExperimentResults* results, const std::string& scheme,
+                      const std::string& not_trained_reason);
+
+// Reads DIR/results.json; throws IoError when it is missing or malformed.
+ExperimentResults LoadExperimentResults(const std::string& dir);
+
+// The newest results.json among `dirs` that exist (by modification time),
+// or empty when none does. Never throws for a missing file.
+std::optional<std::string> NewestExperimentDir(const std::vector<std::string>& dirs);
+
+// Where the repository keeps the last full run (docs/experiments/extrapolation).
+std::string RepositoryExperimentDir();
+
+}  // namespace posenc::report

@@ -1,0 +1,217 @@
+// Report section "Train short, test long": the results of `posenc experiment
+// extrapolation` (experiment.h), read from `posenc report --experiment DIR`.
+//
+// Figures: bits per byte against evaluation length per scheme (log x, the
+// train length L marked), the loss by position inside the longest window,
+// the training curves (validation bits/byte against step), and a table with
+// every number and the tokens it averages. Schemes that cannot run at a
+// length (the learned table past L) appear as their error message, never as
+// a point. Without --experiment the section says how to produce the results.
+#include <fmt/format.h>
+
+#include "charts.h"
+#include "experiment.h"
+#include "properties.h"
+#include "sections.h"
+
+namespace posenc::report {
+namespace {
+
+std::string Bpb(const std::optional<double>& v) {
+  return v ? fmt::format("{:.4f}", *v) : std::string("-");
+}
+
+Chart LengthChart(const ExperimentResults& r, std::vector<std::string>& errors) {
+  Chart c = MakeChart(
+      "experiment_length", "Bits per byte against evaluation length (trained at L)",
+      WithRules(LineSpec({"length", "evaluation length (bytes)", AxisScale::kLog},
+                         {"bits_per_byte", "bits per byte (test)"}, {"scheme", "scheme", true}),
+                "x", {{static_cast<double>(r.train_length), "train length L"}}));
+  for (const auto& s : r.schemes) {
+    for (const auto& e : s.eval) {
+      if (e.bits_per_byte) {
+        c.Add({{"scheme", s.name},
+               {"length", e.length},
+               {"bits_per_byte", *e.bits_per_byte},
+               {"tokens", e.tokens}});
+      } else {
+        errors.push_back(fmt::format("{} at {}: {}", s.name, e.length, e.error));
+      }
+    }
+  }
+  c.caption = fmt::format(
+      "Each point averages the same {} held-out test bytes (Brown test documents never seen in "
+      "training), cut into non-overlapping windows of the evaluation length. Lower is better; a "
+      "scheme that extrapolates gets flat or falling curves past L (more context), one that does "
+      "not rises.{}",
+      Thousands(r.eval_tokens),
+      errors.empty()
+          ? ""
+          : " Not drawn (the scheme cannot run there): " + errors.front() +
+                (errors.size() > 1 ? fmt::format(" (and {} more lengths)", errors.size() - 1)
+                                   : std::string()));
+  return c;
+}
+
+Chart PositionChart(const ExperimentResults& r) {
+  const std::int64_t longest = r.eval_lengths.empty() ? 0 : r.eval_lengths.back();
+  Chart c = MakeChart(
+      "experiment_position", fmt::format("Loss by position inside a window of {} bytes", longest),
+      WithRules(LineSpec({"position", "position in the window (bin start)"},
+                         {"bits_per_byte", "bits per byte (test)"}, {"scheme", "scheme", false}),
+                "x", {{static_cast<double>(r.train_length), "L"}}));
+  std::int64_t tokens = 0;
+  for (const auto& s : r.schemes) {
+    for (const auto& b : s.loss_by_position) {
+      c.Add({{"scheme", s.name},
+             {"position", b.start},
+             {"end", b.end},
+             {"bits_per_byte", b.bits_per_byte},
+             {"tokens", b.tokens},
+             {"window", s.loss_by_position_length}});
+      tokens = std::max(tokens, b.tokens);
+    }
+  }
+  c.caption = fmt::format(
+      "Binned loss at each position of the longest windows ({} bytes; a scheme that cannot run "
+      "there shows its longest length instead). Each bin averages {} bytes. Left of L every "
+      "scheme is in its training range; right of it only the extrapolation remains.",
+      longest, Thousands(tokens));
+  return c;
+}
+
+Chart CurveChart(const ExperimentResults& r) {
+  Chart c =
+      MakeChart("experiment_training", "Training curves: validation bits per byte against step",
+                LineSpec({"step", "optimiser step"},
+                         {"val_bits_per_byte", "bits per byte (validation, at L)"},
+                         {"scheme", "scheme", false}));
+  std::int64_t tokens = 0;
+  for (const auto& s : r.schemes) {
+    for (const auto& p : s.curve) {
+      if (p.step == 0) continue;  // the untrained loss (8 bits) would flatten the plot
+      Json rec = {{"scheme", s.name},
+                  {"step", p.step},
+                  {"val_bits_per_byte", p.val_bits_per_byte},
+                  {"val_tokens", p.val_tokens}};
+      if (p.train_bits_per_byte) rec["train_bits_per_byte"] = *p.train_bits_per_byte;
+      c.Add(rec);
+      tokens = p.val_tokens;
+    }
+  }
+  c.caption = fmt::format(
+      "Validation loss on {} bytes of held-out validation documents at the train length, every "
+      "{} steps; {} windows of {} bytes per step, the same data order for every scheme. How much "
+      "each curve still fell over the last quarter of training: the table's last column.",
+      Thousands(tokens),
+      r.schemes.empty() || r.schemes.front().curve.size() < 2 ? 0 : r.schemes.front().curve[1].step,
+      r.batch, r.train_length);
+  return c;
+}
+
+Table ResultsTable(const ExperimentResults& r) {
+  Table t;
+  t.id = "experiment_table";
+  t.title = "Train short, test long: every number";
+  t.header = {"scheme", "trained as", "parameters", "training tokens/s"};
+  for (std::int64_t n : r.eval_lengths) {
+    t.header.push_back(
+        fmt::format("bits/byte at {} ({}L)", n, n / std::max<std::int64_t>(r.train_length, 1)));
+  }
+  t.header.push_back("4L ÷ L");
+  t.header.push_back("validation drop over the last quarter");
+  for (const auto& s : r.schemes) {
+    std::vector<std::string> row = {s.name, s.trained_as, Thousands(s.params),
+                                    fmt::format("{:.0f}", s.train_tokens_per_s)};
+    std::int64_t first_error = 0;  // the message once, then a pointer to it
+    for (std::int64_t n : r.eval_lengths) {
+      const ExperimentEval* e = s.At(n);
+      if (e == nullptr) {
+        row.push_back("-");
+      } else if (e->bits_per_byte) {
+        row.push_back(fmt::format("{:.4f}", *e->bits_per_byte));
+      } else if (first_error == 0 || e->error != s.At(first_error)->error) {
+        row.push_back("error: " + e->error);
+        first_error = n;
+      } else {
+        row.push_back(fmt::format("error (as at {})", first_error));
+      }
+    }
+    const auto ratio = s.Ratio(4, r.train_length);
+    row.push_back(ratio ? fmt::format("{:.3f}", *ratio) : "-");
+    row.push_back(s.val_drop_last_quarter ? fmt::format("{:.4f}", *s.val_drop_last_quarter) : "-");
+    t.rows.push_back(std::move(row));
+  }
+  t.caption = fmt::format(
+      "Test bits per byte ({} bytes per length); the rope+ rows are the trained rope model "
+      "evaluated with PI (linear), dynamic NTK and YaRN frequencies from posenc's scaling code "
+      "(factor = length / L), no training. training tokens/s: measured during this run ({} "
+      "threads, {}).",
+      Thousands(r.eval_tokens), r.threads, r.cpu);
+  return t;
+}
+
+}  // namespace
+
+Section ExperimentSection(const ReportOptions& options) {
+  Section s;
+  s.id = "experiment";
+  s.title = "Train short, test long";
+  if (!options.experiment) {
+    s.paragraphs = {
+        "What each encoding does past the length it was trained at, measured in small trained "
+        "models on real text (Press et al. 2022, Figure 1; Peng et al. 2023).",
+        "No results in this report. Produce them with `posenc experiment extrapolation -o DIR` "
+        "(about 20 minutes on 2 cores; --quick for a 4-minute smoke run), then `posenc report "
+        "--experiment DIR`."};
+    s.summary.push_back("experiment: no results (posenc report --experiment DIR)");
+    return s;
+  }
+  const ExperimentResults& r = *options.experiment;
+  std::string splits;
+  for (const auto& sp : r.splits) {
+    splits += fmt::format("{}{} {} documents / {} bytes", splits.empty() ? "" : ", ", sp.name,
+                          sp.documents, Thousands(sp.bytes));
+  }
+  s.paragraphs = {
+      fmt::format("Results of `posenc experiment extrapolation`: {}.", r.Describe()),
+      fmt::format(
+          "One byte-level decoder-only transformer per scheme (d = {}, {} heads, {} layers, "
+          "pre-LayerNorm, GELU MLP, tied embeddings), identical except for its positional part, "
+          "trained for {} steps of {} windows of L = {} bytes ({}, seed {}) with posenc's fused "
+          "attention forward and backward, then evaluated on held-out text at L and beyond. "
+          "Corpus: {} ({}). Run time {:.0f} s on {} threads ({}; load average {:.1f} before, "
+          "{:.1f} after).",
+          r.dim, r.heads, r.layers, r.steps, r.batch, r.train_length, r.dtype, r.seed, r.corpus,
+          splits, r.seconds, r.threads, r.cpu, r.load_before, r.load_after)};
+  if (r.quick) {
+    s.paragraphs.push_back(
+        "This is a QUICK smoke run (--quick): the models are barely trained and the test sample "
+        "is small. Its numbers show that the pipeline works, not what the schemes do; run "
+        "without --quick for the measurement.");
+  }
+  if (!r.speed.empty()) {
+    std::string speed;
+    for (const auto& sp : r.speed) {
+      speed += fmt::format("{}{} attention, {}: {:.0f}", speed.empty() ? "" : "; ", sp.attention,
+                           sp.dtype, sp.tokens_per_s);
+    }
+    s.paragraphs.push_back(
+        "Training speed of the alibi model end to end (tokens/s, same run): " + speed + ".");
+  }
+  std::vector<std::string> errors;
+  s.blocks.emplace_back(LengthChart(r, errors));
+  s.blocks.emplace_back(PositionChart(r));
+  s.blocks.emplace_back(CurveChart(r));
+  s.blocks.emplace_back(ResultsTable(r));
+  for (const auto& sc : r.schemes) {
+    const auto ratio = sc.Ratio(4, r.train_length);
+    s.summary.push_back(fmt::format(
+        "experiment{}: {} bits/byte at L {}, 4L/L {}", r.quick ? " (quick)" : "", sc.name,
+        Bpb(sc.At(r.train_length) ? sc.At(r.train_length)->bits_per_byte : std::nullopt),
+        ratio ? fmt::format("{:.3f}", *ratio) : "-"));
+  }
+  return s;
+}
+
+}  // namespace posenc::report

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Runs every command shown in the repository's Markdown shell blocks
+(```sh / ```bash / ```shell) from the repository root, on the built release
+tree, so that the READMEs and docs cannot drift from the code: each command
+must exit 0 within its timeout. Registered as the ctest `doc_commands`
+(tests/CMakeLists.txt) for the build tree build/release, which the commands
+name.
+
+A command is one line of a block (a trailing backslash continues it; blank
+lines and comment lines are not commands). SKIP below lists the only
+commands not run, each with its reason (printed): the set-up, build and test
+commands themselves, commands that take minutes (benchmarks), and ones that
+install into the machine's environment; the ctest `python_wheel` and the
+install tests run the packaging commands in scratch directories instead.
+
+usage: run_doc_commands.py ROOT [--list]
+"""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+# (regex matched against the command, reason). Keep it short and explicit.
+SKIP = [
+    (r"^bash scripts/run\.sh$", "the main job itself: set-up, build and report (minutes)"),
+    (r"^bash scripts/test\.sh$", "the test command itself (this check is part of it)"),
+    (r"posenc bench ", "a benchmark: minutes; publishable figures are taken on an idle machine"),
+    (r"posenc experiment extrapolation",
+     "the experiment: up to 20 minutes (--quick: 4); the suite runs a tiny configuration "
+     "(ctest ExperimentCli, pytest test_extrapolation)"),
+    (r"^cmake --preset release && cmake --build",
+     "the build command: the tree is built before tests run"),
+    (r"-m pytest -q python/tests$", "the Python test suite itself (run by scripts/test.sh)"),
+    (r"^pip install \. --no-build-isolation$",
+     "installs into the current environment; ctest python_wheel runs it in a scratch venv"),
+    (r"-m build --wheel --no-isolation$",
+     "writes dist/ into the source tree; ctest python_wheel runs it"),
+]
+TIMEOUT_S = 120
+SKIP_DIRS = {"build", "node_modules", ".git", "report", "dist"}
+
+
+def markdown_files(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            if name.endswith(".md"):
+                yield pathlib.Path(dirpath) / name
+
+
+def commands(path):
+    """(line number, command) of every shell block line in `path`."""
+    out, block, pending, start = [], False, "", 0
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        stripped = line.strip()
+        if not block:
+            block = re.fullmatch(r"```(sh|bash|shell)", stripped) is not None
+            continue
+        if stripped.startswith("```"):
+            block = False
+            continue
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if not pending:
+            start = number
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        out.append((start, pending + stripped))
+        pending = ""
+    return out
+
+
+def strip_comment(command):
+    """The command without a trailing `# ...` comment outside quotes."""
+    quote = None
+    for i, ch in enumerate(command):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or command[i - 1].isspace()):
+            return command[:i].rstrip()
+    return command
+
+
+def main():
+    root = pathlib.Path(sys.argv[1]).resolve()
+    listing = "--list" in sys.argv
+    passed = failed = skipped = 0
+    for path in markdown_files(root):
+        rel = path.relative_to(root)
+        for number, raw in commands(path):
+            command = strip_comment(raw)
+            where = f"{rel}:{number}"
+            reason = next((r for pattern, r in SKIP if re.search(pattern, command)), None)
+            if reason:
+                skipped += 1
+                print(f"SKIP {where}: {command}\n     ({reason})")
+                continue
+            if listing:
+                print(f"RUN  {where}: {command}")
+                continue
+            t0 = time.monotonic()
+            try:
+                proc = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=root,
+                                      capture_output=True, text=True, timeout=TIMEOUT_S)
+                rc, err = proc.returncode, proc.stderr
+            except subprocess.TimeoutExpired:
+                rc, err = 124, f"timed out after {TIMEOUT_S} s"
+            dt = time.monotonic() - t0
+            if rc == 0:
+                passed += 1
+                print(f"PASS {where} ({dt:.1f} s): {command}")
+            else:
+                failed += 1
+                print(f"FAIL {where} (exit {rc}, {dt:.1f} s): {command}\n{err[-2000:]}")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
