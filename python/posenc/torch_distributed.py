@@ -438,10 +438,11 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme:
     rank, world = _rank_world(group)
     _check_backend(group)
     names = _trainable(scheme, scheme_args)
+    pctx = _pt._torch_ctx() if ctx is None else ctx
     error = None
     try:
         _check_local(q, k, v, scheme, mask, layout, sharding, world, sliding_window, scale,
-                     scheme_args, rank)
+                     scheme_args, rank, pctx)
     except (ValueError, TypeError) as e:
         error = str(e)
     meta = None if error else _metadata(q, k, v, scheme, mask, layout, sharding, sliding_window,
@@ -454,7 +455,6 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme:
     tensors = [scheme_args.pop(n) for n in names]
     kw = dict(scheme=scheme, layout=layout, mask=mask, sliding_window=sliding_window,
               scale=scale, **scheme_args)
-    pctx = _pt._torch_ctx() if ctx is None else ctx
     return _RingAttention.apply(ring, kw, names, pctx, q, k, v, *tensors)
 
 
@@ -469,7 +469,7 @@ def _trainable(scheme: Any, scheme_args: Dict[str, Any]) -> Tuple[str, ...]:
 
 def _check_local(q: Any, k: Any, v: Any, scheme: Any, mask: Any, layout: Any, sharding: Any,
                  world: int, window: Any, scale: Any, scheme_args: Dict[str, Any],
-                 rank: int) -> None:
+                 rank: int, pctx: Any) -> None:
     """This rank's arguments: raises ValueError naming the argument."""
     _check_choice("mask", mask, MASKS)
     _check_choice("layout", layout, LAYOUTS)
@@ -506,7 +506,7 @@ def _check_local(q: Any, k: Any, v: Any, scheme: Any, mask: Any, layout: Any, sh
     one = [x.narrow(sdim, 0, 1) for x in (q, k, v)]
     _pe.flash_attention(*one, scheme=scheme, layout=layout, mask=mask,
                         sliding_window=window, scale=scale, query_positions=pos,
-                        key_positions=pos, ctx=_pt._torch_ctx(),
+                        key_positions=pos, ctx=pctx,
                         **{a: (t.detach() if torch.is_tensor(t) else t)
                            for a, t in scheme_args.items()})
 
