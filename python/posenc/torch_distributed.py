@@ -282,7 +282,7 @@ def _merge(acc: torch.Tensor, acc_lse: torch.Tensor, out: torch.Tensor, lse: tor
     if layout == "bshd":
         w_old, w_new = w_old.transpose(1, 2), w_new.transpose(1, 2)
     w_old, w_new = w_old.unsqueeze(-1).to(acc.dtype), w_new.unsqueeze(-1).to(acc.dtype)
-    acc.mul_(w_old).addcmul_(out if out.dtype == acc.dtype else out.to(acc.dtype), w_new)
+    acc.mul_(w_old).addcmul_(out, w_new)
     acc_lse.copy_(new)
 
 
@@ -307,11 +307,13 @@ def _ring_forward(ring: _Ring, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
             else:
                 qs, ks = sel
                 first = step == 0 and qs == (0, sq)  # the own block: straight into acc
+                # Partial outputs in acc's dtype: 16-bit inputs are rounded once, at the end.
                 out, lse = _pe.flash_attention(
                     _rows(q, sdim, qs), _rows(cur[0], sdim, ks), _rows(cur[1], sdim, ks),
                     query_positions=_rows(ring.positions(ring.rank), 0, qs),
                     key_positions=_rows(ring.positions(src), 0, ks), return_lse=True,
-                    out=acc if first else None, ctx=ctx, **kw)
+                    out=acc if first else torch.empty_like(_rows(acc, sdim, qs)), ctx=ctx,
+                    **kw)
                 if first:
                     acc_lse = lse
                 else:
