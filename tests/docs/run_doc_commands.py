@@ -18,6 +18,7 @@ usage: run_doc_commands.py ROOT [--list]
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -95,6 +96,21 @@ def strip_comment(command):
     return command
 
 
+def run(command, root):
+    """(exit code, stderr) of one command in its own process group; on the
+    timeout the whole group is killed, so no child outlives the check."""
+    proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", command], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=TIMEOUT_S)
+        return proc.returncode, err
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return 124, f"timed out after {TIMEOUT_S} s (process group killed)"
+
+
 def main():
     root = pathlib.Path(sys.argv[1]).resolve()
     listing = "--list" in sys.argv
@@ -113,12 +129,7 @@ def main():
                 print(f"RUN  {where}: {command}")
                 continue
             t0 = time.monotonic()
-            try:
-                proc = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=root,
-                                      capture_output=True, text=True, timeout=TIMEOUT_S)
-                rc, err = proc.returncode, proc.stderr
-            except subprocess.TimeoutExpired:
-                rc, err = 124, f"timed out after {TIMEOUT_S} s"
+            rc, err = run(command, root)
             dt = time.monotonic() - t0
             if rc == 0:
                 passed += 1
