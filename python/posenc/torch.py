@@ -27,6 +27,7 @@ torch.set_num_threads; pass ctx= to apply_rope / attention to choose.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -487,3 +488,13 @@ class FIRE(nn.Module):
 
     def extra_repr(self) -> str:
         return f"num_heads={self.num_heads}, hidden={self.hidden}, eps={self.eps}"
+
+
+# --------------------------------------------------------------------------- distributed
+
+# posenc.torch.distributed (context parallelism, ring attention) lives in the module file
+# posenc/torch_distributed.py, so that this file stays a plain module; registering it under
+# the dotted name makes both `posenc.torch.distributed` and `import posenc.torch.distributed`
+# work. Imported last: it imports this module.
+from . import torch_distributed as distributed  # noqa: E402
+sys.modules[__name__ + ".distributed"] = distributed
