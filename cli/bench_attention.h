@@ -17,15 +17,15 @@ namespace posenc::cli {
 
 struct AttentionBenchOptions {
   int threads = 1;
-  int reps = 10;    // timed calls per case are min(reps, 5): an S = 16384 call takes seconds
-  int warmup = 3;   // untimed calls per case are min(warmup, 1)
+  int reps = 10;   // timed calls per case are min(reps, 5): an S = 16384 call takes seconds
+  int warmup = 3;  // untimed calls per case are min(warmup, 1)
   std::int64_t max_seq = 16384;
   bool torch = true;
   std::string python;
-  std::string script;    // bench/torch_attention.py
-  std::string jemalloc;  // preloaded into the torch process when it exists
-  bool backward = false;  // add "attention_backward" entries
-  bool decode = false;    // add "attention_decode" entries
+  std::string script;          // bench/torch_attention.py
+  std::string jemalloc;        // preloaded into the torch process when it exists
+  bool backward = false;       // add "attention_backward" entries
+  bool decode = false;         // add "attention_decode" entries
   std::int64_t llc_bytes = 0;  // last-level cache (decode: which caches are DRAM-sized)
 };
 

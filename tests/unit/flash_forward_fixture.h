@@ -40,7 +40,8 @@ inline std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
                       vd = Canonical(f.v.view, c.layout);
   std::vector<float> q(qd.begin(), qd.end()), k(kd.begin(), kd.end()), v(vd.begin(), vd.end());
   if (c.kind == Kind::kRope) {
-    ApplyRope(f.params.scheme.rope, TensorView::Contiguous(q.data(), DType::kFloat32, {c.B, c.H, c.Sq, c.D}),
+    ApplyRope(f.params.scheme.rope,
+              TensorView::Contiguous(q.data(), DType::kFloat32, {c.B, c.H, c.Sq, c.D}),
               AttentionLayout::kBHSD, f.QPos());
     if (!k_rotated) {
       ApplyRope(f.params.scheme.rope,
@@ -64,12 +65,16 @@ inline std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
           bool vis = c.mask == AttentionMask::kCausal ? r <= p : true;
           if (c.window) vis = vis && std::llabs(p - r) < *c.window;
           float& s = row[static_cast<std::size_t>(j)];
-          if (!vis) { s = -INFINITY; continue; }
+          if (!vis) {
+            s = -INFINITY;
+            continue;
+          }
           const float* kj = &k[static_cast<std::size_t>(((b * c.Hkv + hk) * c.Sk + j) * c.D)];
           s = 0.0f;
           for (std::int64_t x = 0; x < c.D; ++x) s += qi[x] * kj[x];
           if (c.kind == Kind::kShaw) {
-            const float* a = &f.tables.a_key[static_cast<std::size_t>(ShawIndex(c.shaw_clip, p, r) * c.D)];
+            const float* a =
+                &f.tables.a_key[static_cast<std::size_t>(ShawIndex(c.shaw_clip, p, r) * c.D)];
             for (std::int64_t x = 0; x < c.D; ++x) s += qi[x] * a[x];
           }
           s *= scale;
@@ -90,12 +95,15 @@ inline std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
           sum += e;
           const float* vj = &v[static_cast<std::size_t>(((b * c.Hkv + hk) * c.Sk + j) * c.Dv)];
           const float* av = c.kind == Kind::kShaw
-                                ? &f.tables.a_value[static_cast<std::size_t>(ShawIndex(c.shaw_clip, p, kpos.At(b, j, c.Sk)) * c.Dv)]
+                                ? &f.tables.a_value[static_cast<std::size_t>(
+                                      ShawIndex(c.shaw_clip, p, kpos.At(b, j, c.Sk)) * c.Dv)]
                                 : nullptr;
-          for (std::int64_t x = 0; x < c.Dv; ++x) acc[static_cast<std::size_t>(x)] += e * (vj[x] + (av ? av[x] : 0.0f));
+          for (std::int64_t x = 0; x < c.Dv; ++x)
+            acc[static_cast<std::size_t>(x)] += e * (vj[x] + (av ? av[x] : 0.0f));
         }
         for (std::int64_t x = 0; x < c.Dv; ++x) {
-          out[static_cast<std::size_t>(((b * c.H + h) * c.Sq + i) * c.Dv + x)] = acc[static_cast<std::size_t>(x)] / sum;
+          out[static_cast<std::size_t>(((b * c.H + h) * c.Sq + i) * c.Dv + x)] =
+              acc[static_cast<std::size_t>(x)] / sum;
         }
       }
     }
@@ -134,7 +142,8 @@ inline std::vector<double> CheckCase(const Case& c) {
   const std::vector<double> naive = NaiveFloat32(f, k_rotated);
   double rounding = 0.0;
   for (double x : oracle) {
-    rounding = std::max(rounding, std::abs(static_cast<double>(static_cast<float>(x + 0.3) - 0.3f) - x));
+    rounding =
+        std::max(rounding, std::abs(static_cast<double>(static_cast<float>(x + 0.3) - 0.3f) - x));
   }
   // Floor: twice the float32 rounding of the oracle's values; 1e-4: an
   // absolute sanity bound for O(1) values.
