@@ -46,15 +46,22 @@ struct BenchOptions {
   std::string python = "/usr/bin/python3";
   std::string script = DefaultBenchScript();
   std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+  bool backward = false;  // attention: add the forward + backward cases
+  bool decode = false;    // attention: add the decode cases
+  std::int64_t llc_bytes = 0;  // last-level cache size (posenc/bandwidth.h LastLevelCache)
 };
 
 // One row of the report: a kernel, dtype and shape timed against a ceiling
 // ("rmw", "copy" or "write") measured over the same bytes in the same run.
+// cache_resident (in the JSON): the bytes it touches are < 4x the
+// last-level cache, so repeated calls can be served partly from cache.
 struct Result {
   std::string kernel, dtype, ceiling;
   std::vector<std::int64_t> shape;
   bool inplace = true;
   double ms = 0, bytes = 0, ceiling_ms = 0;
+  double footprint = 0;  // distinct bytes touched (cache_resident: footprint < 4x the LLC)
+  bool skip_torch = false;  // DRAM-sized cases: no torch baseline (its temporaries need GiBs)
   std::optional<double> torch_ms;  // empty: no baseline (--no-torch, or torch lacks the op)
   std::string torch_variant;
   nlohmann::json TorchCase(int id) const {

@@ -11,6 +11,14 @@
 //  - fraction_of_bandwidth: GB/s over the matching ceiling measured in the
 //    same run: read-modify-write (RoPE in place), copy (out of place), write
 //    (tables).
+//  - Honest ceilings: the last-level cache size (LastLevelCache: sysfs, else
+//    sysconf) is printed and put under "machine"; every entry says
+//    cache_resident (the bytes it touches are < 4x the LLC); the RoPE
+//    headline case is DRAM-sized: besides S = 4096 and 16384, the smallest
+//    power-of-two S whose q + k bytes are >= 4x the LLC (no torch baseline
+//    there: its temporaries would need several times the buffers).
+//  - Compute ceilings (posenc/bandwidth.h RunComputeKernel, same threads)
+//    are measured in every run and listed under "machine".
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,14 +52,22 @@ namespace {
 
 void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& out) {
   const std::int64_t heads = 32, hd = 128;
-  std::vector<std::int64_t> seqs;
-  for (const std::int64_t s : {1, 4096, 16384}) {
-    if (s <= o.max_seq) seqs.push_back(s);
-  }
-  if (o.max_seq > 1 && o.max_seq < 4096) seqs.push_back(o.max_seq);  // --max-seq smoke runs
   RopeParams params;
   params.head_dim = hd;
   for (const DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    std::vector<std::int64_t> seqs;
+    for (const std::int64_t s : {1, 4096, 16384}) {
+      if (s <= o.max_seq) seqs.push_back(s);
+    }
+    if (o.max_seq > 1 && o.max_seq < 4096) seqs.push_back(o.max_seq);  // --max-seq smoke runs
+    // The DRAM-sized headline case: q + k >= 4x the LLC (full runs only).
+    const std::int64_t qk_bytes_per_token =
+        2 * heads * hd * static_cast<std::int64_t>(DTypeSize(dtype));
+    std::int64_t dram = 16384;
+    while (o.max_seq >= 16384 && dram * qk_bytes_per_token < 4 * o.llc_bytes && dram < (1 << 20)) {
+      dram *= 2;
+    }
+    if (dram > 16384) seqs.push_back(dram);
     for (const std::int64_t seq : seqs) {
       const std::int64_t elems = heads * seq * hd;
       const std::int64_t tensor_bytes = elems * static_cast<std::int64_t>(DTypeSize(dtype));
@@ -72,6 +88,8 @@ void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
         r.shape = {1, heads, seq, hd};
         r.inplace = inplace;
         r.bytes = 2.0 * 2.0 * static_cast<double>(tensor_bytes);
+        r.footprint = (inplace ? 2.0 : 4.0) * static_cast<double>(tensor_bytes);
+        r.skip_torch = seq > 16384;
         // Alternate forward/inverse so values stay bounded over many calls.
         bool fwd = true;
         if (inplace) {
@@ -110,6 +128,7 @@ void BenchTables(const BenchOptions& o, const Context& ctx, std::vector<Result>&
       r.dtype = std::string(DTypeName(dtype));
       r.shape = {rows, dim};
       r.bytes = static_cast<double>(bytes);
+      r.footprint = r.bytes;
       const SinusoidalParams params{dim, 10000.0, SinusoidalLayout::kInterleaved};
       const TensorView t = TensorView::Contiguous(base, dtype, {rows, dim});
       r.ms = MedianMs([&] { SinusoidalTable(params, 0, rows, t, ctx); }, o.reps, o.warmup);
@@ -124,6 +143,7 @@ void BenchTables(const BenchOptions& o, const Context& ctx, std::vector<Result>&
       r.dtype = std::string(DTypeName(dtype));
       r.shape = {rows, dim};
       r.bytes = 2.0 * static_cast<double>(bytes);
+      r.footprint = r.bytes;
       RopeParams params;
       params.head_dim = dim;
       const TensorView c = TensorView::Contiguous(base, dtype, {rows, dim});
@@ -143,6 +163,7 @@ nlohmann::json RunTorch(const BenchOptions& o, int threads, std::vector<Result>&
   spec["cases"] = nlohmann::json::array();
   std::map<std::string, int> ids;  // one torch case per (kernel, dtype, shape)
   for (const Result& r : results) {
+    if (r.skip_torch) continue;
     const std::string key = r.TorchCase(0).dump();
     if (!ids.count(key)) {
       const int id = static_cast<int>(ids.size());
@@ -188,6 +209,10 @@ nlohmann::json RunTorch(const BenchOptions& o, int threads, std::vector<Result>&
                                     r.at("variant").get<std::string>()};
   }
   for (Result& r : results) {
+    if (r.skip_torch) {
+      r.torch_variant = "skipped: DRAM-sized case";
+      continue;
+    }
     const auto& [ms, variant] = by_id.at(ids.at(r.TorchCase(0).dump()));
     r.torch_ms = ms;
     r.torch_variant = variant;
@@ -205,12 +230,26 @@ std::string CpuModel() {
   return "unknown";
 }
 
-void Run(const BenchOptions& o) {
+void Run(BenchOptions o) {
   Require(o.threads >= 0 && o.threads <= 1024, "--threads", o.threads, "0 (all hardware threads) to 1024");
   Require(o.reps >= 1 && o.reps <= 10000, "--reps", o.reps, "1 to 10000");
   Require(o.warmup >= 0 && o.warmup <= 1000, "--warmup", o.warmup, "0 to 1000");
   Require(o.max_seq >= 1 && o.max_seq <= 16384, "--max-seq", o.max_seq, "1 to 16384");
+  Require(o.what == "attention" || (!o.backward && !o.decode),
+          o.backward ? "--backward" : "--decode", o.what, "only with `posenc bench attention`");
   const int threads = o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
+  const CacheInfo llc = LastLevelCache();
+  o.llc_bytes = llc.bytes;
+  nlohmann::json machine = {{"cpu", CpuModel()},
+                            {"hardware_threads", std::thread::hardware_concurrency()},
+                            {"simd_target", std::string(SimdTargetName())},
+                            {"posenc", "0.1.0"},
+                            {"llc_bytes", llc.bytes},
+                            {"llc_level", llc.level},
+                            {"llc_source", llc.source}};
+  // Compute ceilings first, with a pool that is gone before `attention`
+  // forks its measuring children.
+  const ComputeCeilings ceilings = MeasureComputeCeilings(threads, o.reps, machine);
   // `attention` forks its measuring children (cli/cmd_bench_attention.cc):
   // the parent must not hold pool threads at fork time (a thread inside
   // the allocator would leave its lock held in the child), so it gets none.
@@ -219,10 +258,6 @@ void Run(const BenchOptions& o) {
   if (o.what == "rope" || o.what == "all") BenchRope(o, ctx, results);
   if (o.what == "tables" || o.what == "all") BenchTables(o, ctx, results);
   if (o.what == "bias" || o.what == "all") BenchBias(o, ctx, results);
-  nlohmann::json machine = {{"cpu", CpuModel()},
-                            {"hardware_threads", std::thread::hardware_concurrency()},
-                            {"simd_target", std::string(SimdTargetName())},
-                            {"posenc", "0.1.0"}};
   if (o.torch && !results.empty()) machine.update(RunTorch(o, threads, results));
   // `attention` (cli/cmd_bench_attention.cc; its torch script is
   // torch_attention.py next to --torch-script) is not part of `all`: its
@@ -230,9 +265,12 @@ void Run(const BenchOptions& o) {
   std::vector<nlohmann::json> attention;
   if (o.what == "attention") {
     const std::string dir = o.script.substr(0, o.script.find_last_of('/') + 1);
-    attention = RunAttentionBench({threads, o.reps, o.warmup, o.max_seq, o.torch, o.python,
-                                   dir + "torch_attention.py", o.jemalloc},
-                                  machine);
+    AttentionBenchOptions ao{threads, o.reps, o.warmup, o.max_seq, o.torch, o.python,
+                             dir + "torch_attention.py", o.jemalloc};
+    ao.backward = o.backward;
+    ao.decode = o.decode;
+    ao.llc_bytes = o.llc_bytes;
+    attention = RunAttentionBench(ao, ceilings, machine);
   }
   if (o.json) {
     nlohmann::json j = {{"machine", machine}, {"results", nlohmann::json::array()}};
@@ -242,6 +280,8 @@ void Run(const BenchOptions& o) {
                               {"threads", threads}, {"inplace", r.inplace}, {"ms", r.ms},
                               {"bytes", r.bytes}, {"gbps", gbps}, {"bandwidth_kernel", r.ceiling},
                               {"bandwidth_gbps", bw}, {"fraction_of_bandwidth", gbps / bw},
+                              {"cache_resident",
+                               r.footprint < 4.0 * static_cast<double>(o.llc_bytes)},
                               {"torch_ms", r.torch_ms ? nlohmann::json(*r.torch_ms) : nlohmann::json()},
                               {"torch_variant", r.torch_variant},
                               {"speedup_vs_torch", r.torch_ms ? nlohmann::json(*r.torch_ms / r.ms) : nlohmann::json()}});
@@ -252,19 +292,28 @@ void Run(const BenchOptions& o) {
   }
   std::cout << fmt::format("posenc bench: {} ({} threads, SIMD target {})\n", CpuModel(), threads,
                            SimdTargetName());
+  std::cout << fmt::format("last-level cache: L{} {:.1f} MiB ({}); DRAM-sized = >= 4x that\n",
+                           llc.level, static_cast<double>(llc.bytes) / (1 << 20), llc.source);
+  for (const auto& c : machine["compute_ceilings"]) {
+    std::cout << fmt::format("compute ceiling {}: {:.1f} GFLOP/s ({} threads)\n",
+                             c["kernel"].get<std::string>(), c["gflops"].get<double>(), threads);
+  }
   if (!attention.empty()) PrintAttentionTable(attention, std::cout);
   if (results.empty()) return;
-  std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8}\n", "kernel",
+  std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8} "
+                           "{:>7}\n", "kernel",
                            "dtype", "shape", "inplace", "ms", "GB/s", "ceiling GB/s", "frac", "torch ms",
-                           "speedup");
+                           "speedup", "in LLC");
   for (const Result& r : results) {
     std::string shape;
     for (std::size_t i = 0; i < r.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(r.shape[i]);
     const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
-    std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9.4f} {:>8.1f} {:>8.1f} {:<4} {:>6.2f} {:>10} {:>8}\n",
+    std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9.4f} {:>8.1f} {:>8.1f} {:<4} {:>6.2f} "
+                             "{:>10} {:>8} {:>7}\n",
                              r.kernel, r.dtype, shape, r.inplace ? "yes" : "no", r.ms, gbps, bw, r.ceiling,
                              gbps / bw, r.torch_ms ? fmt::format("{:.3f}", *r.torch_ms) : "-",
-                             r.torch_ms ? fmt::format("{:.1f}x", *r.torch_ms / r.ms) : "-");
+                             r.torch_ms ? fmt::format("{:.1f}x", *r.torch_ms / r.ms) : "-",
+                             r.footprint < 4.0 * static_cast<double>(o.llc_bytes) ? "yes" : "no");
   }
 }
 
@@ -285,6 +334,10 @@ void RegisterBenchCommand(CLI::App& app) {
   cmd->add_option("--max-seq", opts->max_seq,
                   "Longest sequence / table rows to run (default 16384; small values for smoke tests)");
   cmd->add_flag("!--no-torch", opts->torch, "Skip the PyTorch/numpy baseline");
+  cmd->add_flag("--backward", opts->backward,
+                "attention: also time forward + backward against torch eager autograd");
+  cmd->add_flag("--decode", opts->decode,
+                "attention: also time decode against KV caches (torch eager, read bandwidth)");
   cmd->add_option("--python", opts->python, "Python with torch and numpy (default /usr/bin/python3)");
   cmd->add_option("--torch-script", opts->script, "Path of bench/torch_baseline.py");
   cmd->callback([opts] { Run(*opts); });

@@ -21,6 +21,13 @@
 //    delta. Skipped (null) when its [H, S, S] buffers would exceed 16 GiB
 //    (~12 bytes per score: bf16 bias, bf16 scores, float32 softmax, bf16
 //    probabilities), i.e. at S = 16384.
+//  - Compute: "gflops" counts the unmasked work only (2 (D + Dv) flops per
+//    visible (query, key) pair and head: S (S + 1) / 2 pairs under the
+//    causal mask); "fraction_of_compute" divides it by the compute ceiling
+//    of the inputs' dtype measured in the same run with the same threads
+//    (MeasureComputeCeilings: float32 FMA for float32 inputs; for bfloat16
+//    inputs the best 16-bit ceiling of the CPU, AMX, else AVX512_BF16 dot
+//    products, else float32 FMA), named in "compute_kernel".
 #include "bench_attention.h"
 
 #include <sys/resource.h>
@@ -39,11 +46,20 @@
 
 #include <fmt/format.h>
 
+#include "bench_attention_util.h"
+#include "posenc/bandwidth.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
 
 namespace posenc::cli {
 namespace {
+
+using bench_attention::CausalPairs;
+using bench_attention::CeilingFor;
+using bench_attention::Filled;
+using bench_attention::Median;
+using bench_attention::MaxRssKiB;
+using bench_attention::OrNull;
 
 constexpr std::int64_t kHeads = 8, kHeadDim = 64;
 constexpr double kTorchLimitBytes = 16.0 * (1u << 30);
@@ -55,56 +71,22 @@ struct ChildReply {
   char error[240] = {};
 };
 
-long MaxRssKiB() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;
-}
-
-double Median(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-}
-
-// Values in [-1, 1] from xorshift32, stored as `dtype` (every page touched).
-void Fill(std::vector<float>& f32, std::vector<std::uint16_t>& b16, DType dtype, std::size_t n,
-          std::uint32_t seed) {
-  std::uint32_t state = seed * 2654435761u + 1u;
-  if (dtype == DType::kFloat32) f32.resize(n);
-  else b16.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    state ^= state << 13;
-    state ^= state >> 17;
-    state ^= state << 5;
-    const float x = static_cast<float>(state) * 0x1p-31f - 1.0f;
-    if (dtype == DType::kFloat32) f32[i] = x;
-    else b16[i] = FloatToBF16(x).bits;
-  }
-}
-
 // Runs in the forked child.
 ChildReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType dtype,
                           const AttentionBenchOptions& o) {
   ChildReply r;
   const auto n = static_cast<std::size_t>(seq * kHeads * kHeadDim);
-  std::vector<float> qf, kf, vf, of;
-  std::vector<std::uint16_t> qb, kb, vb, ob;
-  Fill(qf, qb, dtype, n, 1);
-  Fill(kf, kb, dtype, n, 2);
-  Fill(vf, vb, dtype, n, 3);
-  Fill(of, ob, dtype, n, 4);
-  auto view = [&](std::vector<float>& f, std::vector<std::uint16_t>& b) {
-    void* data = dtype == DType::kFloat32 ? static_cast<void*>(f.data()) : static_cast<void*>(b.data());
-    return TensorView::Contiguous(data, dtype, {1, seq, kHeads, kHeadDim});
+  std::vector<unsigned char> qb = Filled(dtype, n, 1), kb = Filled(dtype, n, 2),
+                             vb = Filled(dtype, n, 3), ob = Filled(dtype, n, 4);
+  auto view = [&](std::vector<unsigned char>& b) {
+    return TensorView::Contiguous(b.data(), dtype, {1, seq, kHeads, kHeadDim});
   };
-  const TensorView q = view(qf, qb), k = view(kf, kb), v = view(vf, vb), out = view(of, ob);
+  const TensorView q = view(qb), k = view(kb), v = view(vb), out = view(ob);
   AttentionParams params;
   params.mask = AttentionMask::kCausal;
   std::unique_ptr<T5BiasTable> t5;
   if (scheme == "alibi") {
-    std::vector<double> slopes;
-    for (std::int64_t h = 0; h < kHeads; ++h) slopes.push_back(std::exp2(-8.0 * static_cast<double>(h + 1) / kHeads));
-    params.scheme = PositionScheme::FromAlibi(slopes);
+    params.scheme = PositionScheme::FromAlibi(bench_attention::BenchSlopes(kHeads));
   } else if (scheme == "t5") {
     T5BucketParams tp;
     tp.direction = T5Direction::kCausal;
@@ -136,77 +118,66 @@ ChildReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType dty
                        nullptr, ctx);
     r.ref_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     r.ref_err = 0.0;
+    const auto* of = reinterpret_cast<const float*>(ob.data());
     for (std::size_t i = 0; i < n; ++i) r.ref_err = std::max(r.ref_err, double(std::abs(ref[i] - of[i])));
   }
-  r.ok = 1;
   return r;
 }
 
 ChildReply MeasurePosenc(const std::string& scheme, std::int64_t seq, DType dtype,
                          const AttentionBenchOptions& o) {
-  int fds[2];
-  if (pipe(fds) != 0) throw IoError("bench attention: cannot create a pipe");
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw IoError("bench attention: cannot fork a measuring child");
-  if (pid == 0) {
-    close(fds[0]);
-    ChildReply r;
-    try {
-      r = MeasureInChild(scheme, seq, dtype, o);
-    } catch (const std::exception& e) {
-      std::snprintf(r.error, sizeof r.error, "%s", e.what());
-    }
-    const ssize_t w = write(fds[1], &r, sizeof r);
-    _exit(w == static_cast<ssize_t>(sizeof r) ? 0 : 1);
-  }
-  close(fds[1]);
-  ChildReply r;
-  const ssize_t got = read(fds[0], &r, sizeof r);
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (got != static_cast<ssize_t>(sizeof r) || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || !r.ok) {
-    throw IoError(fmt::format("bench attention: the {} S={} {} case failed{}", scheme, seq,
-                              DTypeName(dtype), r.error[0] ? std::string(": ") + r.error : ""));
-  }
-  return r;
+  return bench_attention::RunInChild<ChildReply>(
+      [&] { return MeasureInChild(scheme, seq, dtype, o); },
+      fmt::format("{} S={} {}", scheme, seq, DTypeName(dtype)));
 }
 
-// One fresh python process per case; returns its JSON reply.
 nlohmann::json RunTorchCase(const std::string& scheme, std::int64_t seq, int threads,
                             const AttentionBenchOptions& o) {
-  const nlohmann::json spec = {{"scheme", scheme}, {"seq", seq}, {"heads", kHeads},
-                               {"head_dim", kHeadDim}, {"threads", threads},
+  const nlohmann::json spec = {{"mode", "forward"}, {"scheme", scheme}, {"seq", seq},
+                               {"heads", kHeads}, {"head_dim", kHeadDim}, {"threads", threads},
                                {"reps", std::min(o.reps, 5)}, {"warmup", std::min(o.warmup, 1)}};
-  std::string cmd;
-  if (std::ifstream(o.jemalloc).good()) {
-    cmd += "LD_PRELOAD=" + o.jemalloc + " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
-  }
-  cmd += "'" + o.python + "' '" + o.script + "' '" + spec.dump() + "'";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) throw IoError("bench attention: cannot run " + o.python);
-  std::string text;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
-  const int status = pclose(pipe);
-  if (status != 0) {
-    throw IoError("--torch-script: the attention baseline '" + o.script + "' (next to it) run by " + o.python +
-                  " failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                  "); pass --no-torch to skip the baseline");
-  }
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception&) {
-    throw IoError("--torch-script: the attention baseline '" + o.script + "' did not print JSON");
-  }
+  return bench_attention::RunTorchCase(spec, o);
 }
-
-nlohmann::json OrNull(double x, bool have) { return have ? nlohmann::json(x) : nlohmann::json(); }
 
 }  // namespace
 
-std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o, nlohmann::json& machine) {
+ComputeCeilings MeasureComputeCeilings(int threads, int /*reps*/, nlohmann::json& machine) {
+  ComputeCeilings c;
+  const Context ctx(threads);
+  nlohmann::json list = nlohmann::json::array(), missing = nlohmann::json::object();
+  for (const ComputeKernel kernel :
+       {ComputeKernel::kFloat32Fma, ComputeKernel::kBFloat16Dot, ComputeKernel::kAmxBFloat16}) {
+    const std::string name(ComputeKernelName(kernel));
+    if (!ComputeKernelAvailable(kernel)) {
+      missing[name] = ComputeKernelStatus(kernel);
+      continue;
+    }
+    // ~0.1 s per measurement on one core at the float32 FMA rate.
+    const std::int64_t iterations = kernel == ComputeKernel::kAmxBFloat16 ? 200000 : 4000000;
+    RunComputeKernel(kernel, iterations / 4, ctx);  // warm-up (clocks, pool)
+    // The best of 5 runs: a ceiling is what the machine can do, and a run
+    // that a neighbour's job interrupts only lowers it.
+    double gflops = 0.0;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const double flops = RunComputeKernel(kernel, iterations, ctx);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      gflops = std::max(gflops, flops / s / 1e9);
+    }
+    (kernel == ComputeKernel::kFloat32Fma    ? c.f32_fma
+     : kernel == ComputeKernel::kBFloat16Dot ? c.bf16_dot
+                                             : c.amx_bf16) = gflops;
+    list.push_back({{"kernel", name}, {"dtype", std::string(ComputeKernelDType(kernel))},
+                    {"gflops", gflops}, {"threads", threads}});
+  }
+  machine["compute_ceilings"] = list;
+  machine["compute_unavailable"] = missing;
+  return c;
+}
+
+std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o,
+                                              const ComputeCeilings& ceilings,
+                                              nlohmann::json& machine) {
   std::vector<std::int64_t> seqs;
   for (const std::int64_t s : {1024, 4096, 16384}) {
     if (s <= o.max_seq) seqs.push_back(s);
@@ -229,10 +200,14 @@ std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o, nl
       for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
         const ChildReply r = MeasurePosenc(scheme, seq, dtype, o);
         const double mib = static_cast<double>(r.extra_kib) / 1024.0;
+        const double gflops = 2.0 * 2.0 * kHeadDim * kHeads * CausalPairs(seq) / (r.ms * 1e6);
+        const auto [ceiling_name, ceiling] = CeilingFor(ceilings, dtype);
         entries.push_back({{"kernel", "attention"}, {"scheme", scheme}, {"seq", seq},
                            {"heads", kHeads}, {"head_dim", kHeadDim}, {"causal", true},
                            {"threads", o.threads}, {"dtype", std::string(DTypeName(dtype))},
-                           {"ms", r.ms}, {"peak_extra_mib", mib},
+                           {"ms", r.ms}, {"peak_extra_mib", mib}, {"gflops", gflops},
+                           {"fraction_of_compute", OrNull(gflops / ceiling, ceiling > 0)},
+                           {"compute_kernel", ceiling_name},
                            {"torch_ms", OrNull(torch_ms, have_torch)},
                            {"torch_peak_mib", OrNull(torch_mib, have_torch)},
                            {"speedup_vs_torch", OrNull(torch_ms / r.ms, have_torch)},
@@ -242,23 +217,70 @@ std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o, nl
       }
     }
   }
+  if (o.backward) {
+    for (auto& e : RunAttentionBackwardBench(o, ceilings, machine)) entries.push_back(std::move(e));
+  }
+  if (o.decode) {
+    for (auto& e : RunAttentionDecodeBench(o, machine)) entries.push_back(std::move(e));
+  }
   return entries;
 }
 
 void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostream& out) {
-  out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10} {:>11} {:>10} {:>10} {:>8} {:>12}\n", "attention",
-                     "seq", "dtype", "threads", "ms", "extra MiB", "torch ms", "torch MiB", "speedup",
-                     "reference ms");
   auto num = [](const nlohmann::json& x, const char* f) {
     return x.is_null() ? std::string("-") : fmt::format(fmt::runtime(f), x.get<double>());
   };
+  auto any = [&](const char* kind) {
+    return std::any_of(entries.begin(), entries.end(),
+                       [&](const nlohmann::json& e) { return e["kernel"] == kind; });
+  };
+  if (any("attention")) {
+    out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10} {:>8} {:>6} {:>11} {:>10} {:>10} {:>8} "
+                       "{:>12}\n",
+                       "attention", "seq", "dtype", "threads", "ms", "GFLOP/s", "frac", "extra MiB",
+                       "torch ms", "torch MiB", "speedup", "reference ms");
+  }
   for (const nlohmann::json& e : entries) {
-    out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10.1f} {:>11.1f} {:>10} {:>10} {:>8} {:>12}\n",
+    if (e["kernel"] != "attention") continue;
+    out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10.1f} {:>8.1f} {:>6} {:>11.1f} {:>10} {:>10} "
+                       "{:>8} {:>12}\n",
                        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(),
                        e["dtype"].get<std::string>(), e["threads"].get<int>(), e["ms"].get<double>(),
+                       e["gflops"].get<double>(), num(e["fraction_of_compute"], "{:.2f}"),
                        e["peak_extra_mib"].get<double>(), num(e["torch_ms"], "{:.1f}"),
                        num(e["torch_peak_mib"], "{:.1f}"), num(e["speedup_vs_torch"], "{:.2f}x"),
                        num(e["reference_ms"], "{:.1f}"));
+  }
+  if (any("attention_backward")) {
+    out << fmt::format("{:<9} {:<6} {:<9} {:>9} {:>9} {:>6} {:>8} {:>6} {:>9} {:>9} {:>10} {:>8}\n",
+                       "backward", "seq", "dtype", "fwd ms", "bwd ms", "b/f", "GFLOP/s", "frac",
+                       "extra MiB", "torch ms", "torch MiB", "speedup");
+  }
+  for (const nlohmann::json& e : entries) {
+    if (e["kernel"] != "attention_backward") continue;
+    out << fmt::format("{:<9} {:<6} {:<9} {:>9.1f} {:>9.1f} {:>6.2f} {:>8.1f} {:>6} {:>9.1f} {:>9} "
+                       "{:>10} {:>8}\n",
+                       e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(),
+                       e["dtype"].get<std::string>(), e["forward_ms"].get<double>(),
+                       e["ms"].get<double>(), e["ms"].get<double>() / e["forward_ms"].get<double>(),
+                       e["gflops"].get<double>(), num(e["fraction_of_compute"], "{:.2f}"),
+                       e["peak_extra_mib"].get<double>(), num(e["torch_ms"], "{:.1f}"),
+                       num(e["torch_peak_mib"], "{:.1f}"), num(e["speedup_vs_torch"], "{:.2f}x"));
+  }
+  if (any("attention_decode")) {
+    out << fmt::format("{:<9} {:<8} {:<9} {:>9} {:>8} {:>13} {:>6} {:>8} {:>9} {:>8}\n", "decode",
+                       "keys", "dtype", "ms", "GB/s", "ceiling GB/s", "frac", "in LLC",
+                       "torch ms", "speedup");
+  }
+  for (const nlohmann::json& e : entries) {
+    if (e["kernel"] != "attention_decode") continue;
+    out << fmt::format("{:<9} {:<8} {:<9} {:>9.3f} {:>8.1f} {:>13.1f} {:>6.2f} {:>8} {:>9} {:>8}\n",
+                       e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(),
+                       e["dtype"].get<std::string>(), e["ms"].get<double>(),
+                       e["bandwidth_gbps"].get<double>(), e["read_ceiling_gbps"].get<double>(),
+                       e["fraction_of_bandwidth"].get<double>(),
+                       e["cache_resident"].get<bool>() ? "yes" : "no", num(e["torch_ms"], "{:.3f}"),
+                       num(e["speedup_vs_torch"], "{:.2f}x"));
   }
 }
 

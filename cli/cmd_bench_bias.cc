@@ -51,6 +51,7 @@ void BenchBias(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
         r.shape = {heads, seq, seq};
         r.inplace = false;  // a fresh matrix: nothing is read
         r.bytes = static_cast<double>(bytes);
+        r.footprint = r.bytes;
         r.ceiling = "write";
         r.ceiling_ms = ceiling_ms;
         if (r.kernel == "alibi") {

@@ -114,7 +114,14 @@ void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q,
 
 // Backward of the fused attention (FlashAttention-2, Dao 2023, Alg. 2) by
 // recomputation: P is rebuilt tile by tile from lse (no stored
-// probabilities; extra memory O(B * H * Sq) at most, never [Sq, Sk]).
+// probabilities), once per visible (query tile, key tile) pair; tasks over
+// (batch, kv head, chunk of key tiles) finish dK and dV of their keys (the
+// GQA group summed inside the task) and add dS K into per-chunk float32
+// partials of dQ summed in a fixed order (no atomics; gradients do not
+// depend on the thread count). Extra memory: the query side packed once
+// (q, dO as float32 rows, lse, D) and the dQ partials, O(B H Sq (D + Dv))
+// floats for the units in flight (<= 64 MiB per group of units), never
+// [Sq, Sk].
 //   D_i = dO_i . O_i;  P_ij = exp(logit_ij - lse_i);  dV_j += P_ij dO_i;
 //   dP_ij = dO_i . (v_j + a^V_ij);  dS_ij = P_ij (dP_ij - D_i);
 //   dQ_i += scale dS_ij (k_j + a^K_ij);  dK_j += scale dS_ij q_i.
@@ -146,6 +153,28 @@ void FlashAttentionBackward(const AttentionParams& params, const TensorView& q,
                             const AttentionGrads& grads,
                             const FlashAttentionOptions& options = FlashAttentionOptions{},
                             const Context& ctx = Context{});
+
+// Decode: Sq in [1, 16] query tokens per batch row against a KV cache of
+// Sk keys (any length up to the position limit; 2^20 keys and more are the
+// intended use), split-K across threads (flash-decoding, Dao et al. 2023):
+// the cache is cut into chunks whose size depends on Sk only (>= 256 keys,
+// <= 64 chunks), each (batch, chunk) task reads its keys and values once
+// for every kv head (GQA: all G query heads of a kv head share the read)
+// and leaves a partial softmax state (max, sum, output), and the partials
+// are merged with the log-sum-exp rule. Same formula, params (masks,
+// windows, positions: queries bottom-right aligned by default, i.e. at
+// Sk - Sq + i), schemes (ALiBi, T5, RoPE with keys rotated in the kernel or
+// pre-rotated in the cache, Shaw, none), layouts, dtypes, validation and
+// numerics as FlashAttention; lse (optional, null data: none) as in
+// FlashAttentionWithLse. Results do not depend on the thread count. Extra
+// memory: B * chunks * H * Sq * (Dv + 2) floats plus per-worker block
+// scratch. Throws InvalidArgument ("q.shape[seq]") for Sq outside [1, 16]
+// and for everything FlashAttention rejects.
+void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out,
+                          const TensorView& lse = TensorView{},
+                          const FlashAttentionOptions& options = FlashAttentionOptions{},
+                          const Context& ctx = Context{});
 
 // KV-cache re-rotation: keys in a RoPE cache, rotated at positions p, are
 // moved in place to positions p + delta (e.g. after evicting the first

@@ -48,7 +48,11 @@ constexpr std::int64_t kPackBudgetBytes = std::int64_t{16} << 20;
 // depend on the head, so they are computed once per key tile).
 struct ForwardPlan {
   std::int64_t bq = 1, bk = 1, ldk = 0, ldv = 0, D = 0, Dv = 0;
-  std::int64_t tile_floats = 0;         // packed K^T block + V block (+ bf16 K^T) of one key tile
+  // Packed key tile: K^T block [D, ldk] + V block [bk, ldv]; with bf16, the
+  // V block + K^T as bfloat16 pairs [D / 2, ldk, 2] (no float32 K^T: the
+  // bfloat16 dot products read the pairs only).
+  std::int64_t tile_floats = 0;
+  std::int64_t KtFloats() const { return bf16 ? 0 : D * ldk; }
   bool bf16 = false;                    // bfloat16 q.k logits (FlashTileLogitsBf16)
   std::vector<std::int64_t> tile_base;  // per segment: its first key tile
   std::vector<std::int64_t> kpos;       // [tiles, bk]
@@ -62,6 +66,7 @@ struct Work {
   std::vector<float> q, k, s, acc, m, l, alpha, terms;
   std::vector<std::uint32_t> q_pairs;  // bf16 logits: q as bfloat16 pairs
   std::vector<std::int64_t> qpos;
+  std::vector<const float*> bias_rows;  // per query row: its terms (FlashSoftmaxTile)
   TileTerms tile_terms;
 };
 
@@ -113,7 +118,7 @@ ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
   plan.D = p.dims.head_dim;
   plan.Dv = p.dims.value_dim;
   plan.ldv = Pad(plan.Dv);
-  plan.tile_floats = plan.D * plan.ldk + plan.bk * plan.ldv + (bf16 ? plan.D * plan.ldk / 2 : 0);
+  plan.tile_floats = plan.KtFloats() + plan.bk * plan.ldv + (bf16 ? plan.D * plan.ldk / 2 : 0);
   std::int64_t tiles = 0;
   for (const Segment& s : segs) {
     plan.tile_base.push_back(tiles);
@@ -147,16 +152,18 @@ void PackKeyTile(const Problem& p, const ForwardPlan& plan, const Segment& s, st
     RotateTile(*p.rope, w.k.data(), nk, D, &plan.kpos[static_cast<std::size_t>(tile * plan.bk)],
                serial);
   }
-  TransposeTile(w.k.data(), nk, D, D, dst, ldk);  // K^T [D, ldk]
-  float* vt = dst + D * ldk;
+  if (!plan.bf16) TransposeTile(w.k.data(), nk, D, D, dst, ldk);  // K^T [D, ldk]
+  float* vt = dst + plan.KtFloats();
   LoadRows(v, p.vd, s.batch, hk, s.k0 + j0, nk, vt, ldv);
   for (std::int64_t j = 0; j < nk; ++j) std::fill(vt + j * ldv + plan.Dv, vt + (j + 1) * ldv, 0.0f);
   if (plan.bf16) {  // K^T as bfloat16 pairs [D / 2, ldk, 2] (exact: k holds bfloat16 values)
     auto* kb = reinterpret_cast<std::uint16_t*>(vt + plan.bk * ldv);
-    for (std::int64_t x = 0; x < D; ++x) {
-      const float* col = dst + x * ldk;
-      std::uint16_t* out = kb + (x / 2) * 2 * ldk + (x % 2);
-      for (std::int64_t j = 0; j < ldk; ++j) out[2 * j] = FloatToBF16(col[j]).bits;
+    std::fill(kb, kb + D * ldk, std::uint16_t{0});
+    for (std::int64_t j = 0; j < nk; ++j) {
+      const float* row = w.k.data() + j * D;
+      for (std::int64_t x = 0; x < D; ++x) {
+        kb[(x / 2) * 2 * ldk + 2 * j + x % 2] = FloatToBF16(row[x]).bits;
+      }
     }
   }
 }
@@ -227,18 +234,35 @@ struct QueryTask {
     const std::int64_t D = plan.D, ldk = plan.ldk, ldv = plan.ldv;
     const std::int64_t nk = std::min(plan.bk, s.nk - t * plan.bk);
     const float* kt = packed + t * plan.tile_floats;
-    const float* vt = kt + D * ldk;
+    const float* vt = kt + plan.KtFloats();
     const std::int64_t* kpos = &plan.kpos[static_cast<std::size_t>(tile * plan.bk)];
     if (w.tile_terms.active()) w.tile_terms.Prepare(h, queries, kpos, nk, keys);
     float* sc = w.s.data();
     if (plan.bf16) {
-      kernels::simd::FlashTileLogitsBf16(
-          w.q_pairs.data(), reinterpret_cast<const std::uint16_t*>(vt + plan.bk * ldv), nq, D,
-          ldk, sc);
+      kernels::simd::FlashTileLogitsBf16(w.q_pairs.data(), D / 2,
+                                         reinterpret_cast<const std::uint16_t*>(vt + plan.bk * ldv),
+                                         nq, D, ldk, sc);
     } else {
-      ops.Logits(w.q.data(), kt, nq, D, ldk, sc);
+      ops.Logits(w.q.data(), D, kt, nq, D, ldk, sc);
     }
     const bool values = p.scheme->Has(SchemeTerm::kValue);
+    if (rows.simd && all_visible && !values &&
+        (!w.tile_terms.active() || w.tile_terms.WindowsOnly())) {
+      // The common case in one SIMD call: the terms are windows of the
+      // tile's distance table (or none), so every row's pointer stays valid.
+      const float** bias = nullptr;
+      if (w.tile_terms.active()) {
+        for (std::int64_t i = 0; i < nq; ++i) {
+          w.bias_rows[static_cast<std::size_t>(i)] = w.tile_terms.Row(
+              w.qpos[static_cast<std::size_t>(i)], w.q.data() + i * D, p.scale, w.terms.data());
+        }
+        bias = w.bias_rows.data();
+      }
+      kernels::simd::FlashSoftmaxTile(sc, ldk, nq, nk, p.scale, bias, w.m.data(), w.l.data(),
+                                      w.alpha.data());
+      rows.PVScaled(sc, ldk, vt, nq, nk, ldv, w.alpha.data(), w.acc.data());
+      return;
+    }
     for (std::int64_t i = 0; i < nq; ++i) {
       float* row = sc + i * ldk;
       const float row_max = ScaledRow(i, row, kpos, nk, all_visible);
@@ -361,6 +385,7 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
     w.alpha.resize(static_cast<std::size_t>(plan.bq));
     w.terms.resize(static_cast<std::size_t>(plan.ldk));
     w.qpos.resize(static_cast<std::size_t>(plan.bq));
+    w.bias_rows.assign(static_cast<std::size_t>(plan.bq), nullptr);
     w.q_pairs.resize(bf16 ? static_cast<std::size_t>(plan.bq * plan.D / 2) : 0);
     w.tile_terms.Reset(*p.scheme, 4 * (plan.bq + plan.bk), plan.ldk);
     serial.emplace_back(1, ctx.backend());

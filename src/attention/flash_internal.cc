@@ -79,22 +79,32 @@ void SetLseOutput(Problem& p, const TensorView& lse, const TensorView& q, const 
 void LoadRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
               std::int64_t s0, std::int64_t n, float* dst, std::int64_t ld) {
   const std::int64_t dim = ad.head_dim;
-  for (std::int64_t s = 0; s < n; ++s) {
-    const std::int64_t base = b * ad.stride_batch + h * ad.stride_head + (s0 + s) * ad.stride_seq;
-    float* row = dst + s * ld;
-    if (view.dtype == DType::kFloat32 && ad.stride_dim == 1) {
-      const float* src = view.As<const float>() + base;
-      std::copy(src, src + dim, row);
-    } else if (view.dtype == DType::kFloat32) {
-      const float* src = view.As<const float>() + base;
-      for (std::int64_t x = 0; x < dim; ++x) row[x] = src[x * ad.stride_dim];
-    } else if (view.dtype == DType::kBFloat16) {
-      const BFloat16* src = view.As<const BFloat16>() + base;
-      for (std::int64_t x = 0; x < dim; ++x) row[x] = BF16ToFloat(src[x * ad.stride_dim]);
+  const std::int64_t first = b * ad.stride_batch + h * ad.stride_head + s0 * ad.stride_seq;
+  if (ad.stride_dim == 1 && view.dtype != DType::kFloat64) {  // SIMD rows (exact conversions)
+    using kernels::simd::FlashStorage;
+    const FlashStorage storage = view.dtype == DType::kFloat32    ? FlashStorage::kFloat32
+                                 : view.dtype == DType::kBFloat16 ? FlashStorage::kBFloat16
+                                                                  : FlashStorage::kFloat16;
+    const auto* base = static_cast<const unsigned char*>(view.data) +
+                       first * static_cast<std::int64_t>(DTypeSize(view.dtype));
+    // FlashLoadRows zero-fills [dim, ld): keep this function's contract
+    // (columns >= dim untouched) by converting row by row when ld > dim.
+    if (ld == dim) {
+      kernels::simd::FlashLoadRows(storage, base, ad.stride_seq, n, dim, dst, dim);
     } else {
-      for (std::int64_t x = 0; x < dim; ++x) {
-        row[x] = static_cast<float>(LoadAsDouble(view.data, view.dtype, base + x * ad.stride_dim));
+      for (std::int64_t s = 0; s < n; ++s) {
+        kernels::simd::FlashLoadRows(
+            storage, base + s * ad.stride_seq * static_cast<std::int64_t>(DTypeSize(view.dtype)),
+            0, 1, dim, dst + s * ld, dim);
       }
+    }
+    return;
+  }
+  for (std::int64_t s = 0; s < n; ++s) {
+    const std::int64_t base = first + s * ad.stride_seq;
+    float* row = dst + s * ld;
+    for (std::int64_t x = 0; x < dim; ++x) {
+      row[x] = static_cast<float>(LoadAsDouble(view.data, view.dtype, base + x * ad.stride_dim));
     }
   }
 }

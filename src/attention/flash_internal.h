@@ -147,6 +147,9 @@ class TileTerms {
   const float* Row(std::int64_t qp, const float* qi, float scale, float* scratch) const;
   // True when the distance table is in use for the prepared tile.
   bool tabulated() const { return table_ready_; }
+  // True when Row returns windows of the distance table (no scratch): the
+  // pointers of every row of the tile stay valid together.
+  bool WindowsOnly() const { return table_ready_ && keys_consecutive_; }
   std::int64_t table_lo() const { return lo_; }      // first tabulated distance r - p
   std::int64_t table_size() const { return n_; }     // number of tabulated distances
   std::int64_t capacity() const { return cap_; }
@@ -174,14 +177,14 @@ inline float Dot(const float* a, const float* b, std::int64_t n) {
 struct TileOps {
   bool simd = true;
 
-  // S[i, j] = sum_x Q[i, x] * KT[x, j], [nq, D] x [D, ld].
-  void Logits(const float* q, const float* kt, std::int64_t nq, std::int64_t dim, std::int64_t ld,
-              float* s) const {
-    if (simd) return kernels::simd::FlashTileLogits(q, kt, nq, dim, ld, s);
+  // S[i, j] = sum_x Q[i, x] * KT[x, j], [nq, D] (row stride ldq) x [D, ld].
+  void Logits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+              std::int64_t dim, std::int64_t ld, float* s) const {
+    if (simd) return kernels::simd::FlashTileLogits(q, ldq, kt, nq, dim, ld, s);
     for (std::int64_t i = 0; i < nq; ++i) {
       float* row = s + i * ld;
       std::fill(row, row + ld, 0.0f);
-      const float* qi = q + i * dim;
+      const float* qi = q + i * ldq;
       for (std::int64_t x = 0; x < dim; ++x) {
         const float a = qi[x];
         const float* kx = kt + x * ld;
@@ -209,6 +212,33 @@ struct TileOps {
         if (pj == 0.0f) continue;
         for (std::int64_t x = 0; x < ldv; ++x) acc[i * ldv + x] += pj * v[j * ldv + x];
       }
+  }
+  // acc[j, :] += sum_i P[i, j] V[i, :] (P read in place, [nq, ldp]).
+  void PTV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq, std::int64_t nk,
+           std::int64_t ldv, float* acc) const {
+    if (simd) return kernels::simd::FlashAccumulatePTV(p, ldp, v, nq, nk, ldv, acc);
+    for (std::int64_t i = 0; i < nq; ++i)
+      for (std::int64_t j = 0; j < nk; ++j) {
+        const float pij = p[i * ldp + j];
+        if (pij == 0.0f) continue;
+        for (std::int64_t x = 0; x < ldv; ++x) acc[j * ldv + x] += pij * v[i * ldv + x];
+      }
+  }
+  // The backward row pass (kernels/simd/flash.h FlashBackwardRow): P into
+  // s, dS = P (dp - delta) into dp.
+  void BackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
+                   const float* bias, float lse, float delta) const {
+    if (simd) return kernels::simd::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta);
+    for (std::int64_t j = 0; j < ld; ++j) {
+      const float x = j < nk ? s[j] * scale + (bias ? bias[j] : 0.0f) : kNegInf;
+      const float p = x == kNegInf ? 0.0f : std::exp(x - lse);
+      s[j] = p;
+      dp[j] = p * (dp[j] - delta);
+    }
+  }
+  void AddRow(float* dst, const float* src, std::int64_t n) const {
+    if (simd) return kernels::simd::FlashAddRow(dst, src, n);
+    for (std::int64_t j = 0; j < n; ++j) dst[j] += src[j];
   }
 };
 

@@ -14,23 +14,67 @@ namespace posenc::test {
 namespace {
 
 TEST(BenchAttentionCli, SmokeJsonEntries) {
-  const auto r = RunCli("bench attention --threads 2 --json --max-seq 64 --reps 1 --warmup 0 --no-torch");
+  const auto r = RunCli(
+      "bench attention --threads 2 --json --max-seq 64 --reps 1 --warmup 0 --no-torch --backward "
+      "--decode");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_TRUE(j.contains("machine"));
+  const auto& machine = j["machine"];
+  EXPECT_TRUE(machine.contains("llc_bytes"));
+  ASSERT_FALSE(machine.at("compute_ceilings").empty());
+  for (const auto& c : machine["compute_ceilings"]) {
+    for (const char* key : {"kernel", "dtype", "gflops", "threads"}) ASSERT_TRUE(c.contains(key));
+    EXPECT_GT(c["gflops"].get<double>(), 0.0);
+  }
   std::set<std::string> seen;
+  int backward = 0, decode = 0;
   for (const auto& e : j.at("results")) {
+    const std::string kernel = e.at("kernel").get<std::string>();
+    if (kernel == "attention_backward") {
+      ++backward;
+      for (const char* key : {"scheme", "seq", "heads", "head_dim", "causal", "dtype", "threads",
+                              "ms", "forward_ms", "gflops", "fraction_of_compute",
+                              "peak_extra_mib", "torch_ms", "torch_peak_mib",
+                              "speedup_vs_torch"}) {
+        ASSERT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
+      }
+      EXPECT_EQ(e["seq"].get<int>(), 64);
+      EXPECT_GT(e["ms"].get<double>(), 0.0);
+      EXPECT_GT(e["forward_ms"].get<double>(), 0.0);
+      EXPECT_GT(e["gflops"].get<double>(), 0.0);
+      EXPECT_GT(e["fraction_of_compute"].get<double>(), 0.0);
+      EXPECT_TRUE(e["torch_ms"].is_null());
+      continue;
+    }
+    if (kernel == "attention_decode") {
+      ++decode;
+      for (const char* key : {"scheme", "seq", "dtype", "ms", "bandwidth_gbps",
+                              "fraction_of_bandwidth", "cache_resident", "torch_ms"}) {
+        ASSERT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
+      }
+      EXPECT_EQ(e["seq"].get<int>(), 64);  // --max-seq below 16384: that cache length alone
+      EXPECT_EQ(e["dtype"], "bfloat16");
+      EXPECT_GT(e["bandwidth_gbps"].get<double>(), 0.0);
+      EXPECT_GT(e["fraction_of_bandwidth"].get<double>(), 0.0);
+      EXPECT_TRUE(e["cache_resident"].get<bool>());  // 256 KiB of cache: never DRAM-sized
+      continue;
+    }
     for (const char* key : {"kernel", "scheme", "seq", "heads", "head_dim", "causal", "threads", "dtype",
-                            "ms", "peak_extra_mib", "torch_ms", "torch_peak_mib", "reference_ms"}) {
+                            "ms", "peak_extra_mib", "torch_ms", "torch_peak_mib", "reference_ms",
+                            "gflops", "fraction_of_compute"}) {
       ASSERT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
     }
-    EXPECT_EQ(e["kernel"], "attention");
+    EXPECT_EQ(kernel, "attention");
     EXPECT_EQ(e["seq"].get<int>(), 64);
     EXPECT_EQ(e["heads"].get<int>(), 8);
     EXPECT_EQ(e["head_dim"].get<int>(), 64);
     EXPECT_TRUE(e["causal"].get<bool>());
     EXPECT_EQ(e["threads"].get<int>(), 2);
     EXPECT_GT(e["ms"].get<double>(), 0.0);
+    // 2 (D + Dv) flops per visible pair: 64 * 65 / 2 pairs x 8 heads x 256.
+    EXPECT_NEAR(e["gflops"].get<double>() * e["ms"].get<double>() * 1e6, 2080.0 * 8 * 256, 1.0);
+    EXPECT_GT(e["fraction_of_compute"].get<double>(), 0.0);
     // Measured in a child: small, never negative (S = 64 needs ~100 KiB of tiles).
     EXPECT_GE(e["peak_extra_mib"].get<double>(), 0.0);
     EXPECT_LT(e["peak_extra_mib"].get<double>(), 64.0);
@@ -47,7 +91,14 @@ TEST(BenchAttentionCli, SmokeJsonEntries) {
     seen.insert(e["scheme"].get<std::string>() + "/" + dtype);
   }
   EXPECT_EQ(seen.size(), 8u);  // alibi, t5, rope, none x float32, bfloat16
-  EXPECT_EQ(j["results"].size(), 8u);
+  EXPECT_EQ(backward, 8);      // the same, forward + backward
+  EXPECT_EQ(decode, 4);        // none, alibi, rope, t5
+}
+
+TEST(BenchAttentionCli, BackwardOnlyWithAttention) {
+  const auto r = RunCli("bench rope --backward --max-seq 8 --no-torch");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--backward"), std::string::npos) << r.err;
 }
 
 TEST(BenchAttentionCli, TextTable) {

@@ -17,10 +17,18 @@ TEST(BenchCli, SmokeJsonHasEveryKey) {
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_TRUE(j.contains("machine"));
   EXPECT_FALSE(j["machine"].at("simd_target").get<std::string>().empty());
+  // Honest ceilings: the LLC size and where it came from; the float32 FMA
+  // compute ceiling is measured on every CPU.
+  EXPECT_GE(j["machine"].at("llc_bytes").get<std::int64_t>(), 0);
+  EXPECT_FALSE(j["machine"].at("llc_source").get<std::string>().empty());
+  ASSERT_FALSE(j["machine"].at("compute_ceilings").empty());
+  EXPECT_EQ(j["machine"]["compute_ceilings"][0]["kernel"], "float32_fma");
+  EXPECT_GT(j["machine"]["compute_ceilings"][0]["gflops"].get<double>(), 0.0);
   std::set<std::string> kernels;
   for (const auto& row : j.at("results")) {
     for (const char* key : {"kernel", "dtype", "shape", "threads", "inplace", "ms", "gbps",
-                            "bandwidth_gbps", "fraction_of_bandwidth", "speedup_vs_torch"}) {
+                            "bandwidth_gbps", "fraction_of_bandwidth", "speedup_vs_torch",
+                            "cache_resident"}) {
       ASSERT_TRUE(row.contains(key)) << key << " missing in " << row.dump();
     }
     kernels.insert(row["kernel"].get<std::string>());

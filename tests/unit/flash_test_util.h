@@ -193,6 +193,7 @@ struct Case {
   int threads = 1;
   Backend backend = Backend::kAuto;
   bool pass_lse = true;  // backward only; false: the backward recomputes lse
+  bool decode = false;   // forward: run FlashAttentionDecode instead of FlashAttention
   Index shaw_clip = 5;
 };
 

@@ -14,6 +14,8 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include "kernels/simd/simd_math-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace posenc::kernels::simd {
 namespace HWY_NAMESPACE {
@@ -32,8 +34,8 @@ inline constexpr int kFlashVecs = 2;
 #endif
 
 template <int kRows, int kVecs>
-HWY_INLINE void LogitsBlock(const float* q, const float* kt, std::int64_t dim, std::int64_t ld,
-                            std::int64_t j, float* s) {
+HWY_INLINE void LogitsBlock(const float* q, std::int64_t ldq, const float* kt, std::int64_t dim,
+                            std::int64_t ld, std::int64_t j, float* s) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   hn::Vec<decltype(d)> a[kRows][kVecs];
@@ -43,7 +45,7 @@ HWY_INLINE void LogitsBlock(const float* q, const float* kt, std::int64_t dim, s
     hn::Vec<decltype(d)> k[kVecs];
     for (int c = 0; c < kVecs; ++c) k[c] = hn::LoadU(d, kt + x * ld + j + c * N);
     for (int r = 0; r < kRows; ++r) {
-      const auto qx = hn::Set(d, q[r * dim + x]);
+      const auto qx = hn::Set(d, q[r * ldq + x]);
       for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(qx, k[c], a[r][c]);
     }
   }
@@ -52,22 +54,22 @@ HWY_INLINE void LogitsBlock(const float* q, const float* kt, std::int64_t dim, s
 }
 
 template <int kRows>
-HWY_INLINE void LogitsRows(const float* q, const float* kt, std::int64_t dim, std::int64_t ld,
-                           float* s) {
+HWY_INLINE void LogitsRows(const float* q, std::int64_t ldq, const float* kt, std::int64_t dim,
+                           std::int64_t ld, float* s) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t j = 0;
   for (; j + kFlashVecs * N <= ld; j += kFlashVecs * N) {
-    LogitsBlock<kRows, kFlashVecs>(q, kt, dim, ld, j, s);
+    LogitsBlock<kRows, kFlashVecs>(q, ldq, kt, dim, ld, j, s);
   }
-  for (; j < ld; j += N) LogitsBlock<kRows, 1>(q, kt, dim, ld, j, s);
+  for (; j < ld; j += N) LogitsBlock<kRows, 1>(q, ldq, kt, dim, ld, j, s);
 }
 
-void FlashTileLogitsImpl(const float* q, const float* kt, std::int64_t nq, std::int64_t dim,
-                         std::int64_t ld, float* s) {
+void FlashTileLogitsImpl(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                         std::int64_t dim, std::int64_t ld, float* s) {
   std::int64_t i = 0;
-  for (; i + 4 <= nq; i += 4) LogitsRows<4>(q + i * dim, kt, dim, ld, s + i * ld);
-  for (; i < nq; ++i) LogitsRows<1>(q + i * dim, kt, dim, ld, s + i * ld);
+  for (; i + 4 <= nq; i += 4) LogitsRows<4>(q + i * ldq, ldq, kt, dim, ld, s + i * ld);
+  for (; i < nq; ++i) LogitsRows<1>(q + i * ldq, ldq, kt, dim, ld, s + i * ld);
 }
 
 // row[j] = row[j] * scale + bias[j] (+ 0 without bias) for j < nk, -inf for
@@ -159,12 +161,63 @@ float FlashExpRowImpl(float* row, std::int64_t n, float max) {
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
+// The forward's online-softmax step for a whole tile in one call (no
+// per-row dispatch): per row i < nq of s [nq, ld], x = s * scale + bias[i]
+// (bias null, or bias[i] null: no terms; ld entries), -inf for j >= nk;
+// m_new = max(m[i], max_j x); alpha[i] = exp(m[i] - m_new) (0 when m[i] was
+// -inf); s = exp(x - m_new); l[i] = l[i] * alpha[i] + sum_j s. A row with no
+// finite x is zeroed with alpha 1 and m, l unchanged.
+void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk,
+                          float scale, const float* const* bias, float* m, float* l,
+                          float* alpha) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const float kInf = std::numeric_limits<float>::infinity();
+  const auto neg_inf = hn::Set(d, -kInf);
+  const auto vscale = hn::Set(d, scale);
+  for (std::int64_t i = 0; i < nq; ++i) {
+    float* row = s + i * ld;
+    const float* b = bias != nullptr ? bias[i] : nullptr;
+    auto vmax = neg_inf;
+    for (std::int64_t j = 0; j < ld; j += N) {
+      auto x = hn::Mul(hn::LoadU(d, row + j), vscale);
+      if (b != nullptr) x = hn::Add(x, hn::LoadU(d, b + j));
+      if (j + N > nk) {
+        const std::int64_t valid = nk > j ? nk - j : 0;
+        x = hn::IfThenElse(hn::FirstN(d, static_cast<std::size_t>(valid)), x, neg_inf);
+      }
+      hn::StoreU(x, d, row + j);
+      vmax = hn::Max(vmax, x);
+    }
+    const float row_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    if (row_max == -kInf) {
+      for (std::int64_t j = 0; j < ld; j += N) hn::StoreU(hn::Zero(d), d, row + j);
+      alpha[i] = 1.0f;
+      continue;
+    }
+    const float m_new = m[i] > row_max ? m[i] : row_max;
+    alpha[i] = m[i] == -kInf ? 0.0f
+                             : hn::GetLane(ExpNonPositive(d, hn::Set(d, m[i] - m_new)));
+    m[i] = m_new;
+    const auto vm = hn::Set(d, m_new);
+    auto sum = hn::Zero(d);
+    for (std::int64_t j = 0; j < ld; j += N) {
+      const auto x = hn::LoadU(d, row + j);
+      const auto e = hn::IfThenElseZero(hn::Gt(x, neg_inf), ExpNonPositive(d, hn::Sub(x, vm)));
+      hn::StoreU(e, d, row + j);
+      sum = hn::Add(sum, e);
+    }
+    l[i] = l[i] * alpha[i] + hn::GetLane(hn::SumOfLanes(d, sum));
+  }
+}
+
 // The same blocking for P . V: kRows probability rows x kVecs vectors of
 // value columns; each accumulator row is first multiplied by alpha[r] (the
 // online-softmax rescale), when alpha is given.
 template <int kRows, int kVecs>
-HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::int64_t nk,
-                        std::int64_t ldv, std::int64_t x, const float* alpha, float* acc) {
+HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                        std::int64_t nk, std::int64_t ldv, std::int64_t x, const float* alpha,
+                        float* acc) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   hn::Vec<decltype(d)> a[kRows][kVecs];
@@ -177,7 +230,7 @@ HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::i
   }
   for (std::int64_t j = 0; j < nk; ++j) {
     hn::Vec<decltype(d)> vj[kVecs];
-    for (int c = 0; c < kVecs; ++c) vj[c] = hn::LoadU(d, v + j * ldv + x + c * N);
+    for (int c = 0; c < kVecs; ++c) vj[c] = hn::LoadU(d, v + j * ldvr + x + c * N);
     for (int r = 0; r < kRows; ++r) {
       const auto pj = hn::Set(d, p[r * ldp + j]);
       for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(pj, vj[c], a[r][c]);
@@ -188,30 +241,199 @@ HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::i
 }
 
 template <int kRows>
-HWY_INLINE void PVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t nk,
-                       std::int64_t ldv, const float* alpha, float* acc) {
+HWY_INLINE void PVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                       std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t x = 0;
   for (; x + kFlashVecs * N <= ldv; x += kFlashVecs * N) {
-    PVBlock<kRows, kFlashVecs>(p, ldp, v, nk, ldv, x, alpha, acc);
+    PVBlock<kRows, kFlashVecs>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
   }
-  for (; x < ldv; x += N) PVBlock<kRows, 1>(p, ldp, v, nk, ldv, x, alpha, acc);
+  for (; x < ldv; x += N) PVBlock<kRows, 1>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
+}
+
+// v rows at stride ldvr (>= ldv), accumulator rows at stride ldv.
+void FlashAccumulatePVRowsImpl(const float* p, std::int64_t ldp, const float* v,
+                               std::int64_t ldvr, std::int64_t nq, std::int64_t nk,
+                               std::int64_t ldv, const float* alpha, float* acc) {
+  std::int64_t i = 0;
+  for (; i + 4 <= nq; i += 4) {
+    PVRows<4>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
+  }
+  for (; i < nq; ++i) {
+    PVRows<1>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
+  }
 }
 
 void FlashAccumulatePVScaledImpl(const float* p, std::int64_t ldp, const float* v,
                                  std::int64_t nq, std::int64_t nk, std::int64_t ldv,
                                  const float* alpha, float* acc) {
-  std::int64_t i = 0;
-  for (; i + 4 <= nq; i += 4) {
-    PVRows<4>(p + i * ldp, ldp, v, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
-  }
-  for (; i < nq; ++i) PVRows<1>(p + i * ldp, ldp, v, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
+  FlashAccumulatePVRowsImpl(p, ldp, v, ldv, nq, nk, ldv, alpha, acc);
 }
 
 void FlashAccumulatePVImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                            std::int64_t nk, std::int64_t ldv, float* acc) {
   FlashAccumulatePVScaledImpl(p, ldp, v, nq, nk, ldv, nullptr, acc);
+}
+
+// The transposed accumulation of the backward (dV += P^T dO, dK += dS^T Q):
+// kRows output rows (keys j) x kVecs vectors of columns; per query row i one
+// load of v's row and kRows broadcasts of p[i, j..j + kRows) feed kRows x
+// kVecs FMAs, so P is read in place (no transposed copy).
+template <int kRows, int kVecs>
+HWY_INLINE void PTVBlock(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                         std::int64_t ldv, std::int64_t x, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> a[kRows][kVecs];
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) a[r][c] = hn::LoadU(d, acc + r * ldv + x + c * N);
+  for (std::int64_t i = 0; i < nq; ++i) {
+    hn::Vec<decltype(d)> vi[kVecs];
+    for (int c = 0; c < kVecs; ++c) vi[c] = hn::LoadU(d, v + i * ldv + x + c * N);
+    for (int r = 0; r < kRows; ++r) {
+      const auto pij = hn::Set(d, p[i * ldp + r]);
+      for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(pij, vi[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) hn::StoreU(a[r][c], d, acc + r * ldv + x + c * N);
+}
+
+template <int kRows>
+HWY_INLINE void PTVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                        std::int64_t ldv, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t x = 0;
+  for (; x + kFlashVecs * N <= ldv; x += kFlashVecs * N) {
+    PTVBlock<kRows, kFlashVecs>(p, ldp, v, nq, ldv, x, acc);
+  }
+  for (; x < ldv; x += N) PTVBlock<kRows, 1>(p, ldp, v, nq, ldv, x, acc);
+}
+
+void FlashAccumulatePTVImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                            std::int64_t nk, std::int64_t ldv, float* acc) {
+  std::int64_t j = 0;
+  for (; j + 4 <= nk; j += 4) PTVRows<4>(p + j, ldp, v, nq, ldv, acc + j * ldv);
+  for (; j < nk; ++j) PTVRows<1>(p + j, ldp, v, nq, ldv, acc + j * ldv);
+}
+
+// The backward's row pass: x = s * scale (+ bias), P = exp(x - lse) (0 where
+// x is -inf and for j >= nk), dS = P * (dp - delta); P replaces s, dS
+// replaces dp (j < ld).
+void FlashBackwardRowImpl(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
+                          const float* bias, float lse, float delta) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto vscale = hn::Set(d, scale), vlse = hn::Set(d, lse), vdelta = hn::Set(d, delta);
+  for (std::int64_t j = 0; j < ld; j += N) {
+    auto x = hn::Mul(hn::LoadU(d, s + j), vscale);
+    if (bias != nullptr) x = hn::Add(x, hn::LoadU(d, bias + j));
+    auto visible = hn::Gt(x, neg_inf);
+    if (j + N > nk) {
+      const std::int64_t valid = nk > j ? nk - j : 0;
+      visible = hn::And(visible, hn::FirstN(d, static_cast<std::size_t>(valid)));
+    }
+    const auto p = hn::IfThenElseZero(visible, ExpNonPositive(d, hn::Sub(x, vlse)));
+    hn::StoreU(p, d, s + j);
+    hn::StoreU(hn::Mul(p, hn::Sub(hn::LoadU(d, dp + j), vdelta)), d, dp + j);
+  }
+}
+
+// dst[j] += src[j], j < n.
+void FlashAddRowImpl(float* dst, const float* src, std::int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    hn::StoreU(hn::Add(hn::LoadU(d, dst + j), hn::LoadU(d, src + j)), d, dst + j);
+  }
+  for (; j < n; ++j) dst[j] += src[j];
+}
+
+// Rows of storage kind S (unit element stride, row stride `stride`
+// elements) as float32 rows of ld >= dim floats, zero past dim. The 16-bit
+// conversions are exact.
+template <Store S>
+void LoadRowsTyped(const void* src, std::int64_t stride, std::int64_t n, std::int64_t dim,
+                   float* dst, std::int64_t ld) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto* base = static_cast<const unsigned char*>(src);
+  for (std::int64_t r = 0; r < n; ++r) {
+    const unsigned char* row = base + r * stride * kStoreBytes<S>;
+    float* out = dst + r * ld;
+    std::int64_t x = 0;
+    for (; x + N <= dim; x += N) hn::StoreU(LoadF<S>(d, row + x * kStoreBytes<S>), d, out + x);
+    for (; x < dim; ++x) {
+      const hn::CappedTag<float, 1> d1;
+      hn::StoreU(LoadF<S>(d1, row + x * kStoreBytes<S>), d1, out + x);
+    }
+    for (; x < ld; ++x) out[x] = 0.0f;
+  }
+}
+
+void FlashLoadRowsImpl(int store, const void* src, std::int64_t stride, std::int64_t n,
+                       std::int64_t dim, float* dst, std::int64_t ld) {
+  if (store == 0) return LoadRowsTyped<Store::kF32>(src, stride, n, dim, dst, ld);
+  if (store == 1) return LoadRowsTyped<Store::kBF16>(src, stride, n, dim, dst, ld);
+  LoadRowsTyped<Store::kF16>(src, stride, n, dim, dst, ld);
+}
+
+// Sums each of the kN vectors a[] over its lanes into lane i of the result
+// (kN = Lanes): a tree of ConcatEven / ConcatOdd + Add (after each level,
+// vector i holds the partial sums of vectors 2i and 2i + 1 side by side),
+// log2(Lanes) levels instead of one horizontal sum per vector. Unrolled at
+// compile time so the vectors stay in registers.
+template <std::size_t kN, class D, class V>
+HWY_INLINE V SumLanesOfEach(D d, const V* a) {
+#if HWY_TARGET == HWY_SCALAR  // one lane: each vector is its own sum
+  (void)d;
+  return a[0];
+#else
+  if constexpr (kN == 1) {
+    (void)d;
+    return a[0];
+  } else {
+    V b[kN / 2];
+    for (std::size_t i = 0; i < kN / 2; ++i) {
+      b[i] = hn::Add(hn::ConcatEven(d, a[2 * i + 1], a[2 * i]),
+                     hn::ConcatOdd(d, a[2 * i + 1], a[2 * i]));
+    }
+    return SumLanesOfEach<kN / 2>(d, b);
+  }
+#endif
+}
+
+// Decode logits: s[r * lds + j] = q_r . k_j for r < R, j < Pad(nk), with k
+// as rows (stride ldkr, readable up to Pad(nk) rows, zero-padded to dim, a
+// multiple of kFlashPad): per query row and group of Lanes keys, one vector
+// accumulator per key along dim (Lanes independent FMA chains), then one
+// transposing lane sum (SumLanesOfEach) stored as a vector.
+void FlashDecodeLogitsImpl(const float* q, std::int64_t ldq, std::int64_t R, const float* k,
+                           std::int64_t ldkr, std::int64_t nk, std::int64_t dim, float* s,
+                           std::int64_t lds) {
+  const hn::ScalableTag<float> d;
+  constexpr std::size_t kN = hn::MaxLanes(decltype(d)());
+  using V = hn::Vec<decltype(d)>;
+  for (std::int64_t j0 = 0; j0 < nk; j0 += static_cast<std::int64_t>(kN)) {
+    const float* kj = k + j0 * ldkr;
+    for (std::int64_t r = 0; r < R; ++r) {
+      const float* qr = q + r * ldq;
+      V acc[kN];
+      for (std::size_t jj = 0; jj < kN; ++jj) acc[jj] = hn::Zero(d);
+      for (std::int64_t x = 0; x < dim; x += static_cast<std::int64_t>(kN)) {
+        const V qv = hn::LoadU(d, qr + x);
+        for (std::size_t jj = 0; jj < kN; ++jj) {
+          acc[jj] = hn::MulAdd(qv, hn::LoadU(d, kj + static_cast<std::int64_t>(jj) * ldkr + x),
+                               acc[jj]);
+        }
+      }
+      hn::StoreU(SumLanesOfEach<kN>(d, acc), d, s + r * lds + j0);
+    }
+  }
 }
 
 }  // namespace HWY_NAMESPACE

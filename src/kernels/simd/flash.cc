@@ -16,12 +16,49 @@ HWY_EXPORT(FlashTileLogitsImpl);
 HWY_EXPORT(FlashExpRowImpl);
 HWY_EXPORT(FlashAccumulatePVImpl);
 HWY_EXPORT(FlashAccumulatePVScaledImpl);
+HWY_EXPORT(FlashAccumulatePVRowsImpl);
 HWY_EXPORT(FlashScaleRowImpl);
 HWY_EXPORT(FlashScaleAlibiRowImpl);
+HWY_EXPORT(FlashAccumulatePTVImpl);
+HWY_EXPORT(FlashBackwardRowImpl);
+HWY_EXPORT(FlashAddRowImpl);
+HWY_EXPORT(FlashSoftmaxTileImpl);
+HWY_EXPORT(FlashLoadRowsImpl);
+HWY_EXPORT(FlashDecodeLogitsImpl);
 
-void FlashTileLogits(const float* q, const float* kt, std::int64_t nq, std::int64_t dim,
-                     std::int64_t ld, float* s) {
-  HWY_DYNAMIC_DISPATCH(FlashTileLogitsImpl)(q, kt, nq, dim, ld, s);
+void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                     std::int64_t dim, std::int64_t ld, float* s) {
+  HWY_DYNAMIC_DISPATCH(FlashTileLogitsImpl)(q, ldq, kt, nq, dim, ld, s);
+}
+
+void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                        std::int64_t nk, std::int64_t ldv, float* acc) {
+  HWY_DYNAMIC_DISPATCH(FlashAccumulatePTVImpl)(p, ldp, v, nq, nk, ldv, acc);
+}
+
+void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
+                      const float* bias, float lse, float delta) {
+  HWY_DYNAMIC_DISPATCH(FlashBackwardRowImpl)(s, dp, nk, ld, scale, bias, lse, delta);
+}
+
+void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
+                      const float* const* bias, float* m, float* l, float* alpha) {
+  HWY_DYNAMIC_DISPATCH(FlashSoftmaxTileImpl)(s, ld, nq, nk, scale, bias, m, l, alpha);
+}
+
+void FlashAddRow(float* dst, const float* src, std::int64_t n) {
+  HWY_DYNAMIC_DISPATCH(FlashAddRowImpl)(dst, src, n);
+}
+
+void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
+                   std::int64_t dim, float* dst, std::int64_t ld) {
+  HWY_DYNAMIC_DISPATCH(FlashLoadRowsImpl)(static_cast<int>(storage), src, stride, n, dim, dst, ld);
+}
+
+void FlashDecodeLogits(const float* q, std::int64_t ldq, std::int64_t rows, const float* k,
+                       std::int64_t ldk_rows, std::int64_t nk, std::int64_t dim, float* s,
+                       std::int64_t lds) {
+  HWY_DYNAMIC_DISPATCH(FlashDecodeLogitsImpl)(q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
 }
 
 float FlashExpRow(float* row, std::int64_t n, float max) {
@@ -31,6 +68,12 @@ float FlashExpRow(float* row, std::int64_t n, float max) {
 void FlashAccumulatePV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                        std::int64_t nk, std::int64_t ldv, float* acc) {
   HWY_DYNAMIC_DISPATCH(FlashAccumulatePVImpl)(p, ldp, v, nq, nk, ldv, acc);
+}
+
+void FlashAccumulatePVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                           std::int64_t nq, std::int64_t nk, std::int64_t ldv, const float* alpha,
+                           float* acc) {
+  HWY_DYNAMIC_DISPATCH(FlashAccumulatePVRowsImpl)(p, ldp, v, ldvr, nq, nk, ldv, alpha, acc);
 }
 
 void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,

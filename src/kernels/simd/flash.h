@@ -23,10 +23,11 @@ namespace posenc::kernels::simd {
 // float32 lanes of AVX-512).
 inline constexpr std::int64_t kFlashPad = 16;
 
-// s[i * ld + j] = sum_x q[i * dim + x] * kt[x * ld + j], i < nq, j < ld
-// (ld a multiple of kFlashPad; kt is the key tile transposed, [dim, ld]).
-void FlashTileLogits(const float* q, const float* kt, std::int64_t nq, std::int64_t dim,
-                     std::int64_t ld, float* s);
+// s[i * ld + j] = sum_x q[i * ldq + x] * kt[x * ld + j], i < nq, j < ld
+// (ld a multiple of kFlashPad; kt is the key tile transposed, [dim, ld];
+// ldq >= dim is the row stride of q).
+void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                     std::int64_t dim, std::int64_t ld, float* s);
 
 // row[j] = exp(row[j] - max) for j < n (n a multiple of kFlashPad; -inf
 // entries become 0); returns the sum of the new row.
@@ -42,6 +43,69 @@ void FlashAccumulatePV(const float* p, std::int64_t ldp, const float* v, std::in
 // alpha null: 1).
 void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                              std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc);
+
+// The backward's transposed accumulation (dV += P^T dO, dK += dS^T Q):
+// acc[j * ldv + x] += sum_i p[i * ldp + j] * v[i * ldv + x] for j < nk,
+// i < nq, x < ldv (ldv a multiple of kFlashPad); p is read in place.
+void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                        std::int64_t nk, std::int64_t ldv, float* acc);
+
+// The backward's row pass over a logit row s and a dP row dp (ld entries,
+// a multiple of kFlashPad): x = s[j] * scale + bias[j] (bias may be null;
+// finite or -inf), P = exp(x - lse) (0 where x = -inf and for j >= nk), then
+// s[j] = P and dp[j] = P * (dp[j] - delta) (dS). lse must be finite.
+void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
+                      const float* bias, float lse, float delta);
+
+// The forward's online-softmax step for a tile of nq rows in one call:
+// per row, x = s * scale + bias[i][j] (bias or bias[i] null: no terms;
+// finite or -inf, ld entries), -inf for j >= nk; m_new = max(m[i], max x);
+// alpha[i] = exp(m[i] - m_new) (0 when m[i] = -inf); s = exp(x - m_new);
+// l[i] = l[i] alpha[i] + sum s. A row with no finite x becomes zeros with
+// alpha[i] = 1 and m[i], l[i] unchanged. Same exp and sums as
+// FlashScaleRow + FlashExpRow row by row.
+void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
+                      const float* const* bias, float* m, float* l, float* alpha);
+
+// dst[j] += src[j], j < n (any n).
+void FlashAddRow(float* dst, const float* src, std::int64_t n);
+
+// FlashDecodeLogits for bfloat16 q and k rows read in place (no float32
+// copy of the cache): AVX512_BF16 VDPBF16PS along dim (32 products per
+// instruction, masked loads for dim % 32), the same transposing lane sum.
+// q [rows, ldq] and k [.., ldk_rows] are bfloat16 bits; s rows hold
+// Pad(nk) entries, those past nk are zero. Only when
+// FlashBf16DotAvailable(). Numerics as FlashTileLogitsBf16.
+void FlashDecodeLogitsBf16(const std::uint16_t* q, std::int64_t ldq, std::int64_t rows,
+                           const std::uint16_t* k, std::int64_t ldk_rows, std::int64_t nk,
+                           std::int64_t dim, float* s, std::int64_t lds);
+
+// Storage of the rows FlashLoadRows converts.
+enum class FlashStorage : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
+
+// n rows of `storage` values (unit element stride, row stride `stride`
+// elements) as float32 rows of ld >= dim floats, zeros in [dim, ld); the
+// 16-bit conversions are exact.
+void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
+                   std::int64_t dim, float* dst, std::int64_t ld);
+
+// Decode logits against key rows: s[r * lds + j] = sum_x q[r * ldq + x] *
+// k[j * ldk_rows + x] for r < rows, j < Pad(nk), x < dim (dim a multiple of
+// kFlashPad, both operands zero-padded to it; k must have Pad(nk) readable
+// rows, and entries j >= nk of s are whatever those rows give: callers mask
+// them). Per query row and group of
+// Lanes keys: one vector accumulator per key, then one transposing lane
+// sum for the group (log2(Lanes) levels of ConcatEven/ConcatOdd + Add).
+void FlashDecodeLogits(const float* q, std::int64_t ldq, std::int64_t rows, const float* k,
+                       std::int64_t ldk_rows, std::int64_t nk, std::int64_t dim, float* s,
+                       std::int64_t lds);
+
+// FlashAccumulatePVScaled with v rows at stride ldvr (>= ldv; the
+// accumulator rows stay at stride ldv): the decode reads one kv head's
+// value rows out of a block that holds every kv head.
+void FlashAccumulatePVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                           std::int64_t nq, std::int64_t nk, std::int64_t ldv, const float* alpha,
+                           float* acc);
 
 // row[j] = row[j] * scale (+ bias[j] when bias is non-null; bias holds ld
 // entries, finite or -inf) for j < nk and -inf for nk <= j < ld (ld a
@@ -60,12 +124,31 @@ float FlashScaleAlibiRow(float* row, std::int64_t nk, std::int64_t ld, float sca
 // and Highway currently dispatches to an AVX-512 target.
 bool FlashBf16DotAvailable();
 
-// s[i * ld + j] = sum_x q[i, x] * k[j, x] for bfloat16 q and k (dim even):
-// q_pairs [nq, dim / 2] holds (q[i, 2p] | q[i, 2p + 1] << 16) bit pairs;
+// s[i * ld + j] = sum_x q[i, x] * k[j, x] for bfloat16 q and k (dim even),
+// with AMX tiles (FlashTileLogitsAmx) where FlashAmxLogitsAvailable(dim),
+// else with AVX512_BF16 dot products (FlashTileLogitsAvx512Bf16):
+// q_pairs [nq, ldq] (ldq >= dim / 2) holds (q[i, 2p] | q[i, 2p + 1] << 16)
+// bit pairs at i * ldq + p;
 // kt_pairs [dim / 2, ld, 2] holds k[j, 2p], k[j, 2p + 1] at (p * ld + j) * 2
 // (zero columns past the tile). Float32 accumulation; only call when
 // FlashBf16DotAvailable().
-void FlashTileLogitsBf16(const std::uint32_t* q_pairs, const std::uint16_t* kt_pairs,
-                         std::int64_t nq, std::int64_t dim, std::int64_t ld, float* s);
+void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
+                         const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
+                         std::int64_t ld, float* s);
+
+// AMX runs the bfloat16 logits: the CPU has AMX-BF16, Linux granted the
+// tile state (kernels/simd/x86_features.h) and dim % 32 == 0.
+bool FlashAmxLogitsAvailable(std::int64_t dim);
+
+// The two implementations of FlashTileLogitsBf16, same arguments (tests run
+// each where the CPU has it): AVX512_BF16 (flash_bf16.cc; only when
+// FlashBf16DotAvailable()) and AMX (flash_amx.cc; only when
+// FlashAmxLogitsAvailable(dim)).
+void FlashTileLogitsAvx512Bf16(const std::uint32_t* q_pairs, std::int64_t ldq,
+                               const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
+                               std::int64_t ld, float* s);
+void FlashTileLogitsAmx(const std::uint32_t* q_pairs, std::int64_t ldq,
+                        const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
+                        std::int64_t ld, float* s);
 
 }  // namespace posenc::kernels::simd

@@ -1,6 +1,8 @@
 // STREAM-like bandwidth reference kernels (kernels/simd/stream.h).
 #include "kernels/simd/stream.h"
 
+#include "kernels/simd/compute.h"
+
 #include <algorithm>
 
 #undef HWY_TARGET_INCLUDE
@@ -36,6 +38,19 @@ void StreamImpl(StreamOp kernel, float* a, const float* b, std::int64_t n, float
         for (; i + nl <= i1; i += nl) hn::StoreU(s, d, a + i);
         for (; i < i1; ++i) a[i] = scale;
         break;
+      case StreamOp::kRead: {  // four independent sums: the loads, not the adds, limit
+        auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+        for (; i + 4 * nl <= i1; i += 4 * nl) {
+          s0 = hn::Add(s0, hn::LoadU(d, a + i));
+          s1 = hn::Add(s1, hn::LoadU(d, a + i + nl));
+          s2 = hn::Add(s2, hn::LoadU(d, a + i + 2 * nl));
+          s3 = hn::Add(s3, hn::LoadU(d, a + i + 3 * nl));
+        }
+        float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+        for (; i < i1; ++i) sum += a[i];
+        g_compute_sink = sum;
+        break;
+      }
     }
   });
 }

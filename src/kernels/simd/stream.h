@@ -16,6 +16,7 @@ enum class StreamOp : std::uint8_t {
   kReadModifyWrite,  // a[i] = a[i] * scale
   kCopy,             // a[i] = b[i] * scale
   kWrite,            // a[i] = scale
+  kRead,             // sum of a[i] (the sum goes to a volatile sink)
 };
 
 // Runs `op` over i < n.

@@ -1,0 +1,445 @@
+// Decode attention (FlashAttentionDecode, include/posenc/flash_attention.h):
+// a few query tokens (Sq <= 16) against a long KV cache, split-K
+// ("flash-decoding": Dao, Haziza, Massa, Sizov 2023, "Flash-Decoding for
+// long-context inference"; FlashAttention-2's online softmax per split).
+//
+// The prefill engine parallelises over query tiles; a decode step has one
+// query tile per head, so it would run on one thread and read the cache
+// once per query head. Here:
+//  1. Keys are cut into chunks whose size depends on the cache length only
+//     (>= 256 keys, <= kMaxChunks chunks), so results are bit-identical for
+//     any thread count. One task per (batch, chunk) reads the chunk's keys
+//     and values once, for every kv head, in 32-key blocks: each block is
+//     converted to float32 rows by a SIMD kernel (exact for 16-bit caches;
+//     rotated by the scheme's rotation when the kernel rotates keys), then
+//     all G * Sq query rows of the kv head's GQA group run against it:
+//     logits by FlashDecodeLogits (key rows, one lane sum per group of
+//     keys: no transpose; for a bfloat16 cache and unrotated bfloat16 q,
+//     FlashDecodeLogitsBf16 reads the cache rows in place with AVX512_BF16
+//     dot products, so K is never copied), scale + the scheme's terms (TileTerms, per query
+//     head) + mask and the row max in one SIMD pass, exp, and P . V with the
+//     online-softmax rescale fused (FlashAccumulatePVScaled). The chunk
+//     leaves its partial (running max m, sum l, unnormalised output).
+//  2. One task per (batch, query head, query) merges the chunks' partials
+//     with the log-sum-exp rule: M = max m_c, L = sum l_c e^(m_c - M),
+//     out = sum acc_c e^(m_c - M) / L, lse = M + log L.
+// Position terms, value terms and masks go through the scheme's policy
+// exactly as in the prefill forward (attention/flash_internal.h).
+// Memory: per call B * chunks * H * Sq * (Dv + 2) floats of partials; per
+// worker O(32 * (D + Dv) + G * Sq * (32 + Dv)) floats.
+// Numerics: float32 tiles and sums like FlashAttention (same error rule:
+// within 2x a plain float32 attention's error against float64); the
+// partials are merged in float32 in chunk order. Positions [0, 2^24).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "attention/flash_internal.h"
+#include "kernels/simd/flash.h"
+#include "posenc/error.h"
+#include "posenc/flash_attention.h"
+
+namespace posenc {
+namespace {
+
+using attention_internal::SchemeRow;
+using flash_internal::kNegInf;
+using flash_internal::Pad;
+using flash_internal::PositionRange;
+using flash_internal::Problem;
+using Index = std::int64_t;
+
+constexpr Index kMaxQueries = 16;  // decode: Sq <= 16
+constexpr Index kBlock = 32;       // keys per block
+constexpr Index kMinChunk = 256;   // keys per chunk, at least
+constexpr Index kMaxChunks = 64;   // chunks per batch row, at most
+
+std::size_t Z(Index i) { return static_cast<std::size_t>(i); }
+
+struct DecodePlan {
+  Index D = 0, Dv = 0, ldd = 0, ldv = 0, ldk = 0, G = 1, Sq = 0, R = 0, chunk = 0, chunks = 0;
+  // bfloat16 q and cache, q not rotated: logits by VDPBF16PS straight from
+  // the cache rows (no float32 copy of K).
+  bool bf16_keys = false;
+  // K and V hold the kv heads of a key side by side (bshd, unit strides,
+  // keys not rotated here): a block of keys is one contiguous run, read in
+  // address order once for every kv head (converted to float32 rows, or
+  // copied as bfloat16 for bf16_keys) so the hardware prefetchers see one
+  // sequential stream instead of Hkv streams of 2 KiB strides.
+  bool block_rows = false;
+};
+
+// Where one kv head's rows of the current block are.
+struct BlockRows {
+  const float* k = nullptr;  // float32 key rows (null: bfloat16 rows k16)
+  const std::uint16_t* k16 = nullptr;
+  Index k_stride = 0;  // elements between keys
+  const float* v = nullptr;
+  Index v_stride = 0;
+};
+
+struct Work {
+  std::vector<float> q, k, v, s, m, l, alpha, acc, terms, tmp;
+  std::vector<std::uint16_t> q16;  // bf16_keys: q rows as bfloat16 bits [Hkv * R, D]
+  std::vector<float> kall, vall;   // block_rows: the block's K / V rows of every kv head
+  std::vector<std::uint16_t> k16;  // block_rows and bf16_keys: the block's K as bfloat16
+  std::vector<Index> kpos;
+  flash_internal::TileTerms tile_terms;
+  Context serial{1};
+};
+
+// Row kernels: Highway, or plain loops for Backend::kScalar.
+struct DecodeOps {
+  bool simd = true;
+  flash_internal::TileOps tile{true};
+
+  void Logits(const float* q, Index ldq, Index rows, const float* k, Index ldk_rows, Index nk,
+              Index dim, float* s, Index lds) const {
+    if (simd) return kernels::simd::FlashDecodeLogits(q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
+    for (Index r = 0; r < rows; ++r) {
+      std::fill(s + r * lds, s + r * lds + lds, 0.0f);
+      for (Index j = 0; j < nk; ++j)
+        s[r * lds + j] = flash_internal::Dot(q + r * ldq, k + j * ldk_rows, dim);
+    }
+  }
+  float ScaleRow(float* row, Index nk, Index ld, float scale, const float* bias) const {
+    if (simd) return kernels::simd::FlashScaleRow(row, nk, ld, scale, bias);
+    float mx = kNegInf;
+    for (Index j = 0; j < ld; ++j) {
+      row[j] = j < nk ? row[j] * scale + (bias ? bias[j] : 0.0f) : kNegInf;
+      mx = std::max(mx, row[j]);
+    }
+    return mx;
+  }
+  void PVRows(const float* p, Index ldp, const float* v, Index ldvr, Index rows, Index nk,
+              Index ldv, const float* alpha, float* acc) const {
+    if (simd) {
+      return kernels::simd::FlashAccumulatePVRows(p, ldp, v, ldvr, rows, nk, ldv, alpha, acc);
+    }
+    for (Index i = 0; i < rows; ++i) {
+      for (Index x = 0; x < ldv; ++x) acc[i * ldv + x] *= alpha[i];
+      for (Index j = 0; j < nk; ++j) {
+        for (Index x = 0; x < ldv; ++x) acc[i * ldv + x] += p[i * ldp + j] * v[j * ldvr + x];
+      }
+    }
+  }
+};
+
+// Query rows of kv head hk of batch b: row hk * R + hl * Sq + i, rotated,
+// [Hkv * R, ldd] (and as bfloat16 bits [Hkv * R, D] for bf16_keys).
+void LoadQueries(const Problem& p, const DecodePlan& plan, const TensorView& q, Index b, Index hk,
+                 const std::vector<Index>& qpos, Work& w) {
+  const Index first = hk * plan.R;
+  for (Index hl = 0; hl < plan.G; ++hl) {
+    float* rows = w.tmp.data();
+    flash_internal::LoadRows(q, p.qd, b, hk * plan.G + hl, 0, plan.Sq, rows, plan.D);
+    if (p.rope != nullptr) {
+      flash_internal::RotateTile(*p.rope, rows, plan.Sq, plan.D, qpos.data() + b * plan.Sq,
+                                 w.serial);
+    }
+    for (Index i = 0; i < plan.Sq; ++i) {
+      float* dst = w.q.data() + (first + hl * plan.Sq + i) * plan.ldd;
+      std::copy_n(rows + i * plan.D, plan.D, dst);
+      std::fill(dst + plan.D, dst + plan.ldd, 0.0f);
+      if (plan.bf16_keys) {  // exact: q holds bfloat16 values
+        for (Index x = 0; x < plan.D; ++x) {
+          w.q16[Z((first + hl * plan.Sq + i) * plan.D + x)] =
+              FloatToBF16(rows[i * plan.D + x]).bits;
+        }
+      }
+    }
+  }
+}
+
+kernels::simd::FlashStorage Storage(DType dtype) {
+  using kernels::simd::FlashStorage;
+  return dtype == DType::kFloat32    ? FlashStorage::kFloat32
+         : dtype == DType::kBFloat16 ? FlashStorage::kBFloat16
+                                     : FlashStorage::kFloat16;
+}
+
+const void* ElementAt(const TensorView& view, Index offset) {
+  return static_cast<const char*>(view.data) + offset * static_cast<Index>(DTypeSize(view.dtype));
+}
+
+// Keys [j0, j0 + nk) of kv head hk as float32 rows [nk, ldd] (zero padding),
+// rotated when the kernel rotates keys.
+void LoadKeys(const Problem& p, const DecodePlan& plan, const TensorView& k, Index b, Index hk,
+              Index j0, Index nk, Work& w) {
+  float* rows = w.k.data();
+  if (p.rotate_keys) {
+    flash_internal::LoadRows(k, p.kd, b, hk, j0, nk, w.tmp.data(), plan.D);
+    flash_internal::RotateTile(*p.rope, w.tmp.data(), nk, plan.D, w.kpos.data(), w.serial);
+    for (Index j = 0; j < nk; ++j)
+      std::copy_n(w.tmp.data() + j * plan.D, plan.D, rows + j * plan.ldd);
+  } else {
+    flash_internal::LoadRows(k, p.kd, b, hk, j0, nk, rows, plan.ldd);
+  }
+  for (Index j = 0; j < nk; ++j)
+    std::fill(rows + j * plan.ldd + plan.D, rows + (j + 1) * plan.ldd, 0.0f);
+}
+
+// Keys [j0, j0 + nk) against the R query rows of kv head hk: logits, the
+// scheme's terms and the mask, the online softmax update and P . V.
+void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, const BlockRows& rows,
+              const std::vector<Index>& qpos, const PositionRange& queries,
+              const PositionRange& keys, bool all_visible, Index b, Index hk, Index nk, Work& w) {
+  const Index first = hk * plan.R;
+  float* s = w.s.data();
+  if (rows.k16 != nullptr) {
+    kernels::simd::FlashDecodeLogitsBf16(w.q16.data() + first * plan.D, plan.D, plan.R, rows.k16,
+                                         rows.k_stride, nk, plan.D, s, plan.ldk);
+  } else {
+    ops.Logits(w.q.data() + first * plan.ldd, plan.ldd, plan.R, rows.k, rows.k_stride, nk, plan.ldd,
+               s, plan.ldk);
+  }
+  const bool values = p.scheme->Has(SchemeTerm::kValue);
+  for (Index hl = 0; hl < plan.G; ++hl) {
+    const Index h = hk * plan.G + hl;
+    if (w.tile_terms.active()) w.tile_terms.Prepare(h, queries, w.kpos.data(), nk, keys);
+    for (Index i = 0; i < plan.Sq; ++i) {
+      const Index r = hl * plan.Sq + i, qp = qpos[Z(b * plan.Sq + i)];
+      float* row = s + r * plan.ldk;
+      const float* qi = w.q.data() + (first + r) * plan.ldd;
+      (void)b;
+      const float* bias = nullptr;
+      if (w.tile_terms.active()) bias = w.tile_terms.Row(qp, qi, p.scale, w.terms.data());
+      if (!all_visible) {
+        float* mask = w.terms.data();
+        if (bias == nullptr) {
+          std::fill(mask, mask + plan.ldk, 0.0f);
+        } else if (bias != mask) {
+          std::copy(bias, bias + plan.ldk, mask);
+        }
+        for (Index j = 0; j < nk; ++j) {
+          if (!p.Visible(qp, w.kpos[Z(j)])) mask[j] = kNegInf;
+        }
+        bias = mask;
+      }
+      const float row_max = ops.ScaleRow(row, nk, plan.ldk, p.scale, bias);
+      float& alpha = w.alpha[Z(r)];
+      if (row_max == kNegInf) {
+        std::fill(row, row + plan.ldk, 0.0f);
+        alpha = 1.0f;
+        continue;
+      }
+      float& m = w.m[Z(first + r)];
+      const float m_new = std::max(m, row_max);
+      alpha = std::exp(m - m_new);
+      m = m_new;
+      float& l = w.l[Z(first + r)];
+      l = l * alpha + ops.tile.ExpRow(row, plan.ldk, m_new);
+      if (values) {  // rescale now, then the scheme's value terms
+        float* acc = w.acc.data() + (first + r) * plan.ldv;
+        for (Index x = 0; x < plan.ldv; ++x) acc[x] *= alpha;
+        alpha = 1.0f;
+        SchemeRow<float> sr;
+        sr.head = h;
+        sr.qpos = qp;
+        sr.q = qi;
+        sr.kpos = w.kpos.data();
+        sr.nk = nk;
+        p.scheme->AddValues(sr, row, acc);
+      }
+    }
+  }
+  ops.PVRows(s, plan.ldk, rows.v, rows.v_stride, plan.R, nk, plan.ldv, w.alpha.data(),
+             w.acc.data() + first * plan.ldv);
+}
+
+// One (batch, chunk) task: partials of every query head. Blocks of keys
+// outside, kv heads inside, so the cache is read in address order (a bshd
+// block holds the kv heads of each key side by side); the softmax state of
+// every query row of every kv head lives in the worker's buffers.
+void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, const TensorView& q,
+              const TensorView& k, const TensorView& v, const std::vector<Index>& qpos,
+              const std::vector<PositionRange>& qranges, Index b, Index c, float* part_ml,
+              float* part_acc, Work& w) {
+  const Index Sk = p.dims.key_len, Hkv = p.dims.kv_heads, j_begin = c * plan.chunk;
+  const Index j_end = std::min(Sk, j_begin + plan.chunk);
+  const PositionRange& queries = qranges[Z(b)];
+  for (Index hk = 0; hk < Hkv; ++hk) LoadQueries(p, plan, q, b, hk, qpos, w);
+  std::fill(w.m.begin(), w.m.end(), kNegInf);
+  std::fill(w.l.begin(), w.l.end(), 0.0f);
+  std::fill(w.acc.begin(), w.acc.end(), 0.0f);
+  for (Index j0 = j_begin; j0 < j_end; j0 += kBlock) {
+    const Index nk = std::min(kBlock, j_end - j0);
+    for (Index j = 0; j < nk; ++j) w.kpos[Z(j)] = p.key_positions.At(b, j0 + j, Sk);
+    const PositionRange keys = flash_internal::RangeOf(w.kpos.data(), nk);
+    if (p.TileHidden(queries.min, queries.max, keys.min, keys.max)) continue;
+    const bool all_visible = p.TileVisible(queries.min, queries.max, keys.min, keys.max);
+    if (plan.block_rows) {  // every kv head's rows of the block, in address order
+      const auto kbase = b * p.kd.stride_batch + j0 * p.kd.stride_seq;
+      const auto vbase = b * p.vd.stride_batch + j0 * p.vd.stride_seq;
+      BlockRows rows;
+      if (plan.bf16_keys) {
+        std::copy_n(k.As<const std::uint16_t>() + kbase, nk * Hkv * plan.D, w.k16.data());
+      } else {
+        kernels::simd::FlashLoadRows(Storage(k.dtype), ElementAt(k, kbase), plan.D, nk * Hkv,
+                                     plan.D, w.kall.data(), plan.ldd);
+      }
+      kernels::simd::FlashLoadRows(Storage(v.dtype), ElementAt(v, vbase), plan.Dv, nk * Hkv,
+                                   plan.Dv, w.vall.data(), plan.ldv);
+      for (Index hk = 0; hk < Hkv; ++hk) {
+        if (plan.bf16_keys) {
+          rows.k16 = w.k16.data() + hk * plan.D;
+          rows.k_stride = Hkv * plan.D;
+        } else {
+          rows.k = w.kall.data() + hk * plan.ldd;
+          rows.k_stride = Hkv * plan.ldd;
+        }
+        rows.v = w.vall.data() + hk * plan.ldv;
+        rows.v_stride = Hkv * plan.ldv;
+        RunBlock(p, plan, ops, rows, qpos, queries, keys, all_visible, b, hk, nk, w);
+      }
+      continue;
+    }
+    for (Index hk = 0; hk < Hkv; ++hk) {  // other layouts: one kv head at a time
+      BlockRows rows;
+      if (plan.bf16_keys) {
+        rows.k16 = k.As<const std::uint16_t>() + b * p.kd.stride_batch + hk * p.kd.stride_head +
+                   j0 * p.kd.stride_seq;
+        rows.k_stride = p.kd.stride_seq;
+      } else {
+        LoadKeys(p, plan, k, b, hk, j0, nk, w);
+        rows.k = w.k.data();
+        rows.k_stride = plan.ldd;
+      }
+      flash_internal::LoadRows(v, p.vd, b, hk, j0, nk, w.v.data(), plan.ldv);
+      for (Index j = 0; j < nk; ++j) {
+        std::fill(w.v.data() + j * plan.ldv + plan.Dv, w.v.data() + (j + 1) * plan.ldv, 0.0f);
+      }
+      rows.v = w.v.data();
+      rows.v_stride = plan.ldv;
+      RunBlock(p, plan, ops, rows, qpos, queries, keys, all_visible, b, hk, nk, w);
+    }
+  }
+  // Partials: [B, chunks, H, Sq] (m, l) and the unnormalised outputs.
+  for (Index r = 0; r < Hkv * plan.R; ++r) {
+    const Index h = r / plan.Sq, i = r % plan.Sq;
+    const Index slot = ((b * plan.chunks + c) * p.dims.heads + h) * plan.Sq + i;
+    part_ml[2 * slot] = w.m[Z(r)];
+    part_ml[2 * slot + 1] = w.l[Z(r)];
+    std::copy_n(w.acc.data() + r * plan.ldv, plan.Dv, part_acc + slot * plan.Dv);
+  }
+}
+
+// Merges the chunks' partials of (b, h, i) into out (and lse).
+void Merge(const Problem& p, const DecodePlan& plan, const float* part_ml, const float* part_acc,
+           const TensorView& out, const TensorView& lse, Index b, Index h, Index i, float* row) {
+  const auto slot = [&](Index c) {
+    return ((b * plan.chunks + c) * p.dims.heads + h) * plan.Sq + i;
+  };
+  float mx = kNegInf;
+  for (Index c = 0; c < plan.chunks; ++c) mx = std::max(mx, part_ml[2 * slot(c)]);
+  std::fill(row, row + plan.Dv, 0.0f);
+  float l = 0.0f;
+  if (mx != kNegInf) {
+    for (Index c = 0; c < plan.chunks; ++c) {
+      const float mc = part_ml[2 * slot(c)];
+      if (mc == kNegInf) continue;
+      const float wgt = std::exp(mc - mx);
+      l += part_ml[2 * slot(c) + 1] * wgt;
+      const float* acc = part_acc + slot(c) * plan.Dv;
+      for (Index x = 0; x < plan.Dv; ++x) row[x] += wgt * acc[x];
+    }
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  const auto& od = p.od;
+  const Index base = b * od.stride_batch + h * od.stride_head + i * od.stride_seq;
+  for (Index x = 0; x < plan.Dv; ++x) {
+    if (out.dtype == DType::kFloat32) {
+      out.As<float>()[base + x * od.stride_dim] = row[x] * inv;
+    } else {
+      StoreFromDouble(out.data, out.dtype, base + x * od.stride_dim,
+                      static_cast<double>(row[x] * inv));
+    }
+  }
+  if (lse.data != nullptr) {
+    lse.As<float>()[b * lse.strides[0] + h * lse.strides[1] + i * lse.strides[2]] =
+        l > 0.0f ? mx + std::log(l) : kNegInf;
+  }
+}
+
+}  // namespace
+
+void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out, const TensorView& lse,
+                          const FlashAttentionOptions& options, const Context& ctx) {
+  Problem p = flash_internal::Setup(params, q, k, v, out, options);
+  const auto& d = p.dims;
+  Require(d.query_len >= 1 && d.query_len <= kMaxQueries, "q.shape[seq]", d.query_len,
+          "1 to 16 query tokens per batch row (FlashAttentionDecode; use FlashAttention for "
+          "prefill)");
+  if (lse.data != nullptr) flash_internal::SetLseOutput(p, lse, q, k, v, out);
+  DecodePlan plan;
+  plan.D = d.head_dim;
+  plan.Dv = d.value_dim;
+  plan.ldd = Pad(plan.D);
+  plan.ldv = Pad(plan.Dv);
+  plan.ldk = Pad(kBlock);
+  plan.G = d.Group();
+  plan.Sq = d.query_len;
+  plan.R = plan.G * plan.Sq;
+  plan.chunk = std::max(kMinChunk, (d.key_len + kMaxChunks - 1) / kMaxChunks);
+  plan.chunk = (plan.chunk + kBlock - 1) / kBlock * kBlock;
+  plan.chunks = std::max<Index>(1, (d.key_len + plan.chunk - 1) / plan.chunk);
+  plan.bf16_keys = ctx.backend() != Backend::kScalar && q.dtype == DType::kBFloat16 &&
+                   k.dtype == DType::kBFloat16 && p.rope == nullptr && p.kd.stride_dim == 1 &&
+                   kernels::simd::FlashBf16DotAvailable();
+  const auto contiguous = [&](const TensorView& t, const AttentionDims& ad) {
+    return t.dtype != DType::kFloat64 && ad.stride_dim == 1 && ad.stride_head == ad.head_dim &&
+           ad.stride_seq == d.kv_heads * ad.head_dim;
+  };
+  plan.block_rows = !p.rotate_keys && contiguous(k, p.kd) && contiguous(v, p.vd);
+  std::vector<Index> qpos(Z(d.batch * plan.Sq));
+  std::vector<PositionRange> qranges;
+  for (Index b = 0; b < d.batch; ++b) {
+    for (Index i = 0; i < plan.Sq; ++i)
+      qpos[Z(b * plan.Sq + i)] = p.query_positions.At(b, i, plan.Sq);
+    qranges.push_back(flash_internal::RangeOf(qpos.data() + b * plan.Sq, plan.Sq));
+  }
+  const Index slots = d.batch * plan.chunks * d.heads * plan.Sq;
+  std::vector<float> part_ml(Z(2 * slots)), part_acc(Z(slots * plan.Dv));
+  const bool simd = ctx.backend() != Backend::kScalar;
+  const DecodeOps ops{simd, flash_internal::TileOps{simd}};
+  std::vector<Work> work(Z(ctx.num_threads()));
+  for (Work& w : work) {
+    const Index rows = d.kv_heads * plan.R;  // every query row of the batch row
+    w.q.assign(Z(rows * plan.ldd), 0.0f);
+    w.q16.assign(plan.bf16_keys ? Z(rows * plan.D) : 0, 0);
+    w.k.assign(Z(kBlock * plan.ldd), 0.0f);
+    w.v.assign(Z(kBlock * plan.ldv), 0.0f);
+    w.s.assign(Z(plan.R * plan.ldk), 0.0f);
+    w.m.assign(Z(rows), kNegInf);
+    w.l.assign(Z(rows), 0.0f);
+    w.alpha.assign(Z(plan.R), 1.0f);
+    w.acc.assign(Z(rows * plan.ldv), 0.0f);
+    w.terms.assign(Z(plan.ldk), 0.0f);
+    w.tmp.assign(Z(std::max(plan.Sq, kBlock) * std::max(plan.D, plan.Dv)), 0.0f);
+    w.kpos.assign(Z(kBlock), 0);
+    if (plan.block_rows) {
+      w.kall.assign(plan.bf16_keys ? 0 : Z(kBlock * d.kv_heads * plan.ldd), 0.0f);
+      w.k16.assign(plan.bf16_keys ? Z(kBlock * d.kv_heads * plan.D) : 0, 0);
+      w.vall.assign(Z(kBlock * d.kv_heads * plan.ldv), 0.0f);
+    }
+    w.tile_terms.Reset(*p.scheme, 4 * (plan.Sq + kBlock), plan.ldk);
+    w.serial = Context(1, ctx.backend());
+  }
+  ctx.ParallelFor(d.batch * plan.chunks, [&](Index task, int worker) {
+    RunChunk(p, plan, ops, q, k, v, qpos, qranges, task / plan.chunks, task % plan.chunks,
+             part_ml.data(), part_acc.data(), work[Z(worker)]);
+  });
+  const Index merges = d.batch * d.heads * plan.Sq;
+  const Index per_task = std::max<Index>(1, merges / (4 * ctx.num_threads()));
+  ctx.ParallelFor((merges + per_task - 1) / per_task, [&](Index task, int worker) {
+    for (Index x = task * per_task; x < std::min(merges, (task + 1) * per_task); ++x) {
+      const Index i = x % plan.Sq, bh = x / plan.Sq;
+      Merge(p, plan, part_ml.data(), part_acc.data(), out, p.lse, bh / d.heads, bh % d.heads, i,
+            work[Z(worker)].tmp.data());
+    }
+  });
+}
+
+}  // namespace posenc

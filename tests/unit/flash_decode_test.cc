@@ -1,0 +1,179 @@
+// Decode attention (FlashAttentionDecode, split-K with a log-sum-exp merge)
+// against the float64 reference with FlashAttention's 2x rule for every
+// fused scheme (none, ALiBi, T5, RoPE rotated in the kernel or pre-rotated
+// in the cache, Shaw), GQA, 1 to 16 queries, windows and bidirectional
+// masks, bfloat16 caches, every compiled SIMD target and the scalar
+// backend; against the dense kernel (FlashAttention) on a long cache; the
+// same bits for any thread count; bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "flash_forward_fixture.h"
+#include "flash_test_util.h"
+#include "posenc/flash_attention.h"
+#include "simd_target_fixture.h"
+
+namespace posenc::flash_test {
+namespace {
+
+// A decode case: Sq queries against a cache of Sk keys (shorter in the
+// unoptimised sanitizer build, where the float64 oracle is slow).
+Case Decode(std::string name, Kind kind, AttentionMask mask, Index sq) {
+  Case c = Make(std::move(name), kind, mask);
+  c.decode = true;
+  c.Sq = sq;
+#ifdef NDEBUG
+  c.Sk = 3001;
+#else
+  c.Sk = 601;
+#endif
+  c.H = 8;
+  c.Hkv = 2;
+  c.D = c.Dv = 64;
+  c.shaw_clip = 16;
+  return c;
+}
+
+TEST(FlashAttentionDecode, NoneOneQueryGqa) { CheckCase(Decode("none", Kind::kNone, kCausal, 1)); }
+
+TEST(FlashAttentionDecode, AlibiFourQueries) {
+  CheckCase(Decode("alibi", Kind::kAlibi, kCausal, 4));
+}
+
+TEST(FlashAttentionDecode, T5SixteenQueries) { CheckCase(Decode("t5", Kind::kT5, kCausal, 16)); }
+
+TEST(FlashAttentionDecode, RopeRotatedInKernelD128) {
+  Case c = Decode("rope rotate", Kind::kRope, kCausal, 2);
+  c.D = c.Dv = 128;
+  CheckCase(c);
+}
+
+TEST(FlashAttentionDecode, RopePreRotatedCache) {
+  // (A bfloat16 cache rotated by the test would round the keys away from
+  // the oracle's: pre-rotation is checked in float32, bfloat16 below.)
+  Case c = Decode("rope pre-rotated", Kind::kRope, kCausal, 1);
+  c.rope_keys = FlashRopeKeys::kPreRotated;
+  CheckCase(c);
+}
+
+TEST(FlashAttentionDecode, AlibiBf16Cache) {
+  Case c = Decode("alibi bf16", Kind::kAlibi, kCausal, 1);
+  c.dtype = DType::kBFloat16;
+  CheckCase(c);
+}
+
+TEST(FlashAttentionDecode, ShawValueTermsMqaOddDims) {
+  Case c = Decode("shaw mqa", Kind::kShaw, kCausal, 3);
+  c.Hkv = 1;
+  c.D = 40;
+  c.Dv = 24;
+  CheckCase(c);
+}
+
+TEST(FlashAttentionDecode, AlibiBidirectionalWindowBhsd) {
+  Case c = Decode("alibi bidir window", Kind::kAlibi, kBidir, 5);
+  c.window = 300;  // most chunks are hidden, one chunk straddles the window's edge
+  c.layout = AttentionLayout::kBHSD;
+  c.B = 2;
+  CheckCase(c);
+}
+
+TEST(FlashAttentionDecode, ExplicitPositionsWithEmptyRows) {
+  // Shuffled ids, a window of 3: some queries see no key (zeros, lse -inf).
+  Case c = WithExplicitPositions(Decode("explicit", Kind::kT5, kCausal, 9), 9);
+  c.decode = true;
+  CheckCase(c);
+}
+
+TEST(FlashAttentionDecode, ThreadsGiveTheSameBits) {
+  Case c = Decode("threads", Kind::kAlibi, kCausal, 2);
+  c.B = 2;
+  const std::vector<double> one = CheckCase(c);
+  c.threads = 3;
+  EXPECT_EQ(one, CheckCase(c));  // chunks depend on the cache length only
+}
+
+TEST(FlashAttentionDecode, ScalarBackendMatchesReference) {
+  Case c = Decode("scalar", Kind::kT5, kCausal, 3);
+  c.backend = Backend::kScalar;
+  CheckCase(c);
+}
+
+class FlashDecodeSimdTarget : public test::PerSimdTarget {};
+
+TEST_P(FlashDecodeSimdTarget, MatchesReference) {
+  CheckCase(Decode("alibi gqa", Kind::kAlibi, kCausal, 4));
+  Case c = Decode("rope bf16 odd dim", Kind::kRope, kCausal, 1);
+  c.dtype = DType::kBFloat16;
+  c.D = c.Dv = 48;
+  CheckCase(c);
+}
+POSENC_INSTANTIATE_PER_SIMD_TARGET(FlashDecodeSimdTarget);
+
+// A long bfloat16 cache (2^15 + 5 keys in optimised builds): decode and the
+// dense kernel compute the same float32 formula with sums in another
+// order, so outputs agree to float32 rounding of the O(1) values, and the
+// log-sum-exp (merged from 64 chunks) agrees too.
+TEST(FlashAttentionDecode, LongCacheMatchesDenseKernel) {
+#ifdef NDEBUG
+  const Index sk = (Index{1} << 15) + 5;
+#else
+  const Index sk = 4099;
+#endif
+  const Index B = 1, Sq = 1, H = 8, Hkv = 2, D = 128;
+  Tensor q(DType::kBFloat16, AttentionLayout::kBSHD, B, Sq, H, D, 1);
+  Tensor k(DType::kBFloat16, AttentionLayout::kBSHD, B, sk, Hkv, D, 2);
+  Tensor v(DType::kBFloat16, AttentionLayout::kBSHD, B, sk, Hkv, D, 3);
+  AttentionParams params;
+  params.scheme = PositionScheme::FromAlibi(AlibiSlopes(H));
+  std::vector<float> dense(Z(B * Sq * H * D)), decode(dense.size()), lse_dense(Z(H)),
+      lse_decode(Z(H));
+  const auto out = [&](std::vector<float>& x) {
+    return TensorView::Contiguous(x.data(), DType::kFloat32, {B, Sq, H, D});
+  };
+  const auto lse = [&](std::vector<float>& x) {
+    return TensorView::Contiguous(x.data(), DType::kFloat32, {B, H, Sq});
+  };
+  const Context ctx(2);
+  FlashAttentionWithLse(params, q.view, k.view, v.view, out(dense), lse(lse_dense), {}, ctx);
+  FlashAttentionDecode(params, q.view, k.view, v.view, out(decode), lse(lse_decode), {}, ctx);
+  double err = 0.0, lse_err = 0.0;
+  for (std::size_t i = 0; i < dense.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(decode[i]));
+    err = std::max(err, std::abs(static_cast<double>(dense[i]) - decode[i]));
+  }
+  for (std::size_t i = 0; i < lse_dense.size(); ++i) {
+    lse_err = std::max(lse_err, std::abs(static_cast<double>(lse_dense[i]) - lse_decode[i]));
+  }
+  EXPECT_LT(err, 2e-6);
+  EXPECT_LT(lse_err, 1e-5 * std::max(1.0f, std::abs(lse_dense[0])));
+}
+
+TEST(FlashAttentionDecodeBadInput, SeventeenQueries) {
+  Tensor q(DType::kFloat32, AttentionLayout::kBSHD, 1, 17, 2, 8, 1);
+  Tensor k(DType::kFloat32, AttentionLayout::kBSHD, 1, 40, 2, 8, 2);
+  Tensor v(DType::kFloat32, AttentionLayout::kBSHD, 1, 40, 2, 8, 3);
+  Tensor o(DType::kFloat32, AttentionLayout::kBSHD, 1, 17, 2, 8, 4);
+  ExpectInvalid([&] { FlashAttentionDecode({}, q.view, k.view, v.view, o.view); }, "q.shape[seq]");
+}
+
+TEST(FlashAttentionDecodeBadInput, LseShape) {
+  Tensor q(DType::kFloat32, AttentionLayout::kBSHD, 1, 2, 2, 8, 1);
+  Tensor k(DType::kFloat32, AttentionLayout::kBSHD, 1, 40, 2, 8, 2);
+  Tensor v(DType::kFloat32, AttentionLayout::kBSHD, 1, 40, 2, 8, 3);
+  Tensor o(DType::kFloat32, AttentionLayout::kBSHD, 1, 2, 2, 8, 4);
+  std::vector<float> lse(3);
+  ExpectInvalid(
+      [&] {
+        FlashAttentionDecode({}, q.view, k.view, v.view, o.view,
+                             TensorView::Contiguous(lse.data(), DType::kFloat32, {1, 1, 3}));
+      },
+      "lse");
+}
+
+}  // namespace
+}  // namespace posenc::flash_test

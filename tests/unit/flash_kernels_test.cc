@@ -1,0 +1,303 @@
+// The tile kernels of the fused attention (kernels/simd/flash.h) added for
+// the backward, decode and 16-bit paths, against float64 loops with
+// FlashAttention's 2x rule (error <= 2x a plain float32 loop's error + a
+// rounding floor), on every compiled Highway target:
+//  - FlashAccumulatePTV (dV += P^T dO, dK += dS^T Q), FlashBackwardRow (P,
+//    dS), FlashDecodeLogits (key rows, transposing lane sums), FlashLoadRows
+//    (exact 16-bit conversions);
+//  - the bfloat16 logits on each hardware path the CPU has: AVX512_BF16
+//    (FlashTileLogitsAvx512Bf16) and AMX (FlashTileLogitsAmx, after the
+//    Linux permission request); a path the CPU lacks is skipped with the
+//    reason printed;
+//  - the compute ceilings (posenc/bandwidth.h) and the read kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/simd/flash.h"
+#include "kernels/simd/x86_features.h"
+#include "posenc/bandwidth.h"
+#include "posenc/dtype.h"
+#include "posenc/error.h"
+#include "simd_target_fixture.h"
+
+namespace posenc {
+namespace {
+
+using Index = std::int64_t;
+namespace ks = kernels::simd;
+
+std::vector<float> Random(std::size_t n, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// max |fast - exact| <= 2 max |plain - exact| + 4 float32 roundings of the
+// largest |exact| (the rounding floor).
+void ExpectWithin2x(const std::vector<float>& fast, const std::vector<float>& plain,
+                    const std::vector<double>& exact, const char* what) {
+  double err = 0, plain_err = 0, mag = 1e-30;
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    err = std::max(err, std::abs(fast[i] - exact[i]));
+    plain_err = std::max(plain_err, std::abs(plain[i] - exact[i]));
+    mag = std::max(mag, std::abs(exact[i]));
+  }
+  EXPECT_LE(err, 2.0 * plain_err + 4.0 * std::ldexp(mag, -24))
+      << what << ": fast " << err << ", plain float32 " << plain_err;
+}
+
+class FlashKernelTarget : public test::PerSimdTarget {};
+
+TEST_P(FlashKernelTarget, TransposedAccumulation) {
+  const Index nq = 37, nk = 29, ldp = 48, ldv = 80;
+  const std::vector<float> p = Random(nq * ldp, 1), v = Random(nq * ldv, 2);
+  std::vector<float> acc0 = Random(nk * ldv, 3), fast = acc0, plain = acc0;
+  std::vector<double> exact(acc0.begin(), acc0.end());
+  ks::FlashAccumulatePTV(p.data(), ldp, v.data(), nq, nk, ldv, fast.data());
+  for (Index j = 0; j < nk; ++j)
+    for (Index x = 0; x < ldv; ++x)
+      for (Index i = 0; i < nq; ++i) {
+        plain[j * ldv + x] += p[i * ldp + j] * v[i * ldv + x];
+        exact[j * ldv + x] += double(p[i * ldp + j]) * v[i * ldv + x];
+      }
+  ExpectWithin2x(fast, plain, exact, "P^T V");
+}
+
+TEST_P(FlashKernelTarget, BackwardRowGivesProbabilitiesAndDs) {
+  const Index nk = 45, ld = 48;
+  std::vector<float> s = Random(ld, 4, -3.0f, 3.0f), dp = Random(ld, 5), bias = Random(ld, 6);
+  bias[7] = -INFINITY;  // a masked pair
+  const float scale = 0.37f, lse = 2.5f, delta = 0.125f;
+  std::vector<float> fs = s, fdp = dp, ps(ld), pdp(ld);
+  std::vector<double> es(ld), edp(ld);
+  ks::FlashBackwardRow(fs.data(), fdp.data(), nk, ld, scale, bias.data(), lse, delta);
+  for (Index j = 0; j < ld; ++j) {
+    const bool on = j < nk && bias[j] != -INFINITY;
+    const double x = double(s[j]) * scale + bias[j];
+    es[j] = on ? std::exp(x - lse) : 0.0;
+    edp[j] = es[j] * (dp[j] - double(delta));
+    ps[j] = on ? std::exp(s[j] * scale + bias[j] - lse) : 0.0f;
+    pdp[j] = ps[j] * (dp[j] - delta);
+  }
+  EXPECT_EQ(fs[7], 0.0f);
+  EXPECT_EQ(fdp[7], 0.0f);
+  for (Index j = nk; j < ld; ++j) EXPECT_EQ(fs[j], 0.0f);
+  ExpectWithin2x(fs, ps, es, "P");
+  ExpectWithin2x(fdp, pdp, edp, "dS");
+}
+
+TEST_P(FlashKernelTarget, DecodeLogitsFromKeyRows) {
+  const Index rows = 5, nk = 27, dim = 48, ldk = 64, lds = 32;
+  const std::vector<float> q = Random(rows * dim, 7), k = Random(32 * ldk, 8);
+  std::vector<float> fast(rows * lds, NAN), plain(rows * lds);
+  std::vector<double> exact(rows * lds);
+  ks::FlashDecodeLogits(q.data(), dim, rows, k.data(), ldk, nk, dim, fast.data(), lds);
+  for (Index r = 0; r < rows; ++r)
+    for (Index j = 0; j < nk; ++j) {
+      float sp = 0;
+      double se = 0;
+      for (Index x = 0; x < dim; ++x) {
+        sp += q[r * dim + x] * k[j * ldk + x];
+        se += double(q[r * dim + x]) * k[j * ldk + x];
+      }
+      plain[r * lds + j] = sp;
+      exact[r * lds + j] = se;
+    }
+  for (Index r = 0; r < rows; ++r)
+    for (Index j = nk; j < lds; ++j) fast[r * lds + j] = plain[r * lds + j] = 0;  // unspecified
+  ExpectWithin2x(fast, plain, exact, "decode logits");
+}
+
+TEST_P(FlashKernelTarget, LoadRowsConvertsExactly) {
+  const Index n = 3, dim = 37, stride = 41, ld = 48;
+  const std::vector<float> x = Random(n * stride, 9, -300.0f, 300.0f);
+  std::vector<std::uint16_t> bf(x.size()), hf(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    bf[i] = FloatToBF16(x[i]).bits;
+    hf[i] = FloatToF16(x[i]).bits;
+  }
+  std::vector<float> out(n * ld, NAN);
+  for (const auto storage :
+       {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
+    const void* src = storage == ks::FlashStorage::kFloat32 ? static_cast<const void*>(x.data())
+                      : storage == ks::FlashStorage::kBFloat16
+                          ? static_cast<const void*>(bf.data())
+                          : static_cast<const void*>(hf.data());
+    ks::FlashLoadRows(storage, src, stride, n, dim, out.data(), ld);
+    for (Index r = 0; r < n; ++r) {
+      for (Index c = 0; c < dim; ++c) {
+        const std::size_t i = static_cast<std::size_t>(r * stride + c);
+        const float want = storage == ks::FlashStorage::kFloat32    ? x[i]
+                           : storage == ks::FlashStorage::kBFloat16 ? BF16ToFloat(BFloat16{bf[i]})
+                                                                    : F16ToFloat(Float16{hf[i]});
+        ASSERT_EQ(out[r * ld + c], want) << r << ", " << c;
+      }
+      for (Index c = dim; c < ld; ++c) ASSERT_EQ(out[r * ld + c], 0.0f);
+    }
+  }
+}
+TEST_P(FlashKernelTarget, SoftmaxTileEqualsTheRowKernels) {
+  // One call for the tile = FlashScaleRow + FlashExpRow row by row (same
+  // operations: identical probabilities), with the online update of m, l.
+  const Index nq = 6, nk = 45, ld = 48;
+  const std::vector<float> s0 = Random(nq * ld, 12, -4.0f, 4.0f);
+  std::vector<float> bias = Random(ld + 8, 13);
+  std::vector<const float*> rows(nq);
+  for (Index i = 0; i < nq; ++i) rows[i] = i == 2 ? nullptr : bias.data() + i % 3;
+  std::vector<float> m = {-INFINITY, 0.5f, 9.0f, -1.0f, 2.0f, -INFINITY};
+  std::vector<float> l = {0.0f, 3.0f, 1.5f, 2.0f, 0.25f, 0.0f}, alpha(nq);
+  std::vector<float> fast = s0, m_fast = m, l_fast = l;
+  ks::FlashSoftmaxTile(fast.data(), ld, nq, nk, 0.3f, rows.data(), m_fast.data(), l_fast.data(),
+                       alpha.data());
+  for (Index i = 0; i < nq; ++i) {
+    std::vector<float> row(s0.begin() + i * ld, s0.begin() + (i + 1) * ld);
+    const float mx = ks::FlashScaleRow(row.data(), nk, ld, 0.3f, rows[i]);
+    const float m_new = std::max(m[i], mx);
+    const double want_alpha = m[i] == -INFINITY ? 0.0 : std::exp(double(m[i]) - m_new);
+    const float sum = ks::FlashExpRow(row.data(), ld, m_new);
+    for (Index j = 0; j < ld; ++j) ASSERT_EQ(fast[i * ld + j], row[j]) << i << ", " << j;
+    EXPECT_EQ(m_fast[i], m_new);
+    EXPECT_NEAR(alpha[i], want_alpha, 2e-7 * want_alpha);
+    EXPECT_NEAR(l_fast[i], l[i] * want_alpha + sum, 1e-6 * (l[i] * want_alpha + sum));
+  }
+}
+POSENC_INSTANTIATE_PER_SIMD_TARGET(FlashKernelTarget);
+
+// bfloat16 q [nq, dim] and k [nk, dim] values, packed as the flash paths
+// pack them: q pairs [nq, ldq], k^T pairs [dim / 2, ld, 2].
+struct Bf16Tile {
+  Index nq, nk, dim, ld, ldq;
+  std::vector<float> q, k;
+  std::vector<std::uint32_t> q_pairs;
+  std::vector<std::uint16_t> kt_pairs;
+  Bf16Tile(Index nq_, Index nk_, Index dim_) : nq(nq_), nk(nk_), dim(dim_) {
+    ld = (nk + 15) / 16 * 16;
+    ldq = dim / 2 + 3;  // a row stride wider than the row
+    q = Random(nq * dim, 10);
+    k = Random(nk * dim, 11);
+    for (float& x : q) x = BF16ToFloat(FloatToBF16(x));
+    for (float& x : k) x = BF16ToFloat(FloatToBF16(x));
+    q_pairs.assign(nq * ldq, 0);
+    for (Index i = 0; i < nq; ++i)
+      for (Index p = 0; p < dim / 2; ++p) {
+        q_pairs[i * ldq + p] = std::uint32_t{FloatToBF16(q[i * dim + 2 * p]).bits} |
+                               std::uint32_t{FloatToBF16(q[i * dim + 2 * p + 1]).bits} << 16;
+      }
+    kt_pairs.assign(dim * ld, 0);
+    for (Index j = 0; j < nk; ++j)
+      for (Index x = 0; x < dim; ++x) {
+        kt_pairs[((x / 2) * ld + j) * 2 + x % 2] = FloatToBF16(k[j * dim + x]).bits;
+      }
+  }
+  // The product (float32 loop and float64) and the 2x check of `fast`.
+  void Check(const std::vector<float>& fast, const char* what) const {
+    std::vector<float> got, plain;
+    std::vector<double> exact;
+    for (Index i = 0; i < nq; ++i)
+      for (Index j = 0; j < nk; ++j) {
+        float sp = 0;
+        double se = 0;
+        for (Index x = 0; x < dim; ++x) {
+          sp += q[i * dim + x] * k[j * dim + x];
+          se += double(q[i * dim + x]) * k[j * dim + x];
+        }
+        got.push_back(fast[i * ld + j]);
+        plain.push_back(sp);
+        exact.push_back(se);
+      }
+    ExpectWithin2x(got, plain, exact, what);
+  }
+};
+
+TEST(FlashBf16Logits, Avx512Bf16DotProducts) {
+  if (!ks::CpuHasAvx512Bf16()) {
+    GTEST_SKIP() << "this CPU has no AVX512F + AVX512_BF16: the VDPBF16PS path cannot run here";
+  }
+  for (const Index nq : {1, 4, 7, 64}) {
+    const Bf16Tile t(nq, 53, 64);
+    std::vector<float> s(nq * t.ld, NAN);
+    ks::FlashTileLogitsAvx512Bf16(t.q_pairs.data(), t.ldq, t.kt_pairs.data(), nq, t.dim, t.ld,
+                                  s.data());
+    t.Check(s, "AVX512_BF16 logits");
+  }
+}
+
+TEST(FlashBf16Logits, AmxTiles) {
+  if (!ks::AmxAvailable()) {
+    GTEST_SKIP() << "AMX path not exercised on this machine: " << ks::AmxStatus();
+  }
+  EXPECT_TRUE(ks::FlashAmxLogitsAvailable(64));
+  EXPECT_FALSE(ks::FlashAmxLogitsAvailable(48));  // dim % 32 != 0 stays on AVX512_BF16
+  for (const Index nq : {1, 16, 21, 64}) {
+    for (const Index dim : {32, 128}) {
+      const Bf16Tile t(nq, 53, dim);
+      std::vector<float> s(nq * t.ld, NAN);
+      ks::FlashTileLogitsAmx(t.q_pairs.data(), t.ldq, t.kt_pairs.data(), nq, dim, t.ld, s.data());
+      t.Check(s, "AMX logits");
+    }
+  }
+}
+
+TEST(FlashBf16Logits, AmxStatusExplainsItself) {
+  // Either granted, or a reason naming what is missing (CPUID bits or the
+  // arch_prctl permission request): never an empty or generic answer.
+  const std::string status = ks::AmxStatus();
+  if (ks::AmxAvailable()) {
+    EXPECT_EQ(status, "available");
+  } else {
+    EXPECT_TRUE(status.find("CPUID") != std::string::npos ||
+                status.find("arch_prctl") != std::string::npos ||
+                status.find("x86-64") != std::string::npos)
+        << status;
+  }
+  EXPECT_EQ(ComputeKernelAvailable(ComputeKernel::kAmxBFloat16), ks::AmxAvailable());
+  std::printf("AMX: %s\n", status.c_str());
+}
+
+TEST(ComputeCeilings, EveryAvailableKernelCountsItsFlops) {
+  const Context ctx(2);
+  for (const ComputeKernel k :
+       {ComputeKernel::kFloat32Fma, ComputeKernel::kBFloat16Dot, ComputeKernel::kAmxBFloat16}) {
+    if (!ComputeKernelAvailable(k)) {
+      std::printf("%s skipped: %s\n", std::string(ComputeKernelName(k)).c_str(),
+                  ComputeKernelStatus(k).c_str());
+      EXPECT_THROW(RunComputeKernel(k, 100, ctx), InvalidArgument);
+      continue;
+    }
+    // 8 tasks per thread, 1000 / 8 = 125 iterations each, the flops of each
+    // kernel's step: float32 2 * accumulators * lanes; bf16 2 * 16 * 32;
+    // AMX 2 * 4 * 16 * 16 * 32.
+    const double flops = RunComputeKernel(k, 1000, ctx);
+    EXPECT_GT(flops, 0.0);
+    const double per_step = flops / (16 * 125);
+    if (k == ComputeKernel::kBFloat16Dot) EXPECT_EQ(per_step, 1024.0);
+    if (k == ComputeKernel::kAmxBFloat16) EXPECT_EQ(per_step, 65536.0);
+    if (k == ComputeKernel::kFloat32Fma) EXPECT_GE(per_step, 16.0);
+  }
+  EXPECT_THROW(RunComputeKernel(ComputeKernel::kFloat32Fma, 0, ctx), InvalidArgument);
+}
+
+TEST(Ceilings, ReadKernelAndLastLevelCache) {
+  std::vector<float> a(100003, 1.0f);
+  const Context ctx(2);
+  RunStreamKernel(StreamKernel::kRead, a.data(), nullptr, static_cast<Index>(a.size()), 1.0f, ctx);
+  EXPECT_EQ(a[0], 1.0f);  // read only
+  EXPECT_EQ(StreamKernelBytes(StreamKernel::kRead, 10), 40);
+  EXPECT_EQ(StreamKernelName(StreamKernel::kRead), "read");
+  const CacheInfo llc = LastLevelCache();
+  if (llc.source == "unknown") {
+    EXPECT_EQ(llc.bytes, 0);
+  } else {
+    EXPECT_GT(llc.bytes, 0);
+    EXPECT_GE(llc.level, 2);
+  }
+}
+
+}  // namespace
+}  // namespace posenc
