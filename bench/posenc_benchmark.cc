@@ -26,27 +26,39 @@ void BM_RopeQK(benchmark::State& state, DType dtype) {
   const auto qv = posenc::TensorView::Contiguous(q.data(), dtype, {1, 32, seq, 128});
   const auto kv = posenc::TensorView::Contiguous(k.data(), dtype, {1, 32, seq, 128});
   for (auto _ : state) {
-    posenc::ApplyRopeQK(params, qv, kv, posenc::AttentionLayout::kBHSD, posenc::Positions::Offset(0),
-                        posenc::RopeDirection::kForward, ctx);
+    posenc::ApplyRopeQK(params, qv, kv, posenc::AttentionLayout::kBHSD,
+                        posenc::Positions::Offset(0), posenc::RopeDirection::kForward, ctx);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * 4 * static_cast<std::int64_t>(q.size()));
 }
-BENCHMARK_CAPTURE(BM_RopeQK, f32, DType::kFloat32)->Args({1, 1})->Args({4096, 1})->Args({4096, 2})->UseRealTime();
-BENCHMARK_CAPTURE(BM_RopeQK, bf16, DType::kBFloat16)->Args({1, 1})->Args({4096, 1})->Args({4096, 2})->UseRealTime();
+BENCHMARK_CAPTURE(BM_RopeQK, f32, DType::kFloat32)
+    ->Args({1, 1})
+    ->Args({4096, 1})
+    ->Args({4096, 2})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_RopeQK, bf16, DType::kBFloat16)
+    ->Args({1, 1})
+    ->Args({4096, 1})
+    ->Args({4096, 2})
+    ->UseRealTime();
 
 void BM_StreamRmw(benchmark::State& state) {
   const std::int64_t n = state.range(0);
   const posenc::Context ctx(static_cast<int>(state.range(1)));
   std::vector<float> a(static_cast<std::size_t>(n), 1.0f);
   for (auto _ : state) {
-    posenc::RunStreamKernel(posenc::StreamKernel::kReadModifyWrite, a.data(), nullptr, n, 1.0f, ctx);
+    posenc::RunStreamKernel(posenc::StreamKernel::kReadModifyWrite, a.data(), nullptr, n, 1.0f,
+                            ctx);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * 8 * n);
 }
 // Same bytes as q + k float32 [1, 32, 4096, 128].
-BENCHMARK(BM_StreamRmw)->Args({2 * 32 * 4096 * 128, 1})->Args({2 * 32 * 4096 * 128, 2})->UseRealTime();
+BENCHMARK(BM_StreamRmw)
+    ->Args({2 * 32 * 4096 * 128, 1})
+    ->Args({2 * 32 * 4096 * 128, 2})
+    ->UseRealTime();
 
 void BM_Sinusoidal(benchmark::State& state) {
   const std::int64_t rows = state.range(0), dim = 1024;

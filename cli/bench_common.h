@@ -46,8 +46,8 @@ struct BenchOptions {
   std::string python = "/usr/bin/python3";
   std::string script = DefaultBenchScript();
   std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
-  bool backward = false;  // attention: add the forward + backward cases
-  bool decode = false;    // attention: add the decode cases
+  bool backward = false;       // attention: add the forward + backward cases
+  bool decode = false;         // attention: add the decode cases
   std::int64_t llc_bytes = 0;  // last-level cache size (posenc/bandwidth.h LastLevelCache)
 };
 
@@ -60,7 +60,7 @@ struct Result {
   std::vector<std::int64_t> shape;
   bool inplace = true;
   double ms = 0, bytes = 0, ceiling_ms = 0;
-  double footprint = 0;  // distinct bytes touched (cache_resident: footprint < 4x the LLC)
+  double footprint = 0;     // distinct bytes touched (cache_resident: footprint < 4x the LLC)
   bool skip_torch = false;  // DRAM-sized cases: no torch baseline (its temporaries need GiBs)
   std::optional<double> torch_ms;  // empty: no baseline (--no-torch, or torch lacks the op)
   std::string torch_variant;
@@ -76,7 +76,8 @@ inline double MedianMs(const std::function<void()>& fn, int reps, int warmup) {
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(t.begin(), t.end());
   return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);

@@ -42,8 +42,10 @@ void RunAlibi(const AlibiArgs& a) {
   params.num_heads = a.heads;
   params.max_bias = a.max_bias;
   params.convention = ParseAlibiSlopeConvention(a.convention, "--convention");
-  Require(a.heads >= 1 && a.heads <= kMaxAlibiHeads, "--heads", a.heads, "a head count in [1, 65536]");
-  Require(std::isfinite(a.max_bias) && a.max_bias > 0, "--max-bias", a.max_bias, "a finite number > 0");
+  Require(a.heads >= 1 && a.heads <= kMaxAlibiHeads, "--heads", a.heads,
+          "a head count in [1, 65536]");
+  Require(std::isfinite(a.max_bias) && a.max_bias > 0, "--max-bias", a.max_bias,
+          "a finite number > 0");
   const std::vector<double> slopes = AlibiSlopes(params);
   if (a.head) {
     Require(a.length.has_value(), "--head", *a.head, "to be used together with --length");
@@ -59,8 +61,9 @@ void RunAlibi(const AlibiArgs& a) {
       first = *a.head;
       count = 1;
     }
-    Require(L >= 1 && L <= 4096 && count * L * L <= kMaxCells, "--length", L,
-            fmt::format("a length in [1, 4096] with heads*length^2 <= 2^22 ({} heads printed)", count));
+    Require(
+        L >= 1 && L <= 4096 && count * L * L <= kMaxCells, "--length", L,
+        fmt::format("a length in [1, 4096] with heads*length^2 <= 2^22 ({} heads printed)", count));
     bias.resize(static_cast<std::size_t>(count * L * L));
     for (std::int64_t h = 0; h < count; ++h) {
       AlibiBiasTile(slopes, AlibiGeometry{L, L, form}, AlibiTile{first + h, 0, L, 0, L},
@@ -105,11 +108,13 @@ void RunAlibi(const AlibiArgs& a) {
   }
   for (std::int64_t h = 0; h < count; ++h) {
     std::cout << fmt::format("\n# bias head {} ({}, slope {}): row = query i, column = key j\n",
-                             first + h, AlibiFormName(form), slopes[static_cast<std::size_t>(first + h)]);
+                             first + h, AlibiFormName(form),
+                             slopes[static_cast<std::size_t>(first + h)]);
     for (std::int64_t i = 0; i < L; ++i) {
       for (std::int64_t c = 0; c < L; ++c) {
         const double x = cell(h, i, c);
-        std::cout << fmt::format("{:>12}", std::isinf(x) ? std::string("-inf") : fmt::format("{:.6g}", x));
+        std::cout << fmt::format("{:>12}",
+                                 std::isinf(x) ? std::string("-inf") : fmt::format("{:.6g}", x));
       }
       std::cout << '\n';
     }
@@ -131,7 +136,8 @@ void RegisterAlibiCommand(CLI::App& app) {
   cmd->add_option("--length", a->length, "Print the bias of LENGTH queries x LENGTH keys");
   auto* causal = cmd->add_flag("--causal", a->causal,
                                "Causal form -slope*(i-j), future keys masked (default)");
-  auto* symmetric = cmd->add_flag("--symmetric", a->symmetric, "Symmetric form -slope*|i-j| (encoders)");
+  auto* symmetric =
+      cmd->add_flag("--symmetric", a->symmetric, "Symmetric form -slope*|i-j| (encoders)");
   causal->excludes(symmetric);
   cmd->add_option("--head", a->head, "Print the bias of this head only (with --length)");
   cmd->add_flag("--json", a->json, R"(Print {"slopes": [...], "bias": [[...]]} as JSON)");

@@ -78,7 +78,8 @@ void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
       const TensorView q = TensorView::Contiguous(base, dtype, {1, heads, seq, hd});
       const TensorView k = TensorView::Contiguous(base + tensor_bytes, dtype, {1, heads, seq, hd});
       const TensorView qo = TensorView::Contiguous(obase, dtype, {1, heads, seq, hd});
-      const TensorView ko = TensorView::Contiguous(obase + tensor_bytes, dtype, {1, heads, seq, hd});
+      const TensorView ko =
+          TensorView::Contiguous(obase + tensor_bytes, dtype, {1, heads, seq, hd});
       const std::int64_t nf = 2 * tensor_bytes / 4;
       const Positions pos = Positions::Offset(seq == 1 ? 4095 : 0);
       for (const bool inplace : {true, false}) {
@@ -93,21 +94,30 @@ void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
         // Alternate forward/inverse so values stay bounded over many calls.
         bool fwd = true;
         if (inplace) {
-          r.ms = MedianMs([&] {
-            ApplyRopeQK(params, q, k, AttentionLayout::kBHSD, pos,
-                        fwd ? RopeDirection::kForward : RopeDirection::kInverse, ctx);
-            fwd = !fwd;
-          }, o.reps, o.warmup);
+          r.ms = MedianMs(
+              [&] {
+                ApplyRopeQK(params, q, k, AttentionLayout::kBHSD, pos,
+                            fwd ? RopeDirection::kForward : RopeDirection::kInverse, ctx);
+                fwd = !fwd;
+              },
+              o.reps, o.warmup);
           r.ceiling = "rmw";
-          r.ceiling_ms = MedianMs([&] { RunStreamKernel(StreamKernel::kReadModifyWrite, qk.data(), nullptr, nf, 1.0f, ctx); },
-                                  o.reps, o.warmup);
+          r.ceiling_ms = MedianMs(
+              [&] {
+                RunStreamKernel(StreamKernel::kReadModifyWrite, qk.data(), nullptr, nf, 1.0f, ctx);
+              },
+              o.reps, o.warmup);
         } else {
-          r.ms = MedianMs([&] {
-            ApplyRopeQK(params, q, k, AttentionLayout::kBHSD, pos, RopeDirection::kForward, &qo, &ko, ctx);
-          }, o.reps, o.warmup);
+          r.ms = MedianMs(
+              [&] {
+                ApplyRopeQK(params, q, k, AttentionLayout::kBHSD, pos, RopeDirection::kForward, &qo,
+                            &ko, ctx);
+              },
+              o.reps, o.warmup);
           r.ceiling = "copy";
-          r.ceiling_ms = MedianMs([&] { RunStreamKernel(StreamKernel::kCopy, outs.data(), qk.data(), nf, 1.0f, ctx); },
-                                  o.reps, o.warmup);
+          r.ceiling_ms = MedianMs(
+              [&] { RunStreamKernel(StreamKernel::kCopy, outs.data(), qk.data(), nf, 1.0f, ctx); },
+              o.reps, o.warmup);
         }
         out.push_back(r);
       }
@@ -133,8 +143,9 @@ void BenchTables(const BenchOptions& o, const Context& ctx, std::vector<Result>&
       const TensorView t = TensorView::Contiguous(base, dtype, {rows, dim});
       r.ms = MedianMs([&] { SinusoidalTable(params, 0, rows, t, ctx); }, o.reps, o.warmup);
       r.ceiling = "write";
-      r.ceiling_ms = MedianMs([&] { RunStreamKernel(StreamKernel::kWrite, a.data(), nullptr, bytes / 4, 0.5f, ctx); },
-                              o.reps, o.warmup);
+      r.ceiling_ms = MedianMs(
+          [&] { RunStreamKernel(StreamKernel::kWrite, a.data(), nullptr, bytes / 4, 0.5f, ctx); },
+          o.reps, o.warmup);
       out.push_back(r);
     }
     {
@@ -148,10 +159,14 @@ void BenchTables(const BenchOptions& o, const Context& ctx, std::vector<Result>&
       params.head_dim = dim;
       const TensorView c = TensorView::Contiguous(base, dtype, {rows, dim});
       const TensorView s = TensorView::Contiguous(base + bytes, dtype, {rows, dim});
-      r.ms = MedianMs([&] { RopeCosSin(params, Positions::Offset(0), rows, c, s, ctx); }, o.reps, o.warmup);
+      r.ms = MedianMs([&] { RopeCosSin(params, Positions::Offset(0), rows, c, s, ctx); }, o.reps,
+                      o.warmup);
       r.ceiling = "write";
-      r.ceiling_ms = MedianMs([&] { RunStreamKernel(StreamKernel::kWrite, a.data(), nullptr, 2 * bytes / 4, 0.5f, ctx); },
-                              o.reps, o.warmup);
+      r.ceiling_ms = MedianMs(
+          [&] {
+            RunStreamKernel(StreamKernel::kWrite, a.data(), nullptr, 2 * bytes / 4, 0.5f, ctx);
+          },
+          o.reps, o.warmup);
       out.push_back(r);
     }
   }
@@ -190,7 +205,8 @@ nlohmann::json RunTorch(const BenchOptions& o, int threads, std::vector<Result>&
   const int status = pclose(pipe);
   std::remove(spec_path.c_str());
   if (status != 0) {
-    throw IoError("--torch-script: '" + o.script + "' run by " + o.python + " failed (exit status " +
+    throw IoError("--torch-script: '" + o.script + "' run by " + o.python +
+                  " failed (exit status " +
                   std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                   "); pass --no-torch to skip the baseline");
   }
@@ -205,8 +221,9 @@ nlohmann::json RunTorch(const BenchOptions& o, int threads, std::vector<Result>&
   std::map<int, std::pair<std::optional<double>, std::string>> by_id;
   for (const auto& r : reply.at("results")) {
     const auto& ms = r.at("ms");
-    by_id[r.at("id").get<int>()] = {ms.is_null() ? std::nullopt : std::optional<double>(ms.get<double>()),
-                                    r.at("variant").get<std::string>()};
+    by_id[r.at("id").get<int>()] = {
+        ms.is_null() ? std::nullopt : std::optional<double>(ms.get<double>()),
+        r.at("variant").get<std::string>()};
   }
   for (Result& r : results) {
     if (r.skip_torch) {
@@ -217,7 +234,8 @@ nlohmann::json RunTorch(const BenchOptions& o, int threads, std::vector<Result>&
     r.torch_ms = ms;
     r.torch_variant = variant;
   }
-  return {{"torch", reply.value("torch", "")}, {"numpy", reply.value("numpy", "")},
+  return {{"torch", reply.value("torch", "")},
+          {"numpy", reply.value("numpy", "")},
           {"torch_threads", reply.value("torch_threads", 0)}};
 }
 
@@ -231,13 +249,15 @@ std::string CpuModel() {
 }
 
 void Run(BenchOptions o) {
-  Require(o.threads >= 0 && o.threads <= 1024, "--threads", o.threads, "0 (all hardware threads) to 1024");
+  Require(o.threads >= 0 && o.threads <= 1024, "--threads", o.threads,
+          "0 (all hardware threads) to 1024");
   Require(o.reps >= 1 && o.reps <= 10000, "--reps", o.reps, "1 to 10000");
   Require(o.warmup >= 0 && o.warmup <= 1000, "--warmup", o.warmup, "0 to 1000");
   Require(o.max_seq >= 1 && o.max_seq <= 16384, "--max-seq", o.max_seq, "1 to 16384");
   Require(o.what == "attention" || (!o.backward && !o.decode),
           o.backward ? "--backward" : "--decode", o.what, "only with `posenc bench attention`");
-  const int threads = o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
+  const int threads =
+      o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
   const CacheInfo llc = LastLevelCache();
   o.llc_bytes = llc.bytes;
   nlohmann::json machine = {{"cpu", CpuModel()},
@@ -265,8 +285,9 @@ void Run(BenchOptions o) {
   std::vector<nlohmann::json> attention;
   if (o.what == "attention") {
     const std::string dir = o.script.substr(0, o.script.find_last_of('/') + 1);
-    AttentionBenchOptions ao{threads, o.reps, o.warmup, o.max_seq, o.torch, o.python,
-                             dir + "torch_attention.py", o.jemalloc};
+    AttentionBenchOptions ao{
+        threads,   o.reps, o.warmup, o.max_seq, o.torch, o.python, dir + "torch_attention.py",
+        o.jemalloc};
     ao.backward = o.backward;
     ao.decode = o.decode;
     ao.llc_bytes = o.llc_bytes;
@@ -276,15 +297,23 @@ void Run(BenchOptions o) {
     nlohmann::json j = {{"machine", machine}, {"results", nlohmann::json::array()}};
     for (const Result& r : results) {
       const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
-      j["results"].push_back({{"kernel", r.kernel}, {"dtype", r.dtype}, {"shape", r.shape},
-                              {"threads", threads}, {"inplace", r.inplace}, {"ms", r.ms},
-                              {"bytes", r.bytes}, {"gbps", gbps}, {"bandwidth_kernel", r.ceiling},
-                              {"bandwidth_gbps", bw}, {"fraction_of_bandwidth", gbps / bw},
-                              {"cache_resident",
-                               r.footprint < 4.0 * static_cast<double>(o.llc_bytes)},
-                              {"torch_ms", r.torch_ms ? nlohmann::json(*r.torch_ms) : nlohmann::json()},
-                              {"torch_variant", r.torch_variant},
-                              {"speedup_vs_torch", r.torch_ms ? nlohmann::json(*r.torch_ms / r.ms) : nlohmann::json()}});
+      j["results"].push_back(
+          {{"kernel", r.kernel},
+           {"dtype", r.dtype},
+           {"shape", r.shape},
+           {"threads", threads},
+           {"inplace", r.inplace},
+           {"ms", r.ms},
+           {"bytes", r.bytes},
+           {"gbps", gbps},
+           {"bandwidth_kernel", r.ceiling},
+           {"bandwidth_gbps", bw},
+           {"fraction_of_bandwidth", gbps / bw},
+           {"cache_resident", r.footprint < 4.0 * static_cast<double>(o.llc_bytes)},
+           {"torch_ms", r.torch_ms ? nlohmann::json(*r.torch_ms) : nlohmann::json()},
+           {"torch_variant", r.torch_variant},
+           {"speedup_vs_torch",
+            r.torch_ms ? nlohmann::json(*r.torch_ms / r.ms) : nlohmann::json()}});
     }
     for (const nlohmann::json& e : attention) j["results"].push_back(e);
     std::cout << j.dump(2) << '\n';
@@ -300,20 +329,23 @@ void Run(BenchOptions o) {
   }
   if (!attention.empty()) PrintAttentionTable(attention, std::cout);
   if (results.empty()) return;
-  std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8} "
-                           "{:>7}\n", "kernel",
-                           "dtype", "shape", "inplace", "ms", "GB/s", "ceiling GB/s", "frac", "torch ms",
-                           "speedup", "in LLC");
+  std::cout << fmt::format(
+      "{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8} "
+      "{:>7}\n",
+      "kernel", "dtype", "shape", "inplace", "ms", "GB/s", "ceiling GB/s", "frac", "torch ms",
+      "speedup", "in LLC");
   for (const Result& r : results) {
     std::string shape;
-    for (std::size_t i = 0; i < r.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(r.shape[i]);
+    for (std::size_t i = 0; i < r.shape.size(); ++i)
+      shape += (i ? "x" : "") + std::to_string(r.shape[i]);
     const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
-    std::cout << fmt::format("{:<13} {:<9} {:<22} {:<8} {:>9.4f} {:>8.1f} {:>8.1f} {:<4} {:>6.2f} "
-                             "{:>10} {:>8} {:>7}\n",
-                             r.kernel, r.dtype, shape, r.inplace ? "yes" : "no", r.ms, gbps, bw, r.ceiling,
-                             gbps / bw, r.torch_ms ? fmt::format("{:.3f}", *r.torch_ms) : "-",
-                             r.torch_ms ? fmt::format("{:.1f}x", *r.torch_ms / r.ms) : "-",
-                             r.footprint < 4.0 * static_cast<double>(o.llc_bytes) ? "yes" : "no");
+    std::cout << fmt::format(
+        "{:<13} {:<9} {:<22} {:<8} {:>9.4f} {:>8.1f} {:>8.1f} {:<4} {:>6.2f} "
+        "{:>10} {:>8} {:>7}\n",
+        r.kernel, r.dtype, shape, r.inplace ? "yes" : "no", r.ms, gbps, bw, r.ceiling, gbps / bw,
+        r.torch_ms ? fmt::format("{:.3f}", *r.torch_ms) : "-",
+        r.torch_ms ? fmt::format("{:.1f}x", *r.torch_ms / r.ms) : "-",
+        r.footprint < 4.0 * static_cast<double>(o.llc_bytes) ? "yes" : "no");
   }
 }
 
@@ -327,18 +359,21 @@ void RegisterBenchCommand(CLI::App& app) {
                   "rope, tables, bias, all (= rope + tables + bias) or attention (fused attention "
                   "vs torch; not in all)")
       ->check(CLI::IsMember({"rope", "tables", "bias", "all", "attention"}));
-  cmd->add_option("--threads", opts->threads, "Threads for posenc and torch (0: all hardware threads)");
+  cmd->add_option("--threads", opts->threads,
+                  "Threads for posenc and torch (0: all hardware threads)");
   cmd->add_flag("--json", opts->json, "Print JSON ({machine, results}) instead of a table");
   cmd->add_option("--reps", opts->reps, "Timed calls per measurement (median reported)");
   cmd->add_option("--warmup", opts->warmup, "Untimed calls before each measurement");
-  cmd->add_option("--max-seq", opts->max_seq,
-                  "Longest sequence / table rows to run (default 16384; small values for smoke tests)");
+  cmd->add_option(
+      "--max-seq", opts->max_seq,
+      "Longest sequence / table rows to run (default 16384; small values for smoke tests)");
   cmd->add_flag("!--no-torch", opts->torch, "Skip the PyTorch/numpy baseline");
   cmd->add_flag("--backward", opts->backward,
                 "attention: also time forward + backward against torch eager autograd");
   cmd->add_flag("--decode", opts->decode,
                 "attention: also time decode against KV caches (torch eager, read bandwidth)");
-  cmd->add_option("--python", opts->python, "Python with torch and numpy (default /usr/bin/python3)");
+  cmd->add_option("--python", opts->python,
+                  "Python with torch and numpy (default /usr/bin/python3)");
   cmd->add_option("--torch-script", opts->script, "Path of bench/torch_baseline.py");
   cmd->callback([opts] { Run(*opts); });
 }

@@ -57,8 +57,8 @@ namespace {
 using bench_attention::CausalPairs;
 using bench_attention::CeilingFor;
 using bench_attention::Filled;
-using bench_attention::Median;
 using bench_attention::MaxRssKiB;
+using bench_attention::Median;
 using bench_attention::OrNull;
 
 constexpr std::int64_t kHeads = 8, kHeadDim = 64;
@@ -106,20 +106,24 @@ ChildReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType dty
   for (int i = 0; i < std::min(o.reps, 5); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     call();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   r.extra_kib = MaxRssKiB() - before;
   r.ms = Median(times);
   if (seq <= 1024 && dtype == DType::kFloat32) {
     std::vector<float> ref(n);
     const auto t0 = std::chrono::steady_clock::now();
-    AttentionReference(params, q, k, v,
-                       TensorView::Contiguous(ref.data(), DType::kFloat32, {1, seq, kHeads, kHeadDim}),
-                       nullptr, ctx);
-    r.ref_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    AttentionReference(
+        params, q, k, v,
+        TensorView::Contiguous(ref.data(), DType::kFloat32, {1, seq, kHeads, kHeadDim}), nullptr,
+        ctx);
+    r.ref_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     r.ref_err = 0.0;
     const auto* of = reinterpret_cast<const float*>(ob.data());
-    for (std::size_t i = 0; i < n; ++i) r.ref_err = std::max(r.ref_err, double(std::abs(ref[i] - of[i])));
+    for (std::size_t i = 0; i < n; ++i)
+      r.ref_err = std::max(r.ref_err, double(std::abs(ref[i] - of[i])));
   }
   return r;
 }
@@ -133,9 +137,14 @@ ChildReply MeasurePosenc(const std::string& scheme, std::int64_t seq, DType dtyp
 
 nlohmann::json RunTorchCase(const std::string& scheme, std::int64_t seq, int threads,
                             const AttentionBenchOptions& o) {
-  const nlohmann::json spec = {{"mode", "forward"}, {"scheme", scheme}, {"seq", seq},
-                               {"heads", kHeads}, {"head_dim", kHeadDim}, {"threads", threads},
-                               {"reps", std::min(o.reps, 5)}, {"warmup", std::min(o.warmup, 1)}};
+  const nlohmann::json spec = {{"mode", "forward"},
+                               {"scheme", scheme},
+                               {"seq", seq},
+                               {"heads", kHeads},
+                               {"head_dim", kHeadDim},
+                               {"threads", threads},
+                               {"reps", std::min(o.reps, 5)},
+                               {"warmup", std::min(o.warmup, 1)}};
   return bench_attention::RunTorchCase(spec, o);
 }
 
@@ -167,8 +176,10 @@ ComputeCeilings MeasureComputeCeilings(int threads, int /*reps*/, nlohmann::json
     (kernel == ComputeKernel::kFloat32Fma    ? c.f32_fma
      : kernel == ComputeKernel::kBFloat16Dot ? c.bf16_dot
                                              : c.amx_bf16) = gflops;
-    list.push_back({{"kernel", name}, {"dtype", std::string(ComputeKernelDType(kernel))},
-                    {"gflops", gflops}, {"threads", threads}});
+    list.push_back({{"kernel", name},
+                    {"dtype", std::string(ComputeKernelDType(kernel))},
+                    {"gflops", gflops},
+                    {"threads", threads}});
   }
   machine["compute_ceilings"] = list;
   machine["compute_unavailable"] = missing;
@@ -188,7 +199,8 @@ std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o,
     for (const std::int64_t seq : seqs) {
       bool have_torch = false;
       double torch_ms = 0, torch_mib = 0;
-      const double torch_bytes = 12.0 * static_cast<double>(seq) * static_cast<double>(seq) * kHeads;
+      const double torch_bytes =
+          12.0 * static_cast<double>(seq) * static_cast<double>(seq) * kHeads;
       if (o.torch && torch_bytes <= kTorchLimitBytes) {
         const nlohmann::json t = RunTorchCase(scheme, seq, o.threads, o);
         torch_ms = t.at("ms").get<double>();
@@ -202,10 +214,17 @@ std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o,
         const double mib = static_cast<double>(r.extra_kib) / 1024.0;
         const double gflops = 2.0 * 2.0 * kHeadDim * kHeads * CausalPairs(seq) / (r.ms * 1e6);
         const auto [ceiling_name, ceiling] = CeilingFor(ceilings, dtype);
-        entries.push_back({{"kernel", "attention"}, {"scheme", scheme}, {"seq", seq},
-                           {"heads", kHeads}, {"head_dim", kHeadDim}, {"causal", true},
-                           {"threads", o.threads}, {"dtype", std::string(DTypeName(dtype))},
-                           {"ms", r.ms}, {"peak_extra_mib", mib}, {"gflops", gflops},
+        entries.push_back({{"kernel", "attention"},
+                           {"scheme", scheme},
+                           {"seq", seq},
+                           {"heads", kHeads},
+                           {"head_dim", kHeadDim},
+                           {"causal", true},
+                           {"threads", o.threads},
+                           {"dtype", std::string(DTypeName(dtype))},
+                           {"ms", r.ms},
+                           {"peak_extra_mib", mib},
+                           {"gflops", gflops},
                            {"fraction_of_compute", OrNull(gflops / ceiling, ceiling > 0)},
                            {"compute_kernel", ceiling_name},
                            {"torch_ms", OrNull(torch_ms, have_torch)},
@@ -235,21 +254,22 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
                        [&](const nlohmann::json& e) { return e["kernel"] == kind; });
   };
   if (any("attention")) {
-    out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10} {:>8} {:>6} {:>11} {:>10} {:>10} {:>8} "
-                       "{:>12}\n",
-                       "attention", "seq", "dtype", "threads", "ms", "GFLOP/s", "frac", "extra MiB",
-                       "torch ms", "torch MiB", "speedup", "reference ms");
+    out << fmt::format(
+        "{:<9} {:<6} {:<9} {:>7} {:>10} {:>8} {:>6} {:>11} {:>10} {:>10} {:>8} "
+        "{:>12}\n",
+        "attention", "seq", "dtype", "threads", "ms", "GFLOP/s", "frac", "extra MiB", "torch ms",
+        "torch MiB", "speedup", "reference ms");
   }
   for (const nlohmann::json& e : entries) {
     if (e["kernel"] != "attention") continue;
-    out << fmt::format("{:<9} {:<6} {:<9} {:>7} {:>10.1f} {:>8.1f} {:>6} {:>11.1f} {:>10} {:>10} "
-                       "{:>8} {:>12}\n",
-                       e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(),
-                       e["dtype"].get<std::string>(), e["threads"].get<int>(), e["ms"].get<double>(),
-                       e["gflops"].get<double>(), num(e["fraction_of_compute"], "{:.2f}"),
-                       e["peak_extra_mib"].get<double>(), num(e["torch_ms"], "{:.1f}"),
-                       num(e["torch_peak_mib"], "{:.1f}"), num(e["speedup_vs_torch"], "{:.2f}x"),
-                       num(e["reference_ms"], "{:.1f}"));
+    out << fmt::format(
+        "{:<9} {:<6} {:<9} {:>7} {:>10.1f} {:>8.1f} {:>6} {:>11.1f} {:>10} {:>10} "
+        "{:>8} {:>12}\n",
+        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), e["dtype"].get<std::string>(),
+        e["threads"].get<int>(), e["ms"].get<double>(), e["gflops"].get<double>(),
+        num(e["fraction_of_compute"], "{:.2f}"), e["peak_extra_mib"].get<double>(),
+        num(e["torch_ms"], "{:.1f}"), num(e["torch_peak_mib"], "{:.1f}"),
+        num(e["speedup_vs_torch"], "{:.2f}x"), num(e["reference_ms"], "{:.1f}"));
   }
   if (any("attention_backward")) {
     out << fmt::format("{:<9} {:<6} {:<9} {:>9} {:>9} {:>6} {:>8} {:>6} {:>9} {:>9} {:>10} {:>8}\n",
@@ -258,19 +278,20 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
   }
   for (const nlohmann::json& e : entries) {
     if (e["kernel"] != "attention_backward") continue;
-    out << fmt::format("{:<9} {:<6} {:<9} {:>9.1f} {:>9.1f} {:>6.2f} {:>8.1f} {:>6} {:>9.1f} {:>9} "
-                       "{:>10} {:>8}\n",
-                       e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(),
-                       e["dtype"].get<std::string>(), e["forward_ms"].get<double>(),
-                       e["ms"].get<double>(), e["ms"].get<double>() / e["forward_ms"].get<double>(),
-                       e["gflops"].get<double>(), num(e["fraction_of_compute"], "{:.2f}"),
-                       e["peak_extra_mib"].get<double>(), num(e["torch_ms"], "{:.1f}"),
-                       num(e["torch_peak_mib"], "{:.1f}"), num(e["speedup_vs_torch"], "{:.2f}x"));
+    out << fmt::format(
+        "{:<9} {:<6} {:<9} {:>9.1f} {:>9.1f} {:>6.2f} {:>8.1f} {:>6} {:>9.1f} {:>9} "
+        "{:>10} {:>8}\n",
+        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), e["dtype"].get<std::string>(),
+        e["forward_ms"].get<double>(), e["ms"].get<double>(),
+        e["ms"].get<double>() / e["forward_ms"].get<double>(), e["gflops"].get<double>(),
+        num(e["fraction_of_compute"], "{:.2f}"), e["peak_extra_mib"].get<double>(),
+        num(e["torch_ms"], "{:.1f}"), num(e["torch_peak_mib"], "{:.1f}"),
+        num(e["speedup_vs_torch"], "{:.2f}x"));
   }
   if (any("attention_decode")) {
     out << fmt::format("{:<9} {:<8} {:<9} {:>9} {:>8} {:>13} {:>6} {:>8} {:>9} {:>8}\n", "decode",
-                       "keys", "dtype", "ms", "GB/s", "ceiling GB/s", "frac", "in LLC",
-                       "torch ms", "speedup");
+                       "keys", "dtype", "ms", "GB/s", "ceiling GB/s", "frac", "in LLC", "torch ms",
+                       "speedup");
   }
   for (const nlohmann::json& e : entries) {
     if (e["kernel"] != "attention_decode") continue;

@@ -33,7 +33,8 @@ void BenchBias(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
   for (const std::int64_t s : seqs) max_bytes = std::max(max_bytes, heads * s * s * 4);
   std::vector<float> buf = Buffer(max_bytes, 5);
 
-  const std::vector<double> slopes = AlibiSlopes(AlibiParams{heads, 8.0, AlibiSlopeConvention::kReference, {}});
+  const std::vector<double> slopes =
+      AlibiSlopes(AlibiParams{heads, 8.0, AlibiSlopeConvention::kReference, {}});
   T5BiasTable t5(T5BucketParams{32, 128, T5Direction::kBidirectional}, heads);
   t5.InitNormal(1, 1.0);
 

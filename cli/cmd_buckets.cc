@@ -27,8 +27,8 @@ constexpr const char* kRelativeHelp =
     "Relative positions: A:B (inclusive of both ends, e.g. -300:300 is 601 values) or a comma "
     "list 0,5,-9";
 
-void Print(const std::vector<std::int64_t>& rel, const std::vector<std::int64_t>& bucket,
-           bool json, const std::string& title) {
+void Print(const std::vector<std::int64_t>& rel, const std::vector<std::int64_t>& bucket, bool json,
+           const std::string& title) {
   if (json) {
     nlohmann::json j;
     j["relative"] = rel;
@@ -94,8 +94,10 @@ void RegisterBucketsCommand(CLI::App& app) {
 
   auto t5 = std::make_shared<T5Args>();
   CLI::App* t = cmd->add_subcommand(
-      "t5", "T5 relative buckets (HF T5Attention._relative_position_bucket), relative = key - query");
-  t->add_option("--num-buckets", t5->num_buckets, "Number of buckets (>= 4 bidirectional, >= 2 causal)")
+      "t5",
+      "T5 relative buckets (HF T5Attention._relative_position_bucket), relative = key - query");
+  t->add_option("--num-buckets", t5->num_buckets,
+                "Number of buckets (>= 4 bidirectional, >= 2 causal)")
       ->capture_default_str();
   t->add_option("--max-distance", t5->max_distance,
                 "Distance at which buckets saturate (> the exact range)")
@@ -109,8 +111,7 @@ void RegisterBucketsCommand(CLI::App& app) {
   CLI::App* d = cmd->add_subcommand(
       "deberta", "DeBERTa log buckets (HF make_log_bucket_position), relative = query - key");
   d->add_option("--bucket-size", de->bucket_size, "position_buckets (>= 2)")->capture_default_str();
-  d->add_option("--max-position", de->max_position,
-                "max_relative_positions (>= bucket_size/2 + 2)")
+  d->add_option("--max-position", de->max_position, "max_relative_positions (>= bucket_size/2 + 2)")
       ->capture_default_str();
   d->add_option("--relative", de->relative, kRelativeHelp)->required();
   d->add_flag("--json", de->json, R"(Print {"relative": [...], "bucket": [...]})");

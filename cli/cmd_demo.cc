@@ -38,8 +38,9 @@ void RunPermutation(const DemoArgs& a) {
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
-  std::cout << fmt::format("# \"{}\" vs \"{}\": one bidirectional attention layer, d = {}, {} heads\n",
-                           a.params.first, a.params.second, a.params.model_dim, a.params.heads);
+  std::cout << fmt::format(
+      "# \"{}\" vs \"{}\": one bidirectional attention layer, d = {}, {} heads\n", a.params.first,
+      a.params.second, a.params.model_dim, a.params.heads);
   std::cout << fmt::format("{:<16} | {:>18} | {}\n", "scheme", "pooled difference", "order-aware");
   std::cout << fmt::format("{:-<16}-+-{:->18}-+-{:-<11}\n", "", "", "");
   for (const auto& r : results) {

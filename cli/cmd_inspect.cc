@@ -76,10 +76,10 @@ void PrintAlibi(const ModelConfig& cfg, const InspectArgs& a) {
     return;
   }
   std::string out = SourceLine(cfg);
-  out += fmt::format("position encoding: ALiBi, {} heads, max bias {}\n", al.num_heads,
-                     al.max_bias);
-  out += fmt::format("context: {}\n\n{:>5}  {:>14}\n", cfg.max_position_embeddings, "head",
-                     "slope");
+  out +=
+      fmt::format("position encoding: ALiBi, {} heads, max bias {}\n", al.num_heads, al.max_bias);
+  out +=
+      fmt::format("context: {}\n\n{:>5}  {:>14}\n", cfg.max_position_embeddings, "head", "slope");
   for (std::size_t h = 0; h < al.slopes.size(); ++h) {
     out += fmt::format("{:>5}  {:>14.8g}\n", h, al.slopes[h]);
   }
@@ -96,35 +96,41 @@ void PrintText(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling
   out += fmt::format("head dim: {}   rotary dim: {}   pairing: {}\n", s.head_dim, s.rotary_dim,
                      RopePairingName(cfg.pairing));
   out += fmt::format("theta: {}", layer.scaling.theta);
-  if (s.effective_theta != layer.scaling.theta) out += fmt::format("   effective theta: {}", s.effective_theta);
-  out += fmt::format("\nfactor: {}   attention factor (cos/sin): {}\n", s.factor, s.frequencies.attention_factor);
+  if (s.effective_theta != layer.scaling.theta)
+    out += fmt::format("   effective theta: {}", s.effective_theta);
+  out += fmt::format("\nfactor: {}   attention factor (cos/sin): {}\n", s.factor,
+                     s.frequencies.attention_factor);
   out += fmt::format("context: original {} -> extended {}\n", cfg.original_max_position_embeddings,
                      cfg.max_position_embeddings);
   if (a.seq_len > 0) out += fmt::format("evaluated at seq_len: {}\n", a.seq_len);
   if (s.type == RopeScalingType::kYarn) {
-    out += fmt::format("yarn correction range (pairs): [{}, {}] ({})\n", s.yarn_low, s.yarn_high,
-                       layer.scaling.truncate == YarnTruncate::kTruncate ? "truncated" : "not truncated");
+    out += fmt::format(
+        "yarn correction range (pairs): [{}, {}] ({})\n", s.yarn_low, s.yarn_high,
+        layer.scaling.truncate == YarnTruncate::kTruncate ? "truncated" : "not truncated");
   }
   if (s.longrope_factors != LongRopeFactors::kNotLongRope) {
-    out += fmt::format("longrope factors in use: {} (switch policy {})\n", LongRopeFactorsName(s.longrope_factors),
-                       a.longrope_switch);
+    out += fmt::format("longrope factors in use: {} (switch policy {})\n",
+                       LongRopeFactorsName(s.longrope_factors), a.longrope_switch);
   }
   if (cfg.deepseek_softmax_scale) {
-    out += fmt::format("DeepSeek softmax scale: {} = qk_head_dim^-0.5 x get_mscale(factor, mscale_all_dim)^2 "
-                       "(multiplier {}, separate from the cos/sin factor)\n",
-                       *cfg.deepseek_softmax_scale, s.deepseek_softmax_factor);
+    out += fmt::format(
+        "DeepSeek softmax scale: {} = qk_head_dim^-0.5 x get_mscale(factor, mscale_all_dim)^2 "
+        "(multiplier {}, separate from the cos/sin factor)\n",
+        *cfg.deepseek_softmax_scale, s.deepseek_softmax_factor);
   }
   if (!layer.scaling.freq_factors.empty()) {
     out += "frequency divisors per pair (GGUF rope_freqs): applied after the scaling\n";
   }
   if (!layer.mrope_section.empty()) {
-    out += fmt::format("mrope_section: [{}, {}, {}] ({})\n", layer.mrope_section[0], layer.mrope_section[1],
-                       layer.mrope_section[2], MRopeLayoutName(layer.mrope_layout));
+    out += fmt::format("mrope_section: [{}, {}, {}] ({})\n", layer.mrope_section[0],
+                       layer.mrope_section[1], layer.mrope_section[2],
+                       MRopeLayoutName(layer.mrope_layout));
   }
-  out += fmt::format("\n{:>5}  {:>14}  {:>14}  {:>12}  {}\n", "pair", "inv_freq", "wavelength", "ratio", "region");
+  out += fmt::format("\n{:>5}  {:>14}  {:>14}  {:>12}  {}\n", "pair", "inv_freq", "wavelength",
+                     "ratio", "region");
   for (const RopePairInfo& p : s.pairs) {
-    out += fmt::format("{:>5}  {:>14.8g}  {:>14.8g}  {:>12.6g}  {}\n", p.index, p.inv_freq, p.wavelength,
-                       p.ratio_to_default, RopePairRegionName(p.region));
+    out += fmt::format("{:>5}  {:>14.8g}  {:>14.8g}  {:>12.6g}  {}\n", p.index, p.inv_freq,
+                       p.wavelength, p.ratio_to_default, RopePairRegionName(p.region));
   }
   std::cout << out;
 }
@@ -156,8 +162,9 @@ void PrintJson(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling
     j["longrope_factors"] = LongRopeFactorsName(s.longrope_factors);
     j["longrope_switch"] = a.longrope_switch;
   }
-  j["deepseek_softmax_scale"] = cfg.deepseek_softmax_scale ? nlohmann::json(*cfg.deepseek_softmax_scale)
-                                                           : nlohmann::json(nullptr);
+  j["deepseek_softmax_scale"] = cfg.deepseek_softmax_scale
+                                    ? nlohmann::json(*cfg.deepseek_softmax_scale)
+                                    : nlohmann::json(nullptr);
   j["deepseek_softmax_factor"] = s.deepseek_softmax_factor;
   if (!layer.mrope_section.empty()) {
     j["mrope_section"] = layer.mrope_section;
@@ -168,7 +175,8 @@ void PrintJson(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling
     pairs.push_back({{"index", p.index},
                      {"inv_freq", p.inv_freq},
                      {"default_inv_freq", p.default_inv_freq},
-                     {"wavelength", std::isfinite(p.wavelength) ? nlohmann::json(p.wavelength) : nlohmann::json(nullptr)},
+                     {"wavelength", std::isfinite(p.wavelength) ? nlohmann::json(p.wavelength)
+                                                                : nlohmann::json(nullptr)},
                      {"ratio_to_default", p.ratio_to_default},
                      {"region", RopePairRegionName(p.region)}});
   }
@@ -185,7 +193,8 @@ void RunInspect(const InspectArgs& a) {
   const RopeNumerics numerics = ParseRopeNumerics(a.numerics, "--numerics");
   const LongRopeSwitch sw = ParseLongRopeSwitch(a.longrope_switch, "--longrope-switch");
   const ModelConfig cfg = LoadModelConfig(a.config);
-  for (const std::string& w : cfg.warnings) std::cerr << "posenc: warning: " << cfg.source << ": " << w << '\n';
+  for (const std::string& w : cfg.warnings)
+    std::cerr << "posenc: warning: " << cfg.source << ": " << w << '\n';
   if (cfg.alibi) {
     PrintAlibi(cfg, a);
     return;
@@ -220,18 +229,22 @@ void RegisterInspectCommand(CLI::App& app) {
   cmd->add_option("config", args->config,
                   "Path to the model's config.json or .gguf file (GGUF: metadata only)")
       ->required();
-  cmd->add_option("--seq-len", args->seq_len,
-                  "Sequence length of the call (max position + 1): dynamic and longrope depend on it "
-                  "(default 0: at initialisation)");
-  cmd->add_option("--layer-type", args->layer_type,
-                  "Layer type of a per-layer config (full_attention, sliding_attention; default: full)");
+  cmd->add_option(
+      "--seq-len", args->seq_len,
+      "Sequence length of the call (max position + 1): dynamic and longrope depend on it "
+      "(default 0: at initialisation)");
+  cmd->add_option(
+      "--layer-type", args->layer_type,
+      "Layer type of a per-layer config (full_attention, sliding_attention; default: full)");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
   cmd->add_option("--numerics", args->numerics,
                   "hf (default: HF's float32 steps) or accurate (float64)");
-  cmd->add_option("--longrope-switch", args->longrope_switch,
-                  "LongRoPE factor choice: seq_len (HF, default), context (llama.cpp), always_long (vLLM)");
-  cmd->add_option("--context-length", args->context_length,
-                  "Configured context for --longrope-switch context (default: max_position_embeddings)");
+  cmd->add_option(
+      "--longrope-switch", args->longrope_switch,
+      "LongRoPE factor choice: seq_len (HF, default), context (llama.cpp), always_long (vLLM)");
+  cmd->add_option(
+      "--context-length", args->context_length,
+      "Configured context for --longrope-switch context (default: max_position_embeddings)");
   cmd->footer(
       "Regions: kept (default frequency), interpolated (divided by the factor), blended\n"
       "(in between), unrotated (frequency 0). Warnings of the config loader go to stderr.");

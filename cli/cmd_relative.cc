@@ -29,8 +29,9 @@ void RunRelative(const RelativeArgs& a) {
   if (a.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (std::size_t i = 0; i < n; ++i) {
-      rows.push_back(std::vector<std::int64_t>(m.begin() + static_cast<std::ptrdiff_t>(i * n),
-                                               m.begin() + static_cast<std::ptrdiff_t>((i + 1) * n)));
+      rows.push_back(
+          std::vector<std::int64_t>(m.begin() + static_cast<std::ptrdiff_t>(i * n),
+                                    m.begin() + static_cast<std::ptrdiff_t>((i + 1) * n)));
     }
     nlohmann::json j;
     j["length"] = a.length;
@@ -55,7 +56,8 @@ void RegisterRelativeCommand(CLI::App& app) {
   auto args = std::make_shared<RelativeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "relative", "Print the relative position matrix rel[i][j] = i - j (query minus key)");
-  cmd->add_option("--length", args->length, "Sequence length L in [1, 4096]")->capture_default_str();
+  cmd->add_option("--length", args->length, "Sequence length L in [1, 4096]")
+      ->capture_default_str();
   cmd->add_flag("--json", args->json, R"(Print {"length": L, "relative": [[...], ...]})");
   cmd->callback([args] { RunRelative(*args); });
 }

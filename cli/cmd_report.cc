@@ -2,8 +2,8 @@
 // report (cli/report/) and writes DIR/index.html, a self-contained page that
 // opens offline, plus DIR/data/<figure>.csv; prints a short summary.
 #include <filesystem>
-#include <memory>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -23,8 +23,8 @@ struct SchemesArgs {
 
 std::string Terms(const SchemeInfo& info) {
   std::string out;
-  for (SchemeTerm t : {SchemeTerm::kRotation, SchemeTerm::kBias, SchemeTerm::kLogit,
-                       SchemeTerm::kValue}) {
+  for (SchemeTerm t :
+       {SchemeTerm::kRotation, SchemeTerm::kBias, SchemeTerm::kLogit, SchemeTerm::kValue}) {
     if (info.Has(t)) out += (out.empty() ? "" : "+") + std::string(SchemeTermName(t));
   }
   return out.empty() ? "none" : out;
@@ -41,26 +41,28 @@ nlohmann::json Json(const SchemeInfo& info) {
                     {"default", a.default_text},
                     {"doc", a.doc}});
   }
-  return {{"name", info.name},     {"title", info.title},
-          {"paper", info.paper},   {"formula", info.formula},
-          {"terms", Terms(info)},  {"fused", info.Fused()},
+  return {{"name", info.name},
+          {"title", info.title},
+          {"paper", info.paper},
+          {"formula", info.formula},
+          {"terms", Terms(info)},
+          {"fused", info.Fused()},
           {"causal_only", info.masks == SchemeMasks::kCausalOnly},
           {"args", args}};
 }
 
 void PrintText(const SchemeInfo& info) {
-  std::cout << fmt::format("{}: {}\n  {}\n  terms: {}; kernels: {}; masks: {}\n  paper: {}\n",
-                           info.name, info.title, info.formula, Terms(info),
-                           info.Fused() ? "reference, fused forward and backward" : "reference",
-                           info.masks == SchemeMasks::kCausalOnly ? "causal" : "causal, bidirectional",
-                           info.paper);
+  std::cout << fmt::format(
+      "{}: {}\n  {}\n  terms: {}; kernels: {}; masks: {}\n  paper: {}\n", info.name, info.title,
+      info.formula, Terms(info),
+      info.Fused() ? "reference, fused forward and backward" : "reference",
+      info.masks == SchemeMasks::kCausalOnly ? "causal" : "causal, bidirectional", info.paper);
   for (const SchemeArgDecl& a : info.args) {
     std::cout << fmt::format("    {:<22} {:<8} {:<18} {}{}{}\n", a.name, SchemeArgTypeName(a.type),
                              a.shape, a.grad == SchemeArgGrad::kTrainable ? "trainable; " : "",
-                             a.presence == SchemeArgPresence::kRequired
-                                 ? std::string("required; ")
-                                 : a.default_text.empty() ? std::string()
-                                                          : fmt::format("default {}; ", a.default_text),
+                             a.presence == SchemeArgPresence::kRequired ? std::string("required; ")
+                             : a.default_text.empty()                   ? std::string()
+                                                      : fmt::format("default {}; ", a.default_text),
                              a.doc);
   }
 }

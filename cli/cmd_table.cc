@@ -5,7 +5,8 @@
 namespace posenc::cli {
 
 void RegisterTableCommand(CLI::App& app) {
-  CLI::App* table = app.add_subcommand("table", "Write a positional-encoding table (JSON, CSV or .npy)");
+  CLI::App* table =
+      app.add_subcommand("table", "Write a positional-encoding table (JSON, CSV or .npy)");
   table->require_subcommand(1);
   // POSENC_TABLE_REGISTER: one Register*(*table) call per method.
   RegisterTableLearnedCommand(*table);

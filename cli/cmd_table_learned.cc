@@ -30,13 +30,12 @@ void RunTableLearned(const LearnedArgs& args) {
   table.rows = static_cast<std::int64_t>(table.positions.size());
   table.cols = learned.dim();
   table.values.resize(static_cast<std::size_t>(table.rows * table.cols));
-  const Positions positions =
-      args.positions.position_ids.empty()
-          ? Positions::Offset(args.positions.offset)
-          : Positions::Ids(table.positions.data(), table.rows);
-  learned.Lookup(positions, table.rows,
-                 TensorView::Contiguous(table.values.data(), DType::kFloat32,
-                                        {table.rows, table.cols}));
+  const Positions positions = args.positions.position_ids.empty()
+                                  ? Positions::Offset(args.positions.offset)
+                                  : Positions::Ids(table.positions.data(), table.rows);
+  learned.Lookup(
+      positions, table.rows,
+      TensorView::Contiguous(table.values.data(), DType::kFloat32, {table.rows, table.cols}));
   WriteTable(table, format, args.output);
 }
 

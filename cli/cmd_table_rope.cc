@@ -42,13 +42,13 @@ struct RopeTableArgs {
   std::int64_t offset = 0;         // --offset K (with --positions)
   std::int64_t dim = 0;            // --dim (head_dim)
   double theta = 10000.0;
-  std::int64_t rotary_dim = 0;     // 0: head_dim
+  std::int64_t rotary_dim = 0;  // 0: head_dim
   std::string pairing = "half_split";
   std::string numerics = "accurate";
   std::string format = "json";
   std::string output;
-  std::string config;              // --config CONFIG.json (HF config: scaled rope)
-  std::int64_t seq_len = 0;        // --seq-len L with --config (0: max(position)+1)
+  std::string config;        // --config CONFIG.json (HF config: scaled rope)
+  std::int64_t seq_len = 0;  // --seq-len L with --config (0: max(position)+1)
   // Which options were given (filled from CLI11's counts before running).
   bool has_positions = false, has_ids = false, has_offset = false;
 };
@@ -84,11 +84,12 @@ std::vector<std::int64_t> ResolveRows(const RopeTableArgs& a, std::int64_t cols)
   Require(a.num_positions >= 1 && a.num_positions <= kMaxPosition + 1, "--positions",
           a.num_positions, "a row count in [1, 2^24]");
   Require(a.offset >= 0 && a.offset <= kMaxPosition - (a.num_positions - 1), "--offset", a.offset,
-          "an offset >= 0 with offset + N - 1 <= 16777215 (N = " +
-              std::to_string(a.num_positions) + ")");
+          "an offset >= 0 with offset + N - 1 <= 16777215 (N = " + std::to_string(a.num_positions) +
+              ")");
   RequireTableSize(a.num_positions, cols);
   rows.resize(static_cast<std::size_t>(a.num_positions));
-  for (std::int64_t r = 0; r < a.num_positions; ++r) rows[static_cast<std::size_t>(r)] = a.offset + r;
+  for (std::int64_t r = 0; r < a.num_positions; ++r)
+    rows[static_cast<std::size_t>(r)] = a.offset + r;
   return rows;
 }
 
@@ -148,7 +149,8 @@ RopeParams ConfigParams(const RopeTableArgs& a, const std::vector<std::int64_t>&
     for (std::int64_t r : rows) seq_len = std::max(seq_len, r + 1);
   }
   const ModelConfig cfg = LoadModelConfig(a.config);
-  for (const std::string& w : cfg.warnings) std::cerr << "posenc: warning: " << cfg.source << ": " << w << '\n';
+  for (const std::string& w : cfg.warnings)
+    std::cerr << "posenc: warning: " << cfg.source << ": " << w << '\n';
   return ModelRopeParams(cfg, "", seq_len, ParseRopeNumerics(a.numerics, "--numerics"));
 }
 
@@ -158,14 +160,16 @@ void RunTableRope(const RopeTableArgs& a) {
   std::vector<std::int64_t> rows;
   if (!a.config.empty()) {
     Require(a.dim == 0 && a.rotary_dim == 0 && a.theta == 10000.0 && a.pairing == "half_split",
-            "--config", a.config, "a config alone: --dim, --rotary-dim, --theta and --pairing come from it");
+            "--config", a.config,
+            "a config alone: --dim, --rotary-dim, --theta and --pairing come from it");
     // Rows first (bounded by the widest possible table), then the model's rope.
     rows = ResolveRows(a, 2);
     params = ConfigParams(a, rows);
     RequireTableSize(static_cast<std::int64_t>(rows.size()), params.EffectiveRotaryDim());
   } else {
     Require(a.seq_len == 0, "--seq-len", a.seq_len, "--seq-len only with --config");
-    Require(a.dim >= 2 && a.dim <= 65536, "--dim", a.dim, "a head dimension in [2, 65536] (or --config)");
+    Require(a.dim >= 2 && a.dim <= 65536, "--dim", a.dim,
+            "a head dimension in [2, 65536] (or --config)");
     params.head_dim = a.dim;
     params.rotary_dim = a.rotary_dim;
     params.theta = a.theta;
@@ -211,11 +215,12 @@ void RegisterTableRopeCommand(CLI::App& table) {
   CLI::Option* ids = cmd->add_option(
       "--position-ids", args->position_ids,
       "Explicit positions: \"0,5,9\" or a half-open range \"3:7\" (instead of --positions)");
-  CLI::Option* off = cmd->add_option("--offset", args->offset,
-                                     "First position with --positions (KV-cache offset; default 0)");
+  CLI::Option* off = cmd->add_option(
+      "--offset", args->offset, "First position with --positions (KV-cache offset; default 0)");
   cmd->add_option("--dim", args->dim, "Head dimension (head_dim); required unless --config");
-  cmd->add_option("--config", args->config,
-                  "HF config.json: the model's rope (scaling, attention factor) instead of --dim/--theta");
+  cmd->add_option(
+      "--config", args->config,
+      "HF config.json: the model's rope (scaling, attention factor) instead of --dim/--theta");
   cmd->add_option("--seq-len", args->seq_len,
                   "With --config: sequence length the dynamic/longrope schemes see "
                   "(default: max position + 1, as HF's forward)");

@@ -96,17 +96,23 @@ void SectionSinusoidalTable(TourSection& s) {
   s.Line("PE(pos, 2i) = sin(pos * w_i), PE(pos, 2i+1) = cos(pos * w_i), w_i = 10000^(-2i/d).");
   s.Line("Vaswani et al. 2017; layout 'interleaved' (HF DistilBERT). d = 16, positions 0..9:");
   std::string header = "  pos";
-  for (int c = 0; c < p.dim; ++c) header += fmt::format(" {:>7}", (c % 2 == 0 ? "sin" : "cos") + std::to_string(c / 2));
+  for (int c = 0; c < p.dim; ++c)
+    header += fmt::format(" {:>7}", (c % 2 == 0 ? "sin" : "cos") + std::to_string(c / 2));
   s.Line("{}", header);
   double worst_norm = 0;
   for (std::int64_t r = 0; r < n; ++r) {
     std::string row = fmt::format("  {:>3}", r);
-    for (std::int64_t c = 0; c < p.dim; ++c) row += fmt::format(" {:>7.4f}", t[static_cast<std::size_t>(r * p.dim + c)]);
+    for (std::int64_t c = 0; c < p.dim; ++c)
+      row += fmt::format(" {:>7.4f}", t[static_cast<std::size_t>(r * p.dim + c)]);
     s.Line("{}", row);
-    worst_norm = std::max(worst_norm, std::fabs(Norm(&t[static_cast<std::size_t>(r * p.dim)], p.dim) - std::sqrt(8.0)));
+    worst_norm =
+        std::max(worst_norm,
+                 std::fabs(Norm(&t[static_cast<std::size_t>(r * p.dim)], p.dim) - std::sqrt(8.0)));
   }
-  s.Line("Frequencies run from w_0 = {:.6g} (a period of {:.4g} positions) down to w_7 = {:.6g} "
-         "(a period of {:.6g}).", inv[0], 2 * std::numbers::pi / inv[0], inv[7], 2 * std::numbers::pi / inv[7]);
+  s.Line(
+      "Frequencies run from w_0 = {:.6g} (a period of {:.4g} positions) down to w_7 = {:.6g} "
+      "(a period of {:.6g}).",
+      inv[0], 2 * std::numbers::pi / inv[0], inv[7], 2 * std::numbers::pi / inv[7]);
   s.Line("PE[1][0] = {} = sin(1). Every row has norm sqrt(d/2) = {:.6f} (max deviation {:.2e}).",
          t[16], std::sqrt(8.0), worst_norm);
   s.Value("shape", {n, p.dim});
@@ -128,8 +134,9 @@ void SectionLearnedTable(TourSection& s) {
   }
   const double count = static_cast<double>(v.size());
   const double mean = sum / count, sd = std::sqrt(sq / count - mean * mean);
-  s.Line("A learned table (BERT position_embeddings, GPT-2 wpe) is a trainable [max_positions, d] "
-         "parameter, initialised N(0, 0.02^2).");
+  s.Line(
+      "A learned table (BERT position_embeddings, GPT-2 wpe) is a trainable [max_positions, d] "
+      "parameter, initialised N(0, 0.02^2).");
   s.Line("shape [{}, {}] float32, seed {} (mt19937_64 + Box-Muller, portable).", t.max_positions(),
          t.dim(), init.seed);
   for (std::int64_t r : {0, 1, 9}) {
@@ -144,9 +151,10 @@ void SectionLearnedTable(TourSection& s) {
   const double cos_sin = Dot(&sin_rows[0], &sin_rows[768], 768) /
                          (Norm(&sin_rows[0], 768) * Norm(&sin_rows[768], 768));
   s.Line("mean {:.3e}, std {:.5f} (target 0.02) over {} values.", mean, sd, v.size());
-  s.Line("cosine(row 0, row 1) = {:.4f}: at initialisation neighbours are unrelated; training must "
-         "learn any notion of order (the sinusoidal rows 0 and 1 at d = 768 have cosine {:.4f}).",
-         cos_learned, cos_sin);
+  s.Line(
+      "cosine(row 0, row 1) = {:.4f}: at initialisation neighbours are unrelated; training must "
+      "learn any notion of order (the sinusoidal rows 0 and 1 at d = 768 have cosine {:.4f}).",
+      cos_learned, cos_sin);
   s.Value("shape", {t.max_positions(), t.dim()});
   s.Value("mean", mean);
   s.Value("stddev", sd);
@@ -158,7 +166,8 @@ void SectionLearnedTable(TourSection& s) {
 
 // Max |PE(pos+k) - R_k PE(pos)| over pos in [0, 200), k in ks (interleaved).
 template <typename T>
-double MaxRotationError(const SinusoidalParams& p, DType dtype, const std::vector<std::int64_t>& ks) {
+double MaxRotationError(const SinusoidalParams& p, DType dtype,
+                        const std::vector<std::int64_t>& ks) {
   const std::int64_t n = 200 + 100;
   std::vector<T> t(static_cast<std::size_t>(n * p.dim));
   SinusoidalTable(p, 0, n, TensorView::Contiguous(t.data(), dtype, {n, p.dim}));
@@ -185,13 +194,18 @@ void SectionShiftIsRotation(TourSection& s) {
   const std::vector<std::int64_t> ks = {1, 3, 10, 50, 100};
   const double err64 = MaxRotationError<double>(p, DType::kFloat64, ks);
   const double err32 = MaxRotationError<float>(p, DType::kFloat32, ks);
-  s.Line("sin(x + phi) = cos(phi) sin(x) + sin(phi) cos(x), cos(x + phi) = cos(phi) cos(x) - sin(phi) sin(x):");
-  s.Line("so PE(pos + k) = R_k PE(pos), R_k block-diagonal with 2x2 rotations by k * w_i, the same "
-         "matrix for every pos. For k = 1, pair 0: [[{:.4f}, {:.4f}], [{:.4f}, {:.4f}]].",
-         std::cos(1.0), std::sin(1.0), -std::sin(1.0), std::cos(1.0));
+  s.Line(
+      "sin(x + phi) = cos(phi) sin(x) + sin(phi) cos(x), cos(x + phi) = cos(phi) cos(x) - sin(phi) "
+      "sin(x):");
+  s.Line(
+      "so PE(pos + k) = R_k PE(pos), R_k block-diagonal with 2x2 rotations by k * w_i, the same "
+      "matrix for every pos. For k = 1, pair 0: [[{:.4f}, {:.4f}], [{:.4f}, {:.4f}]].",
+      std::cos(1.0), std::sin(1.0), -std::sin(1.0), std::cos(1.0));
   s.Line("Measured over pos 0..199, k in {{1, 3, 10, 50, 100}}, d = 16:");
-  s.Line("  max |PE(pos+k) - R_k PE(pos)| = {:.2e} (float64 table), {:.2e} (float32 table)", err64, err32);
-  s.Line("A linear map can therefore attend by relative offset; the rotation does not depend on pos.");
+  s.Line("  max |PE(pos+k) - R_k PE(pos)| = {:.2e} (float64 table), {:.2e} (float32 table)", err64,
+         err32);
+  s.Line(
+      "A linear map can therefore attend by relative offset; the rotation does not depend on pos.");
   s.Value("max_rotation_error_float64", err64);
   s.Value("max_rotation_error_float32", err32);
 }
@@ -215,8 +229,10 @@ void SectionRope(TourSection& s) {
   const std::int64_t d = params.head_dim;
   std::vector<float> q(static_cast<std::size_t>(d)), k(static_cast<std::size_t>(d));
   for (std::int64_t i = 0; i < d; ++i) {
-    q[static_cast<std::size_t>(i)] = static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 0.11));
-    k[static_cast<std::size_t>(i)] = static_cast<float>(std::cos(0.53 * static_cast<double>(i) - 0.2));
+    q[static_cast<std::size_t>(i)] =
+        static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 0.11));
+    k[static_cast<std::size_t>(i)] =
+        static_cast<float>(std::cos(0.53 * static_cast<double>(i) - 0.2));
   }
   // Pairs (m, n) with m - n = 5, and one with m - n = 6 for contrast.
   const std::vector<std::int64_t> m = {5, 105, 10005, 1000005, 16000005, 6};
@@ -234,17 +250,21 @@ void SectionRope(TourSection& s) {
     lo = std::min(lo, scores[r]);
     hi = std::max(hi, scores[r]);
   }
-  s.Line("RoPE (Su et al. 2021) rotates q and k by their own positions: pair j of the vector at "
-         "position p turns by p * theta^(-2j/d).");
+  s.Line(
+      "RoPE (Su et al. 2021) rotates q and k by their own positions: pair j of the vector at "
+      "position p turns by p * theta^(-2j/d).");
   s.Line("head_dim 64, theta 10000, half-split pairing (Llama/NeoX), float32:");
-  s.Line("  norms kept: max | ||R_p q|| - ||q|| | / ||q|| = {:.2e} over p in {{5, ..., 16000005}}", norm_change);
+  s.Line("  norms kept: max | ||R_p q|| - ||q|| | / ||q|| = {:.2e} over p in {{5, ..., 16000005}}",
+         norm_change);
   s.Line("  <R_m q, R_n k> depends only on m - n:");
   for (std::size_t r = 0; r < m.size(); ++r) {
-    s.Line("    m = {:>8}, n = {:>8}, m - n = {}: score {:.6f}", m[r], n[r], m[r] - n[r], scores[r]);
+    s.Line("    m = {:>8}, n = {:>8}, m - n = {}: score {:.6f}", m[r], n[r], m[r] - n[r],
+           scores[r]);
   }
-  s.Line("  the five scores at distance 5 agree to {:.2e}; distance 6 gives a different score "
-         "({:.6f}); unrotated q.k = {:.6f}.",
-         hi - lo, scores.back(), Dot(q.data(), k.data(), d));
+  s.Line(
+      "  the five scores at distance 5 agree to {:.2e}; distance 6 gives a different score "
+      "({:.6f}); unrotated q.k = {:.6f}.",
+      hi - lo, scores.back(), Dot(q.data(), k.data(), d));
   s.Value("max_relative_norm_change", norm_change);
   s.Value("scores_distance_5", std::vector<double>(scores.begin(), scores.end() - 1));
   s.Value("score_spread_distance_5", hi - lo);
@@ -259,7 +279,8 @@ void SectionPastTheEnd(TourSection& s) {
   std::vector<float> out(768);
   std::string message;
   try {
-    t.Lookup(Positions::Ids(&pos, 1), 1, TensorView::Contiguous(out.data(), DType::kFloat32, {1, 768}));
+    t.Lookup(Positions::Ids(&pos, 1), 1,
+             TensorView::Contiguous(out.data(), DType::kFloat32, {1, 768}));
     message = "(no error)";
   } catch (const InvalidArgument& e) {
     message = e.what();
@@ -269,14 +290,17 @@ void SectionPastTheEnd(TourSection& s) {
   const std::int64_t far[2] = {10, 1000000};
   std::vector<float> pe(2 * 16);
   SinusoidalTableAt(p, far, 2, TensorView::Contiguous(pe.data(), DType::kFloat32, {2, 16}));
-  s.Line("A learned table has no row past its end. Looking up position {} in the [10, 768] table:", pos);
+  s.Line("A learned table has no row past its end. Looking up position {} in the [10, 768] table:",
+         pos);
   s.Line("  InvalidArgument: {}", message);
-  s.Line("posenc never wraps or clamps (HF raises an IndexError too). A formula has no end: the "
-         "sinusoidal PE[10][0] = {:.6f} and PE[1000000][0] = {:.6f}, though the model never saw such "
-         "positions in training.",
-         pe[0], pe[16]);
-  s.Line("Whether a trained model can use positions past its training length is measured, not "
-         "assumed, in the last section (`posenc experiment extrapolation`).");
+  s.Line(
+      "posenc never wraps or clamps (HF raises an IndexError too). A formula has no end: the "
+      "sinusoidal PE[10][0] = {:.6f} and PE[1000000][0] = {:.6f}, though the model never saw such "
+      "positions in training.",
+      pe[0], pe[16]);
+  s.Line(
+      "Whether a trained model can use positions past its training length is measured, not "
+      "assumed, in the last section (`posenc experiment extrapolation`).");
   s.Value("error", message);
   s.Value("sinusoidal_pe_1000000_0", pe[16]);
 }
@@ -287,15 +311,19 @@ void SectionPermutation(TourSection& s) {
   const PermutationDemoParams params;
   s.Line("Attention without positions is permutation-equivariant: \"{}\" and \"{}\" give the same",
          params.first, params.second);
-  s.Line("outputs, permuted, and the same mean-pooled sentence vector. One bidirectional layer, d = {}, "
-         "{} heads:", params.model_dim, params.heads);
+  s.Line(
+      "outputs, permuted, and the same mean-pooled sentence vector. One bidirectional layer, d = "
+      "{}, "
+      "{} heads:",
+      params.model_dim, params.heads);
   nlohmann::json values = nlohmann::json::object();
   for (const PermutationDemoResult& r : RunPermutationDemo(params)) {
     s.Line("  {:<16} pooled difference {:>12.4e}   order-aware: {}", r.scheme, r.pooled_difference,
            r.order_aware ? "yes" : "no");
     values[r.scheme] = r.pooled_difference;
   }
-  s.Line("Every positional scheme breaks the symmetry (`posenc demo permutation` for the details).");
+  s.Line(
+      "Every positional scheme breaks the symmetry (`posenc demo permutation` for the details).");
   s.Value("pooled_difference", values);
 }
 
@@ -310,8 +338,9 @@ void ExtrapolationLines(TourSection& s, const report::ExperimentResults& r, cons
     const auto* a = sc.At(r.train_length);
     const auto* b = sc.At(4 * r.train_length);
     auto cell = [](const report::ExperimentEval* e) {
-      return e == nullptr ? std::string("-")
-             : e->bits_per_byte ? fmt::format("{:.4f}", *e->bits_per_byte) : std::string("error");
+      return e == nullptr       ? std::string("-")
+             : e->bits_per_byte ? fmt::format("{:.4f}", *e->bits_per_byte)
+                                : std::string("error");
     };
     const auto ratio = sc.Ratio(4, r.train_length);
     s.Line("  {:<11} {:>12} {:>12} {:>8}", sc.name, cell(a), cell(b),
@@ -323,16 +352,18 @@ void ExtrapolationLines(TourSection& s, const report::ExperimentResults& r, cons
 }
 
 void SectionExtrapolation(TourSection& s) {
-  s.Line("The lesson says sinusoidal 'works for longer sequences', learned tables 'cannot "
-         "generalize', RoPE and ALiBi extrapolate. `posenc experiment extrapolation` trains one "
-         "small model per scheme at length L on the Brown corpus and measures bits/byte at L..16L "
-         "(ratio 4L / L below 1: the longer context helps; above 1: the scheme breaks past L).");
+  s.Line(
+      "The lesson says sinusoidal 'works for longer sequences', learned tables 'cannot "
+      "generalize', RoPE and ALiBi extrapolate. `posenc experiment extrapolation` trains one "
+      "small model per scheme at length L on the Brown corpus and measures bits/byte at L..16L "
+      "(ratio 4L / L below 1: the longer context helps; above 1: the scheme breaks past L).");
   std::string dir = s.args().experiment;
   const std::string repo = report::RepositoryExperimentDir();
   if (dir.empty()) dir = report::NewestExperimentDir({"report/experiment", repo}).value_or("");
   if (dir.empty()) {
-    s.Line("No results yet: run `posenc experiment extrapolation -o report/experiment` (about 20 "
-           "minutes on 2 cores; --quick for a 4-minute smoke run), then `posenc tour` again.");
+    s.Line(
+        "No results yet: run `posenc experiment extrapolation -o report/experiment` (about 20 "
+        "minutes on 2 cores; --quick for a 4-minute smoke run), then `posenc tour` again.");
     s.Value("results", nullptr);
     return;
   }
@@ -371,7 +402,8 @@ void RunTour(const TourArgs& args) {
     nlohmann::json j;
     j["sections"] = nlohmann::json::array();
     for (const TourSection& sec : sections) {
-      j["sections"].push_back({{"title", sec.title()}, {"lines", sec.lines()}, {"values", sec.values()}});
+      j["sections"].push_back(
+          {{"title", sec.title()}, {"lines", sec.lines()}, {"values", sec.values()}});
     }
     os << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   } else {

@@ -16,17 +16,17 @@ inline constexpr int kExitIo = 4;
 
 // Top-level subcommands (cli/cmd_<name>.cc).
 void RegisterTableCommand(CLI::App& app);
-void RegisterAlibiCommand(CLI::App& app);     // cli/cmd_alibi.cc
-void RegisterBenchCommand(CLI::App& app);     // cli/cmd_bench.cc
-void RegisterDemoCommand(CLI::App& app);      // cli/cmd_demo.cc
+void RegisterAlibiCommand(CLI::App& app);       // cli/cmd_alibi.cc
+void RegisterBenchCommand(CLI::App& app);       // cli/cmd_bench.cc
+void RegisterDemoCommand(CLI::App& app);        // cli/cmd_demo.cc
 void RegisterExperimentCommand(CLI::App& app);  // cli/cmd_experiment.cc
-void RegisterBucketsCommand(CLI::App& app);   // cli/cmd_buckets.cc
-void RegisterInspectCommand(CLI::App& app);   // cli/cmd_inspect.cc
-void RegisterRelativeCommand(CLI::App& app);  // cli/cmd_relative.cc
-void RegisterSchemesCommand(CLI::App& app);   // cli/cmd_schemes.cc
-void RegisterPlotCommand(CLI::App& app);    // cli/cmd_plot.cc
-void RegisterReportCommand(CLI::App& app);  // cli/cmd_report.cc
-void RegisterTourCommand(CLI::App& app);    // cli/cmd_tour.cc
+void RegisterBucketsCommand(CLI::App& app);     // cli/cmd_buckets.cc
+void RegisterInspectCommand(CLI::App& app);     // cli/cmd_inspect.cc
+void RegisterRelativeCommand(CLI::App& app);    // cli/cmd_relative.cc
+void RegisterSchemesCommand(CLI::App& app);     // cli/cmd_schemes.cc
+void RegisterPlotCommand(CLI::App& app);        // cli/cmd_plot.cc
+void RegisterReportCommand(CLI::App& app);      // cli/cmd_report.cc
+void RegisterTourCommand(CLI::App& app);        // cli/cmd_tour.cc
 
 // `table` methods (cli/cmd_table_<method>.cc), registered on the `table` app.
 void RegisterTableLearnedCommand(CLI::App& table);

@@ -52,9 +52,8 @@ std::int64_t ParseInt(std::string_view s, std::string_view whole, std::string_vi
   auto [p, ec] = std::from_chars(s.data(), end, v);
   if (ec != std::errc() || p != end || s.empty()) {
     const std::string got = Shown(s.size() == whole.size() ? whole : s);
-    const std::string why = ec == std::errc::result_out_of_range
-                                ? "an integer in the int64 range"
-                                : std::string(expected);
+    const std::string why = ec == std::errc::result_out_of_range ? "an integer in the int64 range"
+                                                                 : std::string(expected);
     throw InvalidArgument(ArgMessage(arg, got, why));
   }
   return v;
@@ -86,8 +85,7 @@ std::vector<std::int64_t> ParseIntList(std::string_view text, std::string_view a
     // b - a in unsigned arithmetic: exact for a < b, never a signed overflow.
     Require(a < b && static_cast<std::uint64_t>(b) - static_cast<std::uint64_t>(a) <=
                          static_cast<std::uint64_t>(kMaxListValues),
-            arg,
-            Shown(text), "a range A:B with A < B (B exclusive) and at most 2^24 values");
+            arg, Shown(text), "a range A:B with A < B (B exclusive) and at most 2^24 values");
     std::vector<std::int64_t> out;
     out.reserve(static_cast<std::size_t>(b - a));
     for (std::int64_t v = a; v < b; ++v) out.push_back(v);

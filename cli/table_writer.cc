@@ -43,14 +43,13 @@ void RequireTableSize(std::int64_t rows, std::int64_t dim) {
 std::vector<std::int64_t> ResolvePositions(const PositionOptions& options, std::int64_t dim) {
   if (!options.position_ids.empty()) {
     std::vector<std::int64_t> ids = ParseIntList(options.position_ids, "--position-ids");
-    Require(static_cast<std::int64_t>(ids.size()) <= kMaxPosition + 1, "--position-ids",
-            ids.size(), "at most 2^24 positions");
+    Require(static_cast<std::int64_t>(ids.size()) <= kMaxPosition + 1, "--position-ids", ids.size(),
+            "at most 2^24 positions");
     RequireTableSize(static_cast<std::int64_t>(ids.size()), dim);
     return ids;
   }
   Require(options.num_positions >= 1 && options.num_positions <= kMaxPosition + 1, "--positions",
-          options.num_positions,
-          "a row count in [1, 2^24] (or give --position-ids LIST instead)");
+          options.num_positions, "a row count in [1, 2^24] (or give --position-ids LIST instead)");
   Require(options.offset >= 0 && options.offset <= kMaxPosition - (options.num_positions - 1),
           "--offset", options.offset,
           "a first position in [0, 2^24 - N] (the rows are OFFSET .. OFFSET+N-1 < 2^24)");
@@ -100,12 +99,17 @@ void WriteCsv(const TableData& t, std::ostream& os) {
 void WriteTable(const TableData& table, TableFormat format, const std::string& path) {
   Output out(path, /*binary=*/format == TableFormat::kNpy);
   switch (format) {
-    case TableFormat::kJson: WriteJson(table, out.stream()); break;
-    case TableFormat::kCsv: WriteCsv(table, out.stream()); break;
+    case TableFormat::kJson:
+      WriteJson(table, out.stream());
+      break;
+    case TableFormat::kCsv:
+      WriteCsv(table, out.stream());
+      break;
     case TableFormat::kNpy:
-      WriteNpy(out.stream(),
-               TensorView::Contiguous(table.values.data(), DType::kFloat32, {table.rows, table.cols}),
-               path.empty() || path == "-" ? std::string("stdout") : path);
+      WriteNpy(
+          out.stream(),
+          TensorView::Contiguous(table.values.data(), DType::kFloat32, {table.rows, table.cols}),
+          path.empty() || path == "-" ? std::string("stdout") : path);
       break;
   }
   out.Close();

@@ -21,11 +21,14 @@ else
   done
 fi
 mapfile -t other < <(git ls-files '*.py' '*.mjs' '*.sh' '*.cmake' '*CMakeLists.txt' '*.in')
-if long=$(awk 'length > 100 { printf "%s:%d: %d columns\n", FILENAME, FNR, length }' "${other[@]}") &&
+long_lines='length > 100 { printf "%s:%d: %d columns\n", FILENAME, FNR, length }'
+if long=$(awk "$long_lines" "${other[@]}") &&
    [ -n "$long" ]; then
   echo "$long"
   echo "format: lines over 100 columns"
   status=1
 fi
-if ((status == 0)); then echo "format: ${#cxx[@]} C/C++ files clang-formatted, no line over 100 columns"; fi
+if ((status == 0)); then
+  echo "format: ${#cxx[@]} C/C++ files clang-formatted, no line over 100 columns"
+fi
 exit "$status"

@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target posenc_cli _posenc
-echo "run: posenc experiment extrapolation --quick: the QUICK smoke run of the train-short-test-long"
-echo "     experiment (~4 minutes; its numbers check the pipeline, they are not the measurement)."
+echo "run: posenc experiment extrapolation --quick: the QUICK smoke run of the train-short-test-"
+echo "     long experiment (~4 minutes; its numbers check the pipeline, not the measurement)."
 echo "     The full run (~20 minutes on 2 cores): build/release/cli/posenc experiment extrapolation"
 echo "     -o DIR; the repository's last full run is in docs/experiments/extrapolation."
 ./build/release/cli/posenc experiment extrapolation --quick -o report/experiment

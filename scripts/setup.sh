@@ -8,7 +8,8 @@ DEBS=(
   build-essential cmake ninja-build ccache pkg-config
   libhwy-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev libdlpack-dev python3-dev python3-numpy python3-torch python3-pytest python3-matplotlib
+  pybind11-dev libdlpack-dev python3-dev python3-numpy python3-torch python3-pytest
+  python3-matplotlib
   python3-setuptools python3-wheel python3-pip python3-venv python3-build
   libjemalloc2 chromium
   # OpenBLAS for torch's float32 matmuls (Debian's default libblas.so.3 is the
@@ -16,6 +17,8 @@ DEBS=(
   # and its float32 speed check.
   libopenblas0-pthread
   clang-16 libfuzzer-16-dev libclang-rt-16-dev python3-hypothesis
+  # The format check of scripts/test.sh (scripts/check_format.sh).
+  clang-format
 )
 
 missing=()
@@ -32,7 +35,8 @@ if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
 else
   echo "setup: all Debian packages present"
 fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: the suite in release, then again in
+# Sets up, checks the format, builds and runs every test: the suite in release, then again in
 # debug under AddressSanitizer + UndefinedBehaviorSanitizer, the threaded
 # tests under ThreadSanitizer, every fuzz target for a bounded time
 # (FUZZ_SECONDS each, default 20), then the Python and browser tests.
@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+
+echo "== format (clang-format, .clang-format; no line over 100 columns) =="
+bash scripts/check_format.sh
 
 JOBS=${JOBS:-$(nproc)}
 export CTEST_OUTPUT_ON_FAILURE=1

@@ -24,14 +24,19 @@ Json LineSpec(const Axis& x, const Axis& y, const LineStyle& style) {
                               {{"field", y.field}, {"type", y.type}, {"title", y.title}}});
   if (y.type == "quantitative") tooltip[1]["format"] = ".6~g";
   if (!style.color_field.empty()) {
-    enc["color"] = {{"field", style.color_field}, {"type", "nominal"}, {"title", style.color_title},
+    enc["color"] = {{"field", style.color_field},
+                    {"type", "nominal"},
+                    {"title", style.color_title},
                     {"sort", nullptr}};
     if (style.stroke_dash_by_color) {
-      enc["strokeDash"] = {{"field", style.color_field}, {"type", "nominal"},
-                           {"title", style.color_title}, {"sort", nullptr}};
+      enc["strokeDash"] = {{"field", style.color_field},
+                           {"type", "nominal"},
+                           {"title", style.color_title},
+                           {"sort", nullptr}};
     }
-    tooltip.insert(tooltip.begin(), Json{{"field", style.color_field}, {"type", "nominal"},
-                                         {"title", style.color_title}});
+    tooltip.insert(
+        tooltip.begin(),
+        Json{{"field", style.color_field}, {"type", "nominal"}, {"title", style.color_title}});
   }
   enc["tooltip"] = tooltip;
   return Json{{"mark", mark}, {"encoding", enc}};
@@ -48,10 +53,16 @@ Json WithRules(Json spec, const std::string& axis,
                {"mark", {{"type", "rule"}, {"strokeDash", {4, 3}}, {"color", "#666"}}},
                {"encoding", rule_enc}};
   Json text = {{"data", {{"values", values}}},
-               {"mark", {{"type", "text"}, {"align", "left"}, {"dx", 3}, {"dy", -5},
-                         {"color", "#444"}, {"fontSize", 10}}},
-               {"encoding", {{axis, {{"field", "rule_value"}, {"type", "quantitative"}}},
-                             {"text", {{"field", "rule"}}}}}};
+               {"mark",
+                {{"type", "text"},
+                 {"align", "left"},
+                 {"dx", 3},
+                 {"dy", -5},
+                 {"color", "#444"},
+                 {"fontSize", 10}}},
+               {"encoding",
+                {{axis, {{"field", "rule_value"}, {"type", "quantitative"}}},
+                 {"text", {{"field", "rule"}}}}}};
   if (axis == "y") text["encoding"]["x"] = {{"value", 2}};
   if (axis == "x") text["encoding"]["y"] = {{"value", 8}};
   Json layered = {{"layer", Json::array({spec, rule, text})}};
@@ -74,8 +85,10 @@ Json MatrixSpec(const Axis& x, const Axis& y, const MatrixStyle& s) {
                                : Json{{"scheme", "viridis"}};
   Json tooltip = Json::array({{{"field", y.field}, {"type", "ordinal"}, {"title", y.title}},
                               {{"field", x.field}, {"type", "ordinal"}, {"title", x.title}},
-                              {{"field", s.value_field}, {"type", "quantitative"},
-                               {"title", s.value_title}, {"format", ".5~g"}}});
+                              {{"field", s.value_field},
+                               {"type", "quantitative"},
+                               {"title", s.value_title},
+                               {"format", ".5~g"}}});
   if (!s.facet_field.empty()) {
     tooltip.insert(tooltip.begin(), Json{{"field", s.facet_field}, {"type", "nominal"}});
   }
@@ -101,11 +114,12 @@ Json MatrixSpec(const Axis& x, const Axis& y, const MatrixStyle& s) {
   if (s.facet_field.empty()) return inner;
   Json order = nullptr;
   if (!s.facet_order.empty()) order = s.facet_order;
-  return Json{{"facet", {{"field", s.facet_field}, {"type", "nominal"}, {"title", nullptr},
-                         {"sort", order}}},
-              {"columns", s.columns},
-              {"resolve", {{"scale", {{"color", "shared"}}}}},
-              {"spec", inner}};
+  return Json{
+      {"facet",
+       {{"field", s.facet_field}, {"type", "nominal"}, {"title", nullptr}, {"sort", order}}},
+      {"columns", s.columns},
+      {"resolve", {{"scale", {{"color", "shared"}}}}},
+      {"spec", inner}};
 }
 
 Chart MakeChart(std::string id, std::string title, Json spec) {

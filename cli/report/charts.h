@@ -20,10 +20,10 @@ struct Axis {
 };
 
 struct LineStyle {
-  std::string color_field;      // "" for a single series
+  std::string color_field;  // "" for a single series
   std::string color_title;
-  bool points = false;          // draw point marks too
-  std::string mark = "line";    // "line", "point", "bar", "rect"
+  bool points = false;        // draw point marks too
+  std::string mark = "line";  // "line", "point", "bar", "rect"
   bool stroke_dash_by_color = false;
 };
 
@@ -42,14 +42,14 @@ Json WithRules(Json spec, const std::string& axis /* "x" or "y" */,
 struct MatrixStyle {
   std::string value_field = "value";
   std::string value_title = "value";
-  bool diverging = false;            // blue-white-red centred on 0, else viridis
-  std::string label_field;           // "" for no text
-  std::string facet_field;           // "" for one panel
+  bool diverging = false;   // blue-white-red centred on 0, else viridis
+  std::string label_field;  // "" for no text
+  std::string facet_field;  // "" for one panel
   int columns = 4;
-  int size = 260;                    // panel width = height (pixels)
+  int size = 260;                         // panel width = height (pixels)
   std::vector<std::int64_t> axis_values;  // tick labels shown (empty: all)
-  double light_label_above = 0.0;    // > 0: labels white where |value| >= this
-  std::vector<std::string> facet_order;  // panel order (empty: data order)
+  double light_label_above = 0.0;         // > 0: labels white where |value| >= this
+  std::vector<std::string> facet_order;   // panel order (empty: data order)
 };
 Json MatrixSpec(const Axis& x, const Axis& y, const MatrixStyle& style);
 

@@ -38,9 +38,7 @@ double RowDot(const std::vector<double>& t, std::int64_t cols, std::int64_t i, s
 const std::vector<std::int64_t>& kShifts = kCompareShifts;
 constexpr std::int64_t kMaxShift = kCompareMaxShift;
 
-void SetBounded(MethodMeasure& m) {
-  m.bounded = m.max_abs_at_4l <= m.max_abs_at_l * (1.0 + 1e-9);
-}
+void SetBounded(MethodMeasure& m) { m.bounded = m.max_abs_at_4l <= m.max_abs_at_l * (1.0 + 1e-9); }
 
 }  // namespace
 
@@ -68,12 +66,15 @@ MethodMeasure MeasureSinusoidal(const CompareSetup& s) {
   SinusoidalParams p;
   p.dim = d;
   const Context ctx(s.threads);
-  m.ns_per_token = NanosPer([&] {
-    AddSinusoidal(p, TensorView::Contiguous(x.data(), DType::kFloat32, {1, seq, d}),
-                  Positions::Offset(0), ctx);
-  }, static_cast<double>(seq), s.timing_repeats);
+  m.ns_per_token = NanosPer(
+      [&] {
+        AddSinusoidal(p, TensorView::Contiguous(x.data(), DType::kFloat32, {1, seq, d}),
+                      Positions::Offset(0), ctx);
+      },
+      static_cast<double>(seq), s.timing_repeats);
   m.speed_note = fmt::format("AddSinusoidal, [1, {}, {}] float32", seq, d);
-  m.used_in = "Transformer (2017), DistilBERT, GPT-J's table layout, Transformer-XL (relative form)";
+  m.used_in =
+      "Transformer (2017), DistilBERT, GPT-J's table layout, Transformer-XL (relative form)";
   return m;
 }
 
@@ -88,8 +89,7 @@ MethodMeasure MeasureLearned(const CompareSetup& s) {
   const LearnedTable table = LearnedTable::RandomNormal(init);
   m.extra_params = table.max_positions() * table.dim();
   const std::int64_t rows = std::min(s.length, table.max_positions());
-  std::vector<double> values(table.values().begin(),
-                             table.values().begin() + rows * table.dim());
+  std::vector<double> values(table.values().begin(), table.values().begin() + rows * table.dim());
   m.max_abs_at_l = MaxAbs(values);
   m.max_abs_at_4l = MaxAbs(std::vector<double>(table.values().begin(), table.values().end()));
   m.bounded = true;  // a finite table: bounded by its largest entry, whatever L
@@ -100,9 +100,9 @@ MethodMeasure MeasureLearned(const CompareSetup& s) {
   for (std::int64_t sh : kShifts) {
     if (s.shift_length + sh <= n) shifts.push_back(sh);
   }
-  m.shift_change = ShiftChange(
-      [&](std::int64_t i, std::int64_t j) { return RowDot(t, table.dim(), i, j); },
-      s.shift_length, shifts);
+  m.shift_change =
+      ShiftChange([&](std::int64_t i, std::int64_t j) { return RowDot(t, table.dim(), i, j); },
+                  s.shift_length, shifts);
   std::vector<float> out(static_cast<std::size_t>(table.dim()));
   try {
     table.Lookup(Positions::Offset(table.max_positions()), 1,
@@ -118,13 +118,15 @@ MethodMeasure MeasureLearned(const CompareSetup& s) {
   m.memory_note = "none (the table is added before attention)";
   std::vector<float> x(static_cast<std::size_t>(table.max_positions() * table.dim()), 0.0f);
   const Context ctx(s.threads);
-  m.ns_per_token = NanosPer([&] {
-    table.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32,
-                                       {1, table.max_positions(), table.dim()}),
-                Positions::Offset(0), ctx);
-  }, static_cast<double>(table.max_positions()), s.timing_repeats);
-  m.speed_note = fmt::format("LearnedTable::AddTo, [1, {}, {}] float32", table.max_positions(),
-                             table.dim());
+  m.ns_per_token = NanosPer(
+      [&] {
+        table.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32,
+                                           {1, table.max_positions(), table.dim()}),
+                    Positions::Offset(0), ctx);
+      },
+      static_cast<double>(table.max_positions()), s.timing_repeats);
+  m.speed_note =
+      fmt::format("LearnedTable::AddTo, [1, {}, {}] float32", table.max_positions(), table.dim());
   m.used_in = "BERT, GPT-2, RoBERTa, ViT (N(0, 0.02^2) init here, untrained)";
   return m;
 }
@@ -140,12 +142,15 @@ MethodMeasure MeasureRope(const CompareSetup& s) {
   auto cos_sin = [&](std::int64_t n) {
     std::vector<double> cs(static_cast<std::size_t>(n * head_dim * 2));
     std::vector<double> c(static_cast<std::size_t>(n * head_dim)), sn(c.size());
-    RopeCosSin(p, Positions::Offset(0), n, TensorView::Contiguous(c.data(), DType::kFloat64, {n, head_dim}),
+    RopeCosSin(p, Positions::Offset(0), n,
+               TensorView::Contiguous(c.data(), DType::kFloat64, {n, head_dim}),
                TensorView::Contiguous(sn.data(), DType::kFloat64, {n, head_dim}));
     for (std::int64_t r = 0; r < n; ++r) {
       for (std::int64_t k = 0; k < head_dim; ++k) {
-        cs[static_cast<std::size_t>(r * 2 * head_dim + k)] = c[static_cast<std::size_t>(r * head_dim + k)];
-        cs[static_cast<std::size_t>(r * 2 * head_dim + head_dim + k)] = sn[static_cast<std::size_t>(r * head_dim + k)];
+        cs[static_cast<std::size_t>(r * 2 * head_dim + k)] =
+            c[static_cast<std::size_t>(r * head_dim + k)];
+        cs[static_cast<std::size_t>(r * 2 * head_dim + head_dim + k)] =
+            sn[static_cast<std::size_t>(r * head_dim + k)];
       }
     }
     return cs;
@@ -169,29 +174,39 @@ MethodMeasure MeasureRope(const CompareSetup& s) {
   ApplyRopeQK(p, TensorView::Contiguous(q.data(), DType::kFloat64, {1, n, 1, head_dim}),
               TensorView::Contiguous(k.data(), DType::kFloat64, {1, n, 1, head_dim}),
               AttentionLayout::kBSHD, Positions::Offset(0));
-  m.shift_change = ShiftChange([&](std::int64_t i, std::int64_t j) {
-    double dot = 0.0;
-    for (std::int64_t c = 0; c < head_dim; ++c) {
-      dot += q[static_cast<std::size_t>(i * head_dim + c)] * k[static_cast<std::size_t>(j * head_dim + c)];
-    }
-    return dot;
-  }, s.shift_length, kShifts);
+  m.shift_change = ShiftChange(
+      [&](std::int64_t i, std::int64_t j) {
+        double dot = 0.0;
+        for (std::int64_t c = 0; c < head_dim; ++c) {
+          dot += q[static_cast<std::size_t>(i * head_dim + c)] *
+                 k[static_cast<std::size_t>(j * head_dim + c)];
+        }
+        return dot;
+      },
+      s.shift_length, kShifts);
   m.past_end = PastEnd::kExtrapolates;
-  m.past_end_detail = "defined up to 2^24 - 1, but low-frequency pairs reach angles never seen "
-                      "in training (hence the scaling schemes)";
+  m.past_end_detail =
+      "defined up to 2^24 - 1, but low-frequency pairs reach angles never seen "
+      "in training (hence the scaling schemes)";
   const std::int64_t seq = s.shape.seq;
   m.attention_bytes = static_cast<double>(seq * head_dim * 2 * 4);
-  m.memory_note = fmt::format("cos/sin cache [{}, {}] x 2 float32 (shared by layers)", seq, head_dim);
+  m.memory_note =
+      fmt::format("cos/sin cache [{}, {}] x 2 float32 (shared by layers)", seq, head_dim);
   std::vector<float> qx(static_cast<std::size_t>(seq * s.shape.heads * head_dim), 0.5f), kx(qx);
   const Context ctx(s.threads);
   RopeParams pf;
   pf.head_dim = head_dim;
-  m.ns_per_token = NanosPer([&] {
-    ApplyRopeQK(pf, TensorView::Contiguous(qx.data(), DType::kFloat32, {1, seq, s.shape.heads, head_dim}),
-                TensorView::Contiguous(kx.data(), DType::kFloat32, {1, seq, s.shape.heads, head_dim}),
-                AttentionLayout::kBSHD, Positions::Offset(0), RopeDirection::kForward, ctx);
-  }, static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format("ApplyRopeQK, q and k [1, {}, {}, {}] float32", seq, s.shape.heads, head_dim);
+  m.ns_per_token = NanosPer(
+      [&] {
+        ApplyRopeQK(
+            pf,
+            TensorView::Contiguous(qx.data(), DType::kFloat32, {1, seq, s.shape.heads, head_dim}),
+            TensorView::Contiguous(kx.data(), DType::kFloat32, {1, seq, s.shape.heads, head_dim}),
+            AttentionLayout::kBSHD, Positions::Offset(0), RopeDirection::kForward, ctx);
+      },
+      static_cast<double>(seq), s.timing_repeats);
+  m.speed_note =
+      fmt::format("ApplyRopeQK, q and k [1, {}, {}, {}] float32", seq, s.shape.heads, head_dim);
   m.used_in = "Llama, Mistral, Qwen, Gemma, GPT-NeoX, DeepSeek, Phi-3";
   return m;
 }
@@ -219,25 +234,31 @@ MethodMeasure MeasureAlibi(const CompareSetup& s) {
   m.distinct_distances = DistinctValues(
       [&](std::int64_t k) { return AlibiBiasValue(slopes[0], AlibiForm::kSymmetric, 0, k); },
       s.length);
-  m.shift_change = ShiftChange([&](std::int64_t i, std::int64_t j) {
-    return AlibiBiasValue(slopes[0], AlibiForm::kSymmetric, i, j);
-  }, s.shift_length, kShifts);
+  m.shift_change = ShiftChange(
+      [&](std::int64_t i, std::int64_t j) {
+        return AlibiBiasValue(slopes[0], AlibiForm::kSymmetric, i, j);
+      },
+      s.shift_length, kShifts);
   m.past_end = PastEnd::kExtrapolates;
   m.past_end_detail = "the bias keeps growing linearly with distance (the paper's extrapolation)";
   m.attention_bytes = static_cast<double>(DenseBiasBytes(s.shape));
-  m.memory_note = fmt::format("[{}, {}, {}] float32 bias per layer if materialised; 0 in fused "
-                              "kernels that compute it from the {} slopes",
-                              s.shape.heads, s.shape.seq, s.shape.seq, s.shape.heads);
+  m.memory_note = fmt::format(
+      "[{}, {}, {}] float32 bias per layer if materialised; 0 in fused "
+      "kernels that compute it from the {} slopes",
+      s.shape.heads, s.shape.seq, s.shape.seq, s.shape.heads);
   const std::int64_t seq = std::min<std::int64_t>(s.shape.seq, 1024);
   std::vector<float> bias(static_cast<std::size_t>(s.shape.heads * seq * seq));
   AlibiGeometry g;
   g.query_len = seq;
   g.key_len = seq;
   const Context ctx(s.threads);
-  m.ns_per_token = NanosPer([&] {
-    AlibiBiasMatrix(slopes, g, TensorView::Contiguous(bias.data(), DType::kFloat32,
-                                                      {s.shape.heads, seq, seq}), ctx);
-  }, static_cast<double>(seq), s.timing_repeats);
+  m.ns_per_token = NanosPer(
+      [&] {
+        AlibiBiasMatrix(
+            slopes, g,
+            TensorView::Contiguous(bias.data(), DType::kFloat32, {s.shape.heads, seq, seq}), ctx);
+      },
+      static_cast<double>(seq), s.timing_repeats);
   m.speed_note = fmt::format("AlibiBiasMatrix, [{}, {}, {}] float32 (per query token)",
                              s.shape.heads, seq, seq);
   m.used_in = "BLOOM, MPT, Falcon (ALiBi variants), Baichuan-13B";
@@ -251,54 +272,64 @@ Section CompareSection(const ReportOptions& options) {
   setup.shift_length = sizes.shift_length;
   setup.timing_repeats = sizes.timing_repeats;
   setup.threads = options.threads;
-  std::vector<MethodMeasure> rows = {MeasureSinusoidal(setup), MeasureLearned(setup),
-                                     MeasureRope(setup),       MeasureAlibi(setup),
-                                     MeasureT5(setup),         MeasureShaw(setup),
-                                     MeasureTransformerXL(setup), MeasureDeberta(setup),
-                                     MeasureFire(setup)};
+  std::vector<MethodMeasure> rows = {
+      MeasureSinusoidal(setup),    MeasureLearned(setup), MeasureRope(setup),
+      MeasureAlibi(setup),         MeasureT5(setup),      MeasureShaw(setup),
+      MeasureTransformerXL(setup), MeasureDeberta(setup), MeasureFire(setup)};
   Table t;
   t.id = "comparison";
   t.title = "Comparison of methods (measured)";
-  t.header = {"method", "where position enters",
-              fmt::format("extra parameters ({} layers, d = {})", setup.shape.layers, setup.shape.hidden),
-              fmt::format("bounded: max |value| at L = {} / 4L", setup.length),
-              fmt::format("unique: min distance between codes (L = {})", setup.length),
-              "relative: score change under a common shift",
-              "past the trained length",
-              fmt::format("extra memory in attention at S = {}", setup.shape.seq),
-              "speed (ns/token, 1 thread, this machine)", "used in",
-              "bits/byte at 4× train length ÷ at train length (measured: posenc experiment "
-              "extrapolation)"};
+  t.header = {
+      "method",
+      "where position enters",
+      fmt::format("extra parameters ({} layers, d = {})", setup.shape.layers, setup.shape.hidden),
+      fmt::format("bounded: max |value| at L = {} / 4L", setup.length),
+      fmt::format("unique: min distance between codes (L = {})", setup.length),
+      "relative: score change under a common shift",
+      "past the trained length",
+      fmt::format("extra memory in attention at S = {}", setup.shape.seq),
+      "speed (ns/token, 1 thread, this machine)",
+      "used in",
+      "bits/byte at 4× train length ÷ at train length (measured: posenc experiment "
+      "extrapolation)"};
   // Comparison-table method -> experiment scheme, and why a method is not trained there.
   const std::map<std::string, std::pair<std::string, std::string>> experiment_names = {
-      {"sinusoidal", {"sinusoidal", ""}}, {"learned", {"learned", ""}}, {"RoPE", {"rope", ""}},
-      {"ALiBi", {"alibi", ""}}, {"T5 buckets", {"t5", ""}}, {"Shaw", {"shaw", ""}},
-      {"Transformer-XL", {"transformer_xl", "no fused kernel (the float64 reference is too slow to "
-                                            "train)"}},
+      {"sinusoidal", {"sinusoidal", ""}},
+      {"learned", {"learned", ""}},
+      {"RoPE", {"rope", ""}},
+      {"ALiBi", {"alibi", ""}},
+      {"T5 buckets", {"t5", ""}},
+      {"Shaw", {"shaw", ""}},
+      {"Transformer-XL",
+       {"transformer_xl",
+        "no fused kernel (the float64 reference is too slow to "
+        "train)"}},
       {"DeBERTa", {"deberta", "an encoder scheme without a fused kernel"}}};
   Section s;
   for (const auto& m : rows) {
-    t.rows.push_back(
-        {m.method, m.enters,
-         m.params_note.empty() ? Thousands(m.extra_params)
-                               : fmt::format("{} ({})", Thousands(m.extra_params), m.params_note),
-         fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)", Sci(m.max_abs_at_l),
-                     Sci(m.max_abs_at_4l)),
-         m.min_code_distance >= 0
-             ? fmt::format("yes: {}", Sci(m.min_code_distance))
-             : fmt::format("distances only: {} distinct values over |i - j| < L", m.distinct_distances),
-         fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute", Sci(m.shift_change)),
-         PastEndName(m.past_end) + ": " + m.past_end_detail,
-         fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
-         fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in,
-         experiment_names.count(m.method)
-             ? RatioCell(options.experiment.get(), experiment_names.at(m.method).first,
-                         experiment_names.at(m.method).second)
-             : "-"});
-    s.summary.push_back(fmt::format("{}: bounded {}, min code distance {}, shift change {}, past end {}",
-                                    m.method, m.bounded ? "yes" : "no",
-                                    m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",
-                                    Sci(m.shift_change), PastEndName(m.past_end)));
+    t.rows.push_back({m.method, m.enters,
+                      m.params_note.empty()
+                          ? Thousands(m.extra_params)
+                          : fmt::format("{} ({})", Thousands(m.extra_params), m.params_note),
+                      fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)",
+                                  Sci(m.max_abs_at_l), Sci(m.max_abs_at_4l)),
+                      m.min_code_distance >= 0
+                          ? fmt::format("yes: {}", Sci(m.min_code_distance))
+                          : fmt::format("distances only: {} distinct values over |i - j| < L",
+                                        m.distinct_distances),
+                      fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute",
+                                  Sci(m.shift_change)),
+                      PastEndName(m.past_end) + ": " + m.past_end_detail,
+                      fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
+                      fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in,
+                      experiment_names.count(m.method)
+                          ? RatioCell(options.experiment.get(), experiment_names.at(m.method).first,
+                                      experiment_names.at(m.method).second)
+                          : "-"});
+    s.summary.push_back(fmt::format(
+        "{}: bounded {}, min code distance {}, shift change {}, past end {}", m.method,
+        m.bounded ? "yes" : "no", m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",
+        Sci(m.shift_change), PastEndName(m.past_end)));
   }
   t.caption = fmt::format(
       "Every cell is measured when the report is built. bounded: largest |positional term| for "
@@ -306,12 +337,14 @@ Section CompareSection(const ReportOptions& options) {
       "the codes of two positions below L (RoPE: the cos/sin rows). relative: max |s(i+t, j+t) - "
       "s(i, j)| / max |s| over i, j < {} and t in {{1, 7, 100}} for the position-only score "
       "(PE(i).PE(j), E_i.E_j, <R_i q, R_j k>, the ALiBi / T5 bias, q . a^K[idx], w . R_(i-j), "
-      "q . Kr[c2p], FIRE's bias at the paper's initialisation; relative tables random, untrained). d = {}, {} heads, learned table {} rows.",
+      "q . Kr[c2p], FIRE's bias at the paper's initialisation; relative tables random, untrained). "
+      "d = {}, {} heads, learned table {} rows.",
       setup.shift_length, setup.shape.hidden, setup.shape.heads, setup.shape.max_positions);
   s.id = "comparison";
   s.title = "Comparison table";
-  s.paragraphs = {"The table the lesson leaves empty, filled with values measured on this build "
-                  "of the library."};
+  s.paragraphs = {
+      "The table the lesson leaves empty, filled with values measured on this build "
+      "of the library."};
   s.blocks.emplace_back(std::move(t));
   return s;
 }

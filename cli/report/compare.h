@@ -13,8 +13,8 @@
 namespace posenc::report {
 
 struct CompareSetup {
-  std::int64_t length = 256;        // L of bounded / unique checks (bounded also at 4L)
-  std::int64_t shift_length = 24;   // i, j < this in the shift check
+  std::int64_t length = 256;       // L of bounded / unique checks (bounded also at 4L)
+  std::int64_t shift_length = 24;  // i, j < this in the shift check
   int timing_repeats = 2;
   int threads = 1;
   ModelShape shape;
@@ -22,22 +22,22 @@ struct CompareSetup {
 
 struct MethodMeasure {
   std::string method;
-  std::string enters;                // where position enters: input, q/k, scores
-  std::int64_t extra_params = 0;     // for shape.layers layers of shape.hidden
-  double max_abs_at_l = 0.0;         // max |positional term| for positions/distances < L
-  double max_abs_at_4l = 0.0;        // ... < 4L (learned: the whole table)
-  bool bounded = false;              // max_abs_at_4l <= max_abs_at_l * (1 + 1e-9)
-  double min_code_distance = -1.0;   // absolute methods; -1 for relative ones
+  std::string enters;                    // where position enters: input, q/k, scores
+  std::int64_t extra_params = 0;         // for shape.layers layers of shape.hidden
+  double max_abs_at_l = 0.0;             // max |positional term| for positions/distances < L
+  double max_abs_at_4l = 0.0;            // ... < 4L (learned: the whole table)
+  bool bounded = false;                  // max_abs_at_4l <= max_abs_at_l * (1 + 1e-9)
+  double min_code_distance = -1.0;       // absolute methods; -1 for relative ones
   std::int64_t distinct_distances = -1;  // relative methods; -1 for absolute ones
-  double shift_change = 0.0;         // relative score change under a common shift
+  double shift_change = 0.0;             // relative score change under a common shift
   PastEnd past_end = PastEnd::kContinues;
-  std::string past_end_detail;       // what the API said / did
-  double attention_bytes = 0.0;      // extra memory in attention at S = shape.seq
+  std::string past_end_detail;   // what the API said / did
+  double attention_bytes = 0.0;  // extra memory in attention at S = shape.seq
   std::string memory_note;
-  double ns_per_token = 0.0;         // measured here, one thread
+  double ns_per_token = 0.0;  // measured here, one thread
   std::string speed_note;
   std::string used_in;
-  std::string params_note;           // how the count is made up ("" for none)
+  std::string params_note;  // how the count is made up ("" for none)
 };
 
 // The common shifts t of the relative check, and the largest.

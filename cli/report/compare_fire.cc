@@ -42,7 +42,8 @@ double BoundOverX(const FireWeights& w) {
   for (int g = 0; g <= 4096; ++g) {
     const double x = g / 4096.0;
     double b = w.b2[0];
-    for (std::size_t u = 0; u < w.w1.size(); ++u) b += w.w2[u] * std::max(0.0, w.w1[u] * x + w.b1[u]);
+    for (std::size_t u = 0; u < w.w1.size(); ++u)
+      b += w.w2[u] * std::max(0.0, w.w1[u] * x + w.b1[u]);
     mx = std::max(mx, std::abs(b));
   }
   return mx;
@@ -52,7 +53,8 @@ double BoundOverX(const FireWeights& w) {
 double MaxVisible(const std::vector<double>& rows, std::int64_t n) {
   double mx = 0.0;
   for (std::int64_t p = 0; p < n; ++p)
-    for (std::int64_t r = 0; r <= p; ++r) mx = std::max(mx, std::abs(rows[static_cast<std::size_t>(p * n + r)]));
+    for (std::int64_t r = 0; r <= p; ++r)
+      mx = std::max(mx, std::abs(rows[static_cast<std::size_t>(p * n + r)]));
   return mx;
 }
 
@@ -82,8 +84,8 @@ MethodMeasure MeasureFire(const CompareSetup& s) {
   m.max_abs_at_l = 0.0;
   for (std::int64_t p = 0; p < s.length; ++p)
     for (std::int64_t r = 0; r <= p; ++r)
-      m.max_abs_at_l = std::max(m.max_abs_at_l,
-                                std::abs(at_4l[static_cast<std::size_t>(p * 4 * s.length + r)]));
+      m.max_abs_at_l =
+          std::max(m.max_abs_at_l, std::abs(at_4l[static_cast<std::size_t>(p * 4 * s.length + r)]));
   m.max_abs_at_4l = MaxVisible(at_4l, 4 * s.length);
   // Bounded by construction: every visible pair, at any length, stays within
   // the bound of f over x in [0, 1] (checked on the pairs measured here).
@@ -91,13 +93,15 @@ MethodMeasure MeasureFire(const CompareSetup& s) {
   m.bounded = m.max_abs_at_4l <= bound * (1.0 + 1e-12);
   const std::int64_t n = std::max(s.length, s.shift_length + kCompareMaxShift);
   const std::vector<double> rows = BiasRows(w, n);
-  auto bias = [&](std::int64_t p, std::int64_t r) { return rows[static_cast<std::size_t>(p * n + r)]; };
+  auto bias = [&](std::int64_t p, std::int64_t r) {
+    return rows[static_cast<std::size_t>(p * n + r)];
+  };
   // Distances seen by the last query below L (the bias of key distance k).
   m.distinct_distances = DistinctValues(
       [&](std::int64_t k) { return bias(s.length - 1, s.length - 1 - std::abs(k)); }, s.length);
-  m.shift_change = ShiftChange(
-      [&](std::int64_t i, std::int64_t j) { return j <= i ? bias(i, j) : bias(j, i); },
-      s.shift_length, kCompareShifts);
+  m.shift_change =
+      ShiftChange([&](std::int64_t i, std::int64_t j) { return j <= i ? bias(i, j) : bias(j, i); },
+                  s.shift_length, kCompareShifts);
   m.past_end = PastEnd::kInterpolates;
   m.past_end_detail = fmt::format(
       "past |L| = {:g} the distances of a query at p are rescaled by psi(p), so x stays in [0, 1] "
@@ -107,14 +111,17 @@ MethodMeasure MeasureFire(const CompareSetup& s) {
   m.attention_bytes = 0.0;
   m.memory_note = fmt::format(
       "posenc's fused kernel computes the bias per tile (the paper's code materialises [1, {}, {}, "
-      "{}] float32 per layer: {})", s.shape.heads, s.shape.seq, s.shape.seq,
-      Bytes(static_cast<double>(DenseBiasBytes(s.shape))));
+      "{}] float32 per layer: {})",
+      s.shape.heads, s.shape.seq, s.shape.seq, Bytes(static_cast<double>(DenseBiasBytes(s.shape))));
   const std::int64_t seq = std::min<std::int64_t>(s.shape.seq, 256);
   std::vector<double> out(static_cast<std::size_t>(s.shape.heads * seq * seq));
-  m.ns_per_token = NanosPer([&] {
-    FireBiasMatrix(all.View(), {}, s.shape.heads, 0, seq, seq,
-                   TensorView::Contiguous(out.data(), DType::kFloat64, {s.shape.heads, seq, seq}));
-  }, static_cast<double>(seq), s.timing_repeats);
+  m.ns_per_token = NanosPer(
+      [&] {
+        FireBiasMatrix(
+            all.View(), {}, s.shape.heads, 0, seq, seq,
+            TensorView::Contiguous(out.data(), DType::kFloat64, {s.shape.heads, seq, seq}));
+      },
+      static_cast<double>(seq), s.timing_repeats);
   m.speed_note = fmt::format("FireBiasMatrix, [{}, {}, {}] float64 reference (per query token)",
                              s.shape.heads, seq, seq);
   m.used_in = "Li et al. 2024 (FIRE); posenc's extrapolation experiment";

@@ -55,29 +55,39 @@ MethodMeasure MeasureT5(const CompareSetup& s) {
   auto bias = [&](std::int64_t k) { return static_cast<double>(table.Bias(0, 0, k)); };
   double at_l = 0.0, at_4l = 0.0;
   for (std::int64_t h = 0; h < table.heads(); ++h) {
-    at_l = std::max(at_l, MaxOverDistances([&](std::int64_t k) { return double(table.Bias(h, 0, k)); }, s.length));
-    at_4l = std::max(at_4l, MaxOverDistances([&](std::int64_t k) { return double(table.Bias(h, 0, k)); }, 4 * s.length));
+    at_l = std::max(
+        at_l,
+        MaxOverDistances([&](std::int64_t k) { return double(table.Bias(h, 0, k)); }, s.length));
+    at_4l = std::max(at_4l,
+                     MaxOverDistances([&](std::int64_t k) { return double(table.Bias(h, 0, k)); },
+                                      4 * s.length));
   }
   m.max_abs_at_l = at_l;
   m.max_abs_at_4l = at_4l;
   SetBounded(m);
   m.distinct_distances = DistinctValues(bias, s.length);
-  m.shift_change = ShiftChange([&](std::int64_t i, std::int64_t j) { return double(table.Bias(0, i, j)); },
-                               s.shift_length, kCompareShifts);
+  m.shift_change =
+      ShiftChange([&](std::int64_t i, std::int64_t j) { return double(table.Bias(0, i, j)); },
+                  s.shift_length, kCompareShifts);
   const T5Bucketer& b = table.bucketer();
   m.past_end = PastEnd::kSaturates;
-  m.past_end_detail = fmt::format("|j - i| >= {} share the last bucket (bucket({}) = {}, bucket({}) = {})",
-                                  bp.max_distance, bp.max_distance, b.Bucket(bp.max_distance),
-                                  kMaxPosition, b.Bucket(kMaxPosition));
+  m.past_end_detail = fmt::format(
+      "|j - i| >= {} share the last bucket (bucket({}) = {}, bucket({}) = {})", bp.max_distance,
+      bp.max_distance, b.Bucket(bp.max_distance), kMaxPosition, b.Bucket(kMaxPosition));
   m.attention_bytes = static_cast<double>(DenseBiasBytes(s.shape));
-  m.memory_note = fmt::format("HF compute_bias materialises position_bias [1, {}, {}, {}] float32, "
-                              "once for all layers", s.shape.heads, s.shape.seq, s.shape.seq);
+  m.memory_note = fmt::format(
+      "HF compute_bias materialises position_bias [1, {}, {}, {}] float32, "
+      "once for all layers",
+      s.shape.heads, s.shape.seq, s.shape.seq);
   const std::int64_t seq = TimedSeq(s);
   std::vector<float> out(static_cast<std::size_t>(table.heads() * seq * seq));
-  m.ns_per_token = NanosPer([&] {
-    table.FillBias(Positions::Offset(0), seq, seq,
-                   TensorView::Contiguous(out.data(), DType::kFloat32, {table.heads(), seq, seq}));
-  }, static_cast<double>(seq), s.timing_repeats);
+  m.ns_per_token = NanosPer(
+      [&] {
+        table.FillBias(
+            Positions::Offset(0), seq, seq,
+            TensorView::Contiguous(out.data(), DType::kFloat32, {table.heads(), seq, seq}));
+      },
+      static_cast<double>(seq), s.timing_repeats);
   m.speed_note = fmt::format("T5BiasTable::FillBias, [{}, {}, {}] float32 (per query token)",
                              table.heads(), seq, seq);
   m.used_in = "T5, mT5, Flan-T5, UL2, LongT5 (local)";
@@ -92,15 +102,16 @@ MethodMeasure MeasureShaw(const CompareSetup& s) {
   p.head_dim = s.shape.hidden / s.shape.heads;
   const std::int64_t rows = p.TableRows(), d = p.head_dim;
   m.extra_params = 2 * rows * d * s.shape.layers;
-  m.params_note = fmt::format("a^K and a^V [{}, {}] per layer, shared by heads (k = {})", rows, d, p.clip);
+  m.params_note =
+      fmt::format("a^K and a^V [{}, {}] per layer, shared by heads (k = {})", rows, d, p.clip);
   const auto a_key = Normal(3, rows * d, 0.02);
   const auto q = Normal(4, d, 1.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   // term[idx] = scale * q . a^K[idx]: one query row against keys covering every index.
   std::vector<double> term(static_cast<std::size_t>(rows));
   ShawKeyLogitsMatrix(p, TensorView::Contiguous(a_key.data(), DType::kFloat64, {rows, d}),
-                      TensorView::Contiguous(q.data(), DType::kFloat64, {1, d}), p.clip, rows, scale,
-                      TensorView::Contiguous(term.data(), DType::kFloat64, {1, rows}),
+                      TensorView::Contiguous(q.data(), DType::kFloat64, {1, d}), p.clip, rows,
+                      scale, TensorView::Contiguous(term.data(), DType::kFloat64, {1, rows}),
                       BiasWrite::kOverwrite);
   auto score = [&](std::int64_t i, std::int64_t j) {
     return term[static_cast<std::size_t>(ShawIndex(p.clip, i, j))];
@@ -120,14 +131,17 @@ MethodMeasure MeasureShaw(const CompareSetup& s) {
   std::vector<float> q32(static_cast<std::size_t>(d), 0.5f), logits(static_cast<std::size_t>(seq));
   std::vector<std::int64_t> keys(static_cast<std::size_t>(seq));
   for (std::int64_t j = 0; j < seq; ++j) keys[static_cast<std::size_t>(j)] = j;
-  m.ns_per_token = NanosPer([&] {
-    for (std::int64_t i = 0; i < seq; ++i) {
-      ShawAddKeyLogits(p, a32.data(), q32.data(), i, keys.data(), seq, 0.125f, logits.data());
-    }
-  }, static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format("ShawAddKeyLogits, {} queries x {} keys, D = {}, one head, float32", seq,
-                             seq, d);
-  m.used_in = "Shaw et al. 2018 (Transformer), Music Transformer; HF BERT relative_key (removed in v5)";
+  m.ns_per_token = NanosPer(
+      [&] {
+        for (std::int64_t i = 0; i < seq; ++i) {
+          ShawAddKeyLogits(p, a32.data(), q32.data(), i, keys.data(), seq, 0.125f, logits.data());
+        }
+      },
+      static_cast<double>(seq), s.timing_repeats);
+  m.speed_note =
+      fmt::format("ShawAddKeyLogits, {} queries x {} keys, D = {}, one head, float32", seq, seq, d);
+  m.used_in =
+      "Shaw et al. 2018 (Transformer), Music Transformer; HF BERT relative_key (removed in v5)";
   return m;
 }
 
@@ -143,7 +157,8 @@ MethodMeasure MeasureTransformerXL(const CompareSetup& s) {
   // R over distances klen-1 .. 0 (HF order): row klen - 1 - dist.
   auto r_table = [&](std::int64_t klen) {
     std::vector<double> r(static_cast<std::size_t>(klen * dm));
-    TransformerXLPositionEmbedding(p, klen, TensorView::Contiguous(r.data(), DType::kFloat64, {klen, dm}));
+    TransformerXLPositionEmbedding(p, klen,
+                                   TensorView::Contiguous(r.data(), DType::kFloat64, {klen, dm}));
     return r;
   };
   m.max_abs_at_l = MaxAbs(r_table(s.length));
@@ -158,7 +173,8 @@ MethodMeasure MeasureTransformerXL(const CompareSetup& s) {
   for (std::int64_t dist = 0; dist < klen; ++dist) {
     const std::int64_t row = TransformerXLRow(klen, dist);
     double acc = 0.0;
-    for (std::int64_t c = 0; c < dm; ++c) acc += w[static_cast<std::size_t>(c)] * r[static_cast<std::size_t>(row * dm + c)];
+    for (std::int64_t c = 0; c < dm; ++c)
+      acc += w[static_cast<std::size_t>(c)] * r[static_cast<std::size_t>(row * dm + c)];
     by_distance[static_cast<std::size_t>(dist)] = acc;
   }
   auto score = [&](std::int64_t i, std::int64_t j) {
@@ -167,22 +183,30 @@ MethodMeasure MeasureTransformerXL(const CompareSetup& s) {
   m.distinct_distances = DistinctValues([&](std::int64_t k) { return score(k, 0); }, s.length);
   m.shift_change = ShiftChange(score, s.shift_length, kCompareShifts);
   m.past_end = PastEnd::kExtrapolates;
-  m.past_end_detail = "R is a sinusoid defined at every distance (clamp_len 0), but W_R only saw "
-                      "distances up to the training length + memory; clamp_len > 0 saturates";
+  m.past_end_detail =
+      "R is a sinusoid defined at every distance (clamp_len 0), but W_R only saw "
+      "distances up to the training length + memory; clamp_len > 0 saturates";
   m.attention_bytes = static_cast<double>(s.shape.seq * dm * 4);
-  m.memory_note = fmt::format("RW = W_R R [{}, {}] float32 per layer (HF also forms BD [{}, S, S] "
-                              "before rel_shift)", s.shape.seq, dm, s.shape.heads);
+  m.memory_note = fmt::format(
+      "RW = W_R R [{}, {}] float32 per layer (HF also forms BD [{}, S, S] "
+      "before rel_shift)",
+      s.shape.seq, dm, s.shape.heads);
   const std::int64_t seq = TimedSeq(s);
-  std::vector<float> rw32(static_cast<std::size_t>(seq * d), 0.25f), k32(rw32), out(static_cast<std::size_t>(seq));
+  std::vector<float> rw32(static_cast<std::size_t>(seq * d), 0.25f), k32(rw32),
+      out(static_cast<std::size_t>(seq));
   std::vector<float> q32(static_cast<std::size_t>(d), 0.5f), u(q32), v(q32);
-  m.ns_per_token = NanosPer([&] {
-    for (std::int64_t i = 0; i < seq; ++i) {
-      TransformerXLAddPositionTermsRow(q32.data(), u.data(), v.data(), k32.data(), d, rw32.data(), d, d,
-                                       seq, seq, i, 0.125f, out.data());
-    }
-  }, static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format("TransformerXLAddPositionTermsRow, {} queries x {} keys, D = {}, one head, "
-                             "float32", seq, seq, d);
+  m.ns_per_token = NanosPer(
+      [&] {
+        for (std::int64_t i = 0; i < seq; ++i) {
+          TransformerXLAddPositionTermsRow(q32.data(), u.data(), v.data(), k32.data(), d,
+                                           rw32.data(), d, d, seq, seq, i, 0.125f, out.data());
+        }
+      },
+      static_cast<double>(seq), s.timing_repeats);
+  m.speed_note = fmt::format(
+      "TransformerXLAddPositionTermsRow, {} queries x {} keys, D = {}, one head, "
+      "float32",
+      seq, seq, d);
   m.used_in = "Transformer-XL, XLNet";
   return m;
 }
@@ -196,14 +220,16 @@ MethodMeasure MeasureDeberta(const CompareSetup& s) {
   const DebertaRelative rel(p);
   const std::int64_t rows = 2 * rel.att_span(), d = p.head_dim;
   m.extra_params = rows * s.shape.hidden;
-  m.params_note = fmt::format("rel_embeddings [{}, {}] shared by all layers; share_att_key reuses Wq, Wk",
-                              rows, s.shape.hidden);
+  m.params_note =
+      fmt::format("rel_embeddings [{}, {}] shared by all layers; share_att_key reuses Wq, Wk", rows,
+                  s.shape.hidden);
   const auto kr = Normal(6, rows * d, 0.02);
   const auto q = Normal(7, d, 1.0);
   std::vector<double> term(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) {
     double acc = 0.0;
-    for (std::int64_t c = 0; c < d; ++c) acc += q[static_cast<std::size_t>(c)] * kr[static_cast<std::size_t>(r * d + c)];
+    for (std::int64_t c = 0; c < d; ++c)
+      acc += q[static_cast<std::size_t>(c)] * kr[static_cast<std::size_t>(r * d + c)];
     term[static_cast<std::size_t>(r)] = acc * rel.scale();
   }
   auto score = [&](std::int64_t i, std::int64_t j) {
@@ -219,24 +245,32 @@ MethodMeasure MeasureDeberta(const CompareSetup& s) {
     if (rel.C2PIndex(k, 0) != rows - 1) sat = k + 1;
   }
   m.past_end = PastEnd::kSaturates;
-  m.past_end_detail = fmt::format("log buckets up to |i - j| = {}, then the index clamps to the last "
-                                  "of {} rows", sat - 1, rows);
+  m.past_end_detail = fmt::format(
+      "log buckets up to |i - j| = {}, then the index clamps to the last "
+      "of {} rows",
+      sat - 1, rows);
   m.attention_bytes = static_cast<double>(2 * s.shape.heads * s.shape.seq * rows * 4);
-  m.memory_note = fmt::format("c2p and p2c products [{}, {}, {}] float32 per layer, gathered per pair",
-                              s.shape.heads, s.shape.seq, rows);
+  m.memory_note =
+      fmt::format("c2p and p2c products [{}, {}, {}] float32 per layer, gathered per pair",
+                  s.shape.heads, s.shape.seq, rows);
   const std::int64_t seq = TimedSeq(s);
-  std::vector<float> kr32(kr.begin(), kr.end()), qr32(kr32), k32(static_cast<std::size_t>(seq * d), 0.25f);
+  std::vector<float> kr32(kr.begin(), kr.end()), qr32(kr32),
+      k32(static_cast<std::size_t>(seq * d), 0.25f);
   std::vector<float> q32(static_cast<std::size_t>(d), 0.5f), out(static_cast<std::size_t>(seq));
   std::vector<std::int64_t> keys(static_cast<std::size_t>(seq));
   for (std::int64_t j = 0; j < seq; ++j) keys[static_cast<std::size_t>(j)] = j;
-  m.ns_per_token = NanosPer([&] {
-    for (std::int64_t i = 0; i < seq; ++i) {
-      rel.AddPositionTermsRow(q32.data(), i, k32.data(), d, keys.data(), seq, kr32.data(), qr32.data(),
-                              out.data());
-    }
-  }, static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format("DebertaRelative::AddPositionTermsRow (c2p + p2c), {} queries x {} keys, "
-                             "D = {}, one head, float32", seq, seq, d);
+  m.ns_per_token = NanosPer(
+      [&] {
+        for (std::int64_t i = 0; i < seq; ++i) {
+          rel.AddPositionTermsRow(q32.data(), i, k32.data(), d, keys.data(), seq, kr32.data(),
+                                  qr32.data(), out.data());
+        }
+      },
+      static_cast<double>(seq), s.timing_repeats);
+  m.speed_note = fmt::format(
+      "DebertaRelative::AddPositionTermsRow (c2p + p2c), {} queries x {} keys, "
+      "D = {}, one head, float32",
+      seq, seq, d);
   m.used_in = "DeBERTa, DeBERTa-v2/v3, mDeBERTa";
   return m;
 }

@@ -59,8 +59,8 @@ std::vector<double> RopeCosSinError(RopeNumerics numerics, DType storage, std::i
   const std::int64_t half = head_dim / 2;
   std::vector<long double> inv(static_cast<std::size_t>(half));
   for (std::int64_t j = 0; j < half; ++j) {
-    inv[static_cast<std::size_t>(j)] =
-        std::pow(10000.0L, -2.0L * static_cast<long double>(j) / static_cast<long double>(head_dim));
+    inv[static_cast<std::size_t>(j)] = std::pow(
+        10000.0L, -2.0L * static_cast<long double>(j) / static_cast<long double>(head_dim));
   }
   std::vector<double> err(static_cast<std::size_t>(n), 0.0);
   for (std::int64_t r = 0; r < n; ++r) {
@@ -108,14 +108,15 @@ std::string LearnedPastEndMessage(const LearnedTable& table) {
 
 const std::vector<PositionScheme::Kind>& AttentionMapKinds() {
   using K = PositionScheme::Kind;
-  static const std::vector<K> kinds = {K::kNone, K::kRope, K::kAlibi, K::kT5,
+  static const std::vector<K> kinds = {K::kNone, K::kRope,          K::kAlibi,  K::kT5,
                                        K::kShaw, K::kTransformerXL, K::kDeBERTa};
   return kinds;
 }
 
 std::vector<double> AttentionMap(PositionScheme::Kind kind, const AttentionMapSetup& s) {
   Require(s.tokens >= 2 && s.tokens <= 512, "tokens", s.tokens, "an integer in [2, 512]");
-  Require(s.dim >= 2 && s.dim <= 256 && s.dim % 2 == 0, "dim", s.dim, "an even integer in [2, 256]");
+  Require(s.dim >= 2 && s.dim <= 256 && s.dim % 2 == 0, "dim", s.dim,
+          "an even integer in [2, 256]");
   const std::int64_t n = s.tokens, d = s.dim;
   std::mt19937_64 rng(s.seed);
   auto q = Normal(rng, n * d, 1.0), k = Normal(rng, n * d, 1.0), v = Normal(rng, n * d, 1.0);
@@ -161,14 +162,16 @@ std::vector<double> AttentionMap(PositionScheme::Kind kind, const AttentionMapSe
       TransformerXLParams xp;
       xp.dim = d;
       std::vector<double> r(static_cast<std::size_t>(n * d));
-      TransformerXLPositionEmbedding(xp, n, TensorView::Contiguous(r.data(), DType::kFloat64, {n, d}));
+      TransformerXLPositionEmbedding(xp, n,
+                                     TensorView::Contiguous(r.data(), DType::kFloat64, {n, d}));
       const auto w = Normal(rng, d * d, 1.0 / std::sqrt(static_cast<double>(d)));  // W_R
-      t3.assign(static_cast<std::size_t>(n * d), 0.0);                            // RW = W_R R
+      t3.assign(static_cast<std::size_t>(n * d), 0.0);                             // RW = W_R R
       for (std::int64_t row = 0; row < n; ++row) {
         for (std::int64_t o = 0; o < d; ++o) {
           double acc = 0.0;
           for (std::int64_t i = 0; i < d; ++i) {
-            acc += w[static_cast<std::size_t>(o * d + i)] * r[static_cast<std::size_t>(row * d + i)];
+            acc +=
+                w[static_cast<std::size_t>(o * d + i)] * r[static_cast<std::size_t>(row * d + i)];
           }
           t3[static_cast<std::size_t>(row * d + o)] = acc;
         }

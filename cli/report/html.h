@@ -52,12 +52,11 @@ std::string FigureDataJson(const Report& report);
 // AtomicDirectory), so a failure leaves a previous report whole. An existing
 // DIR may hold only index.html and data/ (what a previous report wrote).
 // Returns the HTML file's path. Throws posenc::IoError.
-std::string WriteReport(const Report& report, const ChartLibrary& library,
-                        const std::string& dir);
+std::string WriteReport(const Report& report, const ChartLibrary& library, const std::string& dir);
 
 // Writes a single-figure page (posenc plot) to `path`, atomically (a
 // temporary file renamed into place). Throws IoError.
-void WriteSingleFigure(const Block& block, const std::string& subtitle,
-                       const ChartLibrary& library, const std::string& path);
+void WriteSingleFigure(const Block& block, const std::string& subtitle, const ChartLibrary& library,
+                       const std::string& path);
 
 }  // namespace posenc::report

@@ -28,7 +28,8 @@ void Heatmap::Check() const {
     throw std::logic_error("report: heatmap '" + id + "' has a malformed matrix");
   }
   for (double v : values) {
-    if (!std::isfinite(v)) throw std::logic_error("report: non-finite value in heatmap '" + id + "'");
+    if (!std::isfinite(v))
+      throw std::logic_error("report: non-finite value in heatmap '" + id + "'");
   }
 }
 

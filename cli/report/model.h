@@ -20,7 +20,7 @@ using Json = nlohmann::ordered_json;
 // data, which is `records` (an array of flat objects whose keys, in order,
 // are the CSV columns of the data file).
 struct Chart {
-  std::string id;       // file-safe: [a-z0-9_]+, unique in the report
+  std::string id;  // file-safe: [a-z0-9_]+, unique in the report
   std::string title;
   std::string caption;  // plain text; the numbers it quotes are measured
   Json spec;
@@ -70,7 +70,7 @@ struct Table {
 using Block = std::variant<Chart, Heatmap, Table>;
 
 struct Section {
-  std::string id;     // anchor, file-safe
+  std::string id;  // anchor, file-safe
   std::string title;
   std::vector<std::string> paragraphs;  // plain text, escaped on output
   std::vector<Block> blocks;

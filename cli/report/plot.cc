@@ -18,7 +18,8 @@ std::vector<std::string> SplitComma(const std::string& line) {
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = line.find(',', start);
-    out.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    out.push_back(
+        line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -60,7 +61,8 @@ Heatmap HeatmapFromTableCsv(const std::string& csv, const std::string& method,
     Require(static_cast<std::int64_t>(positions.size()) * cols <= kMaxPlotCells, "table size",
             fmt::format("{} rows x {} columns", positions.size(), cols),
             "at most 2^22 cells (2048 x 2048) for one plot");
-    for (std::int64_t c = 1; c <= cols; ++c) values.push_back(ParseNumber(cells[static_cast<std::size_t>(c)], number));
+    for (std::int64_t c = 1; c <= cols; ++c)
+      values.push_back(ParseNumber(cells[static_cast<std::size_t>(c)], number));
   }
   Require(!positions.empty(), "table csv rows", 0, "at least one row");
   bool consecutive = true;

@@ -9,8 +9,8 @@
 namespace posenc::report {
 
 enum class ProgressMode : std::uint8_t {
-  kAuto,    // draw when stderr is a terminal
-  kNever,   // stay silent
+  kAuto,   // draw when stderr is a terminal
+  kNever,  // stay silent
 };
 
 class Progress {

@@ -21,8 +21,9 @@ double MaxAbs(const std::vector<double>& values) {
 
 double MinRowDistance(const CodeTable& table) {
   Require(table.rows >= 2, "table.rows", table.rows, "at least 2 rows to compare");
-  Require(table.cols >= 1 && table.values.size() == static_cast<std::size_t>(table.rows * table.cols),
-          "table.values.size()", table.values.size(), "rows * cols");
+  Require(
+      table.cols >= 1 && table.values.size() == static_cast<std::size_t>(table.rows * table.cols),
+      "table.values.size()", table.values.size(), "rows * cols");
   // |a - b|^2 = |a|^2 + |b|^2 - 2 a.b loses digits when rows are close; use
   // the direct difference (O(rows^2 cols), fine for the report's sizes).
   double best = std::numeric_limits<double>::infinity();
@@ -72,8 +73,8 @@ double ShiftChange(const ScoreFn& score, std::int64_t length,
     Require(t >= 1, "shift", t, "at least 1");
     for (std::int64_t i = 0; i < length; ++i) {
       for (std::int64_t j = 0; j < length; ++j) {
-        change = std::max(change,
-                          std::abs(score(i + t, j + t) - base[static_cast<std::size_t>(i * length + j)]));
+        change = std::max(
+            change, std::abs(score(i + t, j + t) - base[static_cast<std::size_t>(i * length + j)]));
       }
     }
   }
@@ -89,11 +90,16 @@ std::int64_t DistinctValues(const std::function<double(std::int64_t)>& f, std::i
 
 std::string PastEndName(PastEnd p) {
   switch (p) {
-    case PastEnd::kContinues: return "continues";
-    case PastEnd::kErrors: return "errors";
-    case PastEnd::kExtrapolates: return "extrapolates";
-    case PastEnd::kSaturates: return "saturates";
-    case PastEnd::kInterpolates: return "interpolates";
+    case PastEnd::kContinues:
+      return "continues";
+    case PastEnd::kErrors:
+      return "errors";
+    case PastEnd::kExtrapolates:
+      return "extrapolates";
+    case PastEnd::kSaturates:
+      return "saturates";
+    case PastEnd::kInterpolates:
+      return "interpolates";
   }
   return "?";
 }

@@ -47,7 +47,8 @@ using ScoreFn = std::function<double(std::int64_t i, std::int64_t j)>;
 // max over i, j < length and t in shifts of |s(i+t, j+t) - s(i, j)|,
 // divided by max |s(i, j)| over i, j < length (absolute when that is 0).
 // length >= 1; shifts non-empty and >= 1.
-double ShiftChange(const ScoreFn& score, std::int64_t length, const std::vector<std::int64_t>& shifts);
+double ShiftChange(const ScoreFn& score, std::int64_t length,
+                   const std::vector<std::int64_t>& shifts);
 
 // Number of distinct values of f(k) for distances k in (-length, length).
 std::int64_t DistinctValues(const std::function<double(std::int64_t k)>& f, std::int64_t length);
@@ -60,7 +61,8 @@ enum class PastEnd : std::uint8_t {
   kSaturates,     // distances past the range share the last value
   kInterpolates,  // longer contexts are mapped back into the trained range (FIRE)
 };
-std::string PastEndName(PastEnd p);  // "continues", "errors", "extrapolates", "saturates", "interpolates"
+std::string PastEndName(
+    PastEnd p);  // "continues", "errors", "extrapolates", "saturates", "interpolates"
 
 // Sizes used by the comparison table (a BERT-base / GPT-2-small shape).
 struct ModelShape {

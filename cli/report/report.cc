@@ -39,12 +39,16 @@ std::string_view ReportDetailName(ReportDetail d) {
 
 ReportSizes SizesFor(ReportDetail detail) {
   if (detail == ReportDetail::kQuick) {
-    return ReportSizes{/*heatmap_positions=*/128, /*similarity=*/256, /*rope_distance=*/512,
-                       /*unique_positions=*/256, /*shift_length=*/24, /*numerics_samples=*/8,
+    return ReportSizes{/*heatmap_positions=*/128, /*similarity=*/256,
+                       /*rope_distance=*/512,
+                       /*unique_positions=*/256,  /*shift_length=*/24,
+                       /*numerics_samples=*/8,
                        /*timing_repeats=*/2};
   }
-  return ReportSizes{/*heatmap_positions=*/1024, /*similarity=*/1024, /*rope_distance=*/8192,
-                     /*unique_positions=*/1024, /*shift_length=*/64, /*numerics_samples=*/64,
+  return ReportSizes{/*heatmap_positions=*/1024, /*similarity=*/1024,
+                     /*rope_distance=*/8192,
+                     /*unique_positions=*/1024,  /*shift_length=*/64,
+                     /*numerics_samples=*/64,
                      /*timing_repeats=*/5};
 }
 

@@ -25,21 +25,27 @@ std::vector<double> Slopes(std::int64_t heads) {
 }
 
 Chart SlopesFigure(std::vector<std::string>& summary) {
-  Chart c = MakeChart("alibi_slopes", "Slope m_h of every head (8 and 12 heads)",
-                      LineSpec({"head", "head h (1-based)"}, {"slope", "slope m_h", AxisScale::kLog},
-                               {"heads", "heads", true, "line", true}));
+  Chart c =
+      MakeChart("alibi_slopes", "Slope m_h of every head (8 and 12 heads)",
+                LineSpec({"head", "head h (1-based)"}, {"slope", "slope m_h", AxisScale::kLog},
+                         {"heads", "heads", true, "line", true}));
   const auto s8 = Slopes(8);
   const auto s12 = Slopes(12);
   for (const auto& [name, slopes] : {std::pair{"8 heads", s8}, std::pair{"12 heads", s12}}) {
     for (std::size_t h = 0; h < slopes.size(); ++h) {
-      c.Add({{"heads", name}, {"head", static_cast<std::int64_t>(h + 1)}, {"slope", slopes[h]},
+      c.Add({{"heads", name},
+             {"head", static_cast<std::int64_t>(h + 1)},
+             {"slope", slopes[h]},
              {"log2_slope", std::log2(slopes[h])}});
     }
   }
-  c.spec["encoding"]["tooltip"].push_back(
-      {{"field", "log2_slope"}, {"type", "quantitative"}, {"title", "log2 slope"}, {"format", ".4~g"}});
+  c.spec["encoding"]["tooltip"].push_back({{"field", "log2_slope"},
+                                           {"type", "quantitative"},
+                                           {"title", "log2 slope"},
+                                           {"format", ".4~g"}});
   std::string extra;
-  for (std::size_t h = 8; h < s12.size(); ++h) extra += fmt::format("{}2^{:g}", extra.empty() ? "" : ", ", std::log2(s12[h]));
+  for (std::size_t h = 8; h < s12.size(); ++h)
+    extra += fmt::format("{}2^{:g}", extra.empty() ? "" : ", ", std::log2(s12[h]));
   c.caption = fmt::format(
       "8 heads: m_h = 2^(-8h/8) = 2^-{:g} ... 2^{:g}, a geometric series. 12 is not a power of "
       "two: heads 1-8 take the 8-head series and heads 9-12 every other slope of the 16-head "
@@ -90,8 +96,9 @@ Chart MatrixFigure() {
   style.value_title = "bias";
   style.size = 320;
   style.axis_values = {0, 8, 16, 24, 32, 40, 48, 56, 63};
-  Chart c = MakeChart("alibi_matrix", fmt::format("Causal bias matrix of head {} (m = 2^{:g}), {} x {}",
-                                                  head + 1, std::log2(slopes[head]), n, n),
+  Chart c = MakeChart("alibi_matrix",
+                      fmt::format("Causal bias matrix of head {} (m = 2^{:g}), {} x {}", head + 1,
+                                  std::log2(slopes[head]), n, n),
                       MatrixSpec({"key", "key j"}, {"query", "query i"}, style));
   std::int64_t masked = 0;
   for (std::int64_t i = 0; i < n; ++i) {

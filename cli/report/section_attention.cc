@@ -29,10 +29,11 @@ Section AttentionSection(const ReportOptions&) {
   for (PositionScheme::Kind kind : AttentionMapKinds()) {
     style.facet_order.emplace_back(PositionSchemeKindName(kind));
   }
-  Chart c = MakeChart("attention_maps",
-                      fmt::format("Attention probabilities of one input under each scheme ({} tokens, causal)",
-                                  setup.tokens),
-                      MatrixSpec({"key", "key j"}, {"query", "query i"}, style));
+  Chart c = MakeChart(
+      "attention_maps",
+      fmt::format("Attention probabilities of one input under each scheme ({} tokens, causal)",
+                  setup.tokens),
+      MatrixSpec({"key", "key j"}, {"query", "query i"}, style));
   // Row 0 always holds a 1: a square-root colour scale keeps the rest visible.
   c.spec["spec"]["encoding"]["color"]["scale"]["type"] = "sqrt";
   const auto none = AttentionMap(PositionScheme::Kind::kNone, setup);
@@ -42,15 +43,16 @@ Section AttentionSection(const ReportOptions&) {
     const std::string name(PositionSchemeKindName(kind));
     double mean_diag = 0.0, change = 0.0;
     for (std::int64_t i = 0; i < setup.tokens; ++i) {
-      mean_diag += p[static_cast<std::size_t>(i * setup.tokens + i)] / static_cast<double>(setup.tokens);
+      mean_diag +=
+          p[static_cast<std::size_t>(i * setup.tokens + i)] / static_cast<double>(setup.tokens);
       for (std::int64_t j = 0; j <= i; ++j) {
         const std::size_t at = static_cast<std::size_t>(i * setup.tokens + j);
         change = std::max(change, std::abs(p[at] - none[at]));
         c.Add({{"scheme", name}, {"query", i}, {"key", j}, {"p", p[at]}});
       }
     }
-    diag += fmt::format("{}{}: mean P(i, i) {:.3f}, max |P - P_none| {:.3f}", diag.empty() ? "" : "; ",
-                        name, mean_diag, change);
+    diag += fmt::format("{}{}: mean P(i, i) {:.3f}, max |P - P_none| {:.3f}",
+                        diag.empty() ? "" : "; ", name, mean_diag, change);
   }
   c.caption = fmt::format(
       "The same q, k, v (N(0, 1), seed {}, head dim {}) with each scheme; scheme tables are "

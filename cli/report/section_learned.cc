@@ -51,20 +51,22 @@ Chart NormFigure(const std::string& message, std::vector<std::string>& summary) 
   p.seed = 1;
   const LearnedTable t = LearnedTable::RandomNormal(p);
   const auto norms = LearnedRowNorms(t);
-  Chart c = MakeChart("learned_norm", "Norm of each row of a 512 x 768 table, and its end",
-                      WithRules(LineSpec({"position", "position"}, {"norm", "|E[pos]|"}),
-                                "x", {{static_cast<double>(t.max_positions()), "max_positions: no row"}}));
+  Chart c =
+      MakeChart("learned_norm", "Norm of each row of a 512 x 768 table, and its end",
+                WithRules(LineSpec({"position", "position"}, {"norm", "|E[pos]|"}), "x",
+                          {{static_cast<double>(t.max_positions()), "max_positions: no row"}}));
   for (std::int64_t r = 0; r < t.max_positions(); ++r) {
     c.Add({{"position", r}, {"norm", norms[static_cast<std::size_t>(r)]}});
   }
   c.spec["layer"][0]["encoding"]["x"]["scale"] = {{"domain", {0, t.max_positions() + 64}}};
-  const double mean = std::accumulate(norms.begin(), norms.end(), 0.0) / static_cast<double>(norms.size());
+  const double mean =
+      std::accumulate(norms.begin(), norms.end(), 0.0) / static_cast<double>(norms.size());
   c.caption = fmt::format(
       "Every row has norm about 0.02 sqrt(768) = {:.3f} (mean measured {:.3f}). Past position {} "
       "there is no row at all: Lookup({}) throws \"{}\".",
       0.02 * std::sqrt(768.0), mean, t.max_positions() - 1, t.max_positions(), message);
-  summary.push_back(fmt::format("learned: mean row norm {:.3f}; position {} -> error", mean,
-                                t.max_positions()));
+  summary.push_back(
+      fmt::format("learned: mean row norm {:.3f}; position {} -> error", mean, t.max_positions()));
   return c;
 }
 

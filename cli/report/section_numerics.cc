@@ -32,20 +32,23 @@ Section NumericsSection(const ReportOptions& options) {
   for (RopeNumerics numerics : {RopeNumerics::kAccurate, RopeNumerics::kHF}) {
     for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
       const auto err = RopeCosSinError(numerics, dtype, kDim, positions);
-      const std::string series = fmt::format("{}, {}", RopeNumericsName(numerics), DTypeName(dtype));
+      const std::string series =
+          fmt::format("{}, {}", RopeNumericsName(numerics), DTypeName(dtype));
       double worst = 0.0;
       std::int64_t first_bad = -1;  // first position with an error over 1e-3
       for (std::size_t i = 0; i < positions.size(); ++i) {
         worst = std::max(worst, err[i]);
         if (first_bad < 0 && err[i] > 1e-3) first_bad = positions[i];
         // A log axis cannot draw 0: an exact value is drawn at 1e-12.
-        c.Add({{"series", series}, {"position", positions[i]}, {"error", std::max(err[i], 1e-12)},
+        c.Add({{"series", series},
+               {"position", positions[i]},
+               {"error", std::max(err[i], 1e-12)},
                {"measured", err[i]}});
       }
-      const std::string line = fmt::format(
-          "{}: max error {}{}", series, Sci(worst),
-          first_bad < 0 ? std::string(", never above 1e-3")
-                        : fmt::format(", above 1e-3 from p = {}", first_bad));
+      const std::string line =
+          fmt::format("{}: max error {}{}", series, Sci(worst),
+                      first_bad < 0 ? std::string(", never above 1e-3")
+                                    : fmt::format(", above 1e-3 from p = {}", first_bad));
       text += line + ". ";
       summary.push_back("RoPE numerics " + line);
     }

@@ -21,8 +21,8 @@ Section PermutationSection(const ReportOptions&) {
   const std::vector<PermutationDemoResult> results = RunPermutationDemo(params);
   Table t;
   t.id = "permutation";
-  t.title = fmt::format("\"{}\" vs \"{}\": one attention layer per scheme", params.first,
-                        params.second);
+  t.title =
+      fmt::format("\"{}\" vs \"{}\": one attention layer per scheme", params.first, params.second);
   t.header = {"scheme", "pooled difference |mean(out_1) - mean(out_2)|",
               "max permuted-token difference", "order-aware"};
   Chart c = MakeChart("permutation_pooled", "Pooled difference per scheme (log scale)",
@@ -45,7 +45,8 @@ Section PermutationSection(const ReportOptions&) {
            {"order_aware", r.order_aware ? "yes" : "no"}});
     if (r.scheme == "none") none_pooled = r.pooled_difference;
     if (r.order_aware) {
-      smallest_aware = aware == 0 ? r.pooled_difference : std::min(smallest_aware, r.pooled_difference);
+      smallest_aware =
+          aware == 0 ? r.pooled_difference : std::min(smallest_aware, r.pooled_difference);
       ++aware;
     }
   }
@@ -70,8 +71,10 @@ Section PermutationSection(const ReportOptions&) {
       "runs the same attention layer on both sentences with each positional scheme."};
   s.blocks.emplace_back(std::move(t));
   s.blocks.emplace_back(std::move(c));
-  s.summary.push_back(fmt::format("permutation: no positions -> pooled difference {}; {} of {} "
-                                  "schemes order-aware", Sci(none_pooled), aware, results.size()));
+  s.summary.push_back(
+      fmt::format("permutation: no positions -> pooled difference {}; {} of {} "
+                  "schemes order-aware",
+                  Sci(none_pooled), aware, results.size()));
   return s;
 }
 

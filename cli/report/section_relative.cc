@@ -37,21 +37,24 @@ Chart LessonMatrix() {
   Chart c = MakeChart("relative_matrix", "The relative position matrix rel[i][j] = i - j (L = 6)",
                       MatrixSpec({"j", "key j"}, {"i", "query i"}, style));
   for (std::int64_t i = 0; i < n; ++i) {
-    for (std::int64_t j = 0; j < n; ++j) c.Add({{"i", i}, {"j", j}, {"rel", rel[static_cast<std::size_t>(i * n + j)]}});
+    for (std::int64_t j = 0; j < n; ++j)
+      c.Add({{"i", i}, {"j", j}, {"rel", rel[static_cast<std::size_t>(i * n + j)]}});
   }
   c.caption = fmt::format(
       "posenc::RelativePositionMatrix(6). The diagonal is 0, the first row {} ... {}: every "
       "diagonal holds one value, so a method that looks a term up by rel shares it along the "
-      "diagonal. The sign is a convention (T5 and Shaw use j - i; DeBERTa and Transformer-XL i - j).",
+      "diagonal. The sign is a convention (T5 and Shaw use j - i; DeBERTa and Transformer-XL i - "
+      "j).",
       rel[0], rel[5]);
   return c;
 }
 
 Chart T5Figure(std::vector<std::string>& summary) {
   const std::int64_t lo = -300, count = 601;
-  Chart c = MakeChart("t5_buckets", "T5: relative position j - i -> bucket (32 buckets, max_distance 128)",
-                      LineSpec({"relative", "relative position j - i (key minus query)"},
-                               {"bucket", "bucket"}, {"direction", "direction", false, "line", false}));
+  Chart c = MakeChart(
+      "t5_buckets", "T5: relative position j - i -> bucket (32 buckets, max_distance 128)",
+      LineSpec({"relative", "relative position j - i (key minus query)"}, {"bucket", "bucket"},
+               {"direction", "direction", false, "line", false}));
   std::string text;
   for (T5Direction dir : {T5Direction::kBidirectional, T5Direction::kCausal}) {
     T5BucketParams p;
@@ -59,7 +62,8 @@ Chart T5Figure(std::vector<std::string>& summary) {
     const auto b = T5Buckets(p, lo, count);
     const std::set<std::int64_t> distinct(b.begin(), b.end());
     for (std::int64_t r = 0; r < count; ++r) {
-      c.Add({{"direction", std::string(T5DirectionName(dir))}, {"relative", lo + r},
+      c.Add({{"direction", std::string(T5DirectionName(dir))},
+             {"relative", lo + r},
              {"bucket", b[static_cast<std::size_t>(r)]}});
     }
     const T5Bucketer bk(p);
@@ -69,13 +73,17 @@ Chart T5Figure(std::vector<std::string>& summary) {
       const std::int64_t rel = dir == T5Direction::kCausal ? -n : n;
       if (bk.Bucket(rel) != bk.Bucket(dir == T5Direction::kCausal ? -300 : 300)) sat = n + 1;
     }
-    text += fmt::format("{}: {} distinct buckets over -300..300, exact for |rel| < {}, last bucket "
-                        "from |rel| = {}. ", T5DirectionName(dir), distinct.size(), bk.max_exact(), sat);
+    text += fmt::format(
+        "{}: {} distinct buckets over -300..300, exact for |rel| < {}, last bucket "
+        "from |rel| = {}. ",
+        T5DirectionName(dir), distinct.size(), bk.max_exact(), sat);
   }
-  c.caption = "posenc::T5Buckets. Small distances get a bucket each, larger ones share "
-              "logarithmically wider buckets, and everything past max_distance shares the last "
-              "one: the bias saturates. Bidirectional uses half the buckets per sign; causal "
-              "sends every future key (j > i) to bucket 0. " + text;
+  c.caption =
+      "posenc::T5Buckets. Small distances get a bucket each, larger ones share "
+      "logarithmically wider buckets, and everything past max_distance shares the last "
+      "one: the bias saturates. Bidirectional uses half the buckets per sign; causal "
+      "sends every future key (j > i) to bucket 0. " +
+      text;
   summary.push_back("T5 buckets: " + text);
   return c;
 }
@@ -83,8 +91,9 @@ Chart T5Figure(std::vector<std::string>& summary) {
 Chart DebertaFigure(std::vector<std::string>& summary) {
   const std::int64_t n = 1201, lo = -600;
   DebertaBucketParams p{256, 512};
-  Chart c = MakeChart("deberta_buckets", "DeBERTa-v3: relative position i - j -> log bucket (256, 512)",
-                      LineSpec({"relative", "relative position i - j"}, {"bucket", "bucket"}));
+  Chart c =
+      MakeChart("deberta_buckets", "DeBERTa-v3: relative position i - j -> log bucket (256, 512)",
+                LineSpec({"relative", "relative position i - j"}, {"bucket", "bucket"}));
   std::set<std::int64_t> distinct;
   std::int64_t top = 0;
   for (std::int64_t r = lo; r < lo + n; ++r) {
@@ -99,7 +108,8 @@ Chart DebertaFigure(std::vector<std::string>& summary) {
       "distinct values, up to {} (past max_position the value keeps creeping up; the gather "
       "clamps it to the 2 x 256 table).",
       distinct.size(), top);
-  summary.push_back(fmt::format("DeBERTa buckets: {} distinct over -600..600, max {}", distinct.size(), top));
+  summary.push_back(
+      fmt::format("DeBERTa buckets: {} distinct over -600..600, max {}", distinct.size(), top));
   return c;
 }
 

@@ -65,7 +65,8 @@ Chart DecayFigure(const ReportOptions& options, const ReportSizes& sizes,
     const auto rot = Rotated(q, n, ctx);
     const double norm2 = Dot(q.data(), q.data());
     for (std::int64_t m = 0; m < n; ++m) {
-      identical[static_cast<std::size_t>(m)] += Dot(rot.data(), rot.data() + m * kHeadDim) / norm2 / kDraws;
+      identical[static_cast<std::size_t>(m)] +=
+          Dot(rot.data(), rot.data() + m * kHeadDim) / norm2 / kDraws;
     }
   }
   const auto q = Gaussian(rng, kHeadDim);
@@ -92,8 +93,9 @@ Chart DecayFigure(const ReportOptions& options, const ReportSizes& sizes,
       "is noise around 0 at every distance: RoPE does not create attention to near tokens by "
       "itself, it lets the model learn it.",
       n / 2, Sci(tail));
-  summary.push_back(fmt::format("RoPE: identical-vector q.k falls from 1 to at most {} in |value| beyond m = {}",
-                                Sci(tail), n / 2));
+  summary.push_back(
+      fmt::format("RoPE: identical-vector q.k falls from 1 to at most {} in |value| beyond m = {}",
+                  Sci(tail), n / 2));
   return c;
 }
 
@@ -101,7 +103,8 @@ Chart WavelengthFigure(std::vector<std::string>& summary) {
   Chart c;
   const std::vector<std::pair<double, std::string>> contexts = {
       {2048, "2k (Llama 1)"}, {8192, "8k (Llama 3)"}, {131072, "128k (Llama 3.1)"}};
-  Json spec = LineSpec({"pair", "pair index j"}, {"wavelength", "wavelength 2 pi / omega_j (tokens)", AxisScale::kLog},
+  Json spec = LineSpec({"pair", "pair index j"},
+                       {"wavelength", "wavelength 2 pi / omega_j (tokens)", AxisScale::kLog},
                        {"theta", "theta", true, "line", false});
   c = MakeChart("rope_wavelength", "Wavelength of every pair against the context length",
                 WithRules(spec, "y", contexts));
@@ -112,10 +115,12 @@ Chart WavelengthFigure(std::vector<std::string>& summary) {
     for (std::size_t j = 0; j < f.inv_freq.size(); ++j) {
       const double w = 2 * std::numbers::pi / f.inv_freq[j];
       longer += w > 8192 ? 1 : 0;
-      c.Add({{"theta", fmt::format("{:g}", theta)}, {"pair", static_cast<std::int64_t>(j)}, {"wavelength", w}});
+      c.Add({{"theta", fmt::format("{:g}", theta)},
+             {"pair", static_cast<std::int64_t>(j)},
+             {"wavelength", w}});
     }
-    counts += fmt::format("{}theta = {:g}: {} of {} pairs", counts.empty() ? "" : "; ", theta, longer,
-                          f.inv_freq.size());
+    counts += fmt::format("{}theta = {:g}: {} of {} pairs", counts.empty() ? "" : "; ", theta,
+                          longer, f.inv_freq.size());
   }
   c.caption = fmt::format(
       "head_dim 128. Wavelengths grow geometrically from 2 pi to about 2 pi theta. Pairs whose "
@@ -137,20 +142,21 @@ void AddPairs(Chart& c, const std::string& series, const RopeScaling& s) {
 }
 
 Json RatioSpec(bool facet) {
-  Json inner = LineSpec({"pair", "pair index j"},
-                        {"ratio", "inv_freq / default inv_freq", AxisScale::kLog},
-                        {"region", "region", false, "point", false});
-  inner["encoding"]["tooltip"].push_back({{"field", "wavelength"}, {"title", "wavelength (tokens)"},
-                                          {"format", ".4~g"}});
+  Json inner =
+      LineSpec({"pair", "pair index j"}, {"ratio", "inv_freq / default inv_freq", AxisScale::kLog},
+               {"region", "region", false, "point", false});
+  inner["encoding"]["tooltip"].push_back(
+      {{"field", "wavelength"}, {"title", "wavelength (tokens)"}, {"format", ".4~g"}});
   inner["encoding"]["color"]["scale"] = {
       {"domain", {"kept", "blended", "interpolated", "unrotated"}},
       {"range", {"#1a7f37", "#bf8700", "#cf222e", "#6e7781"}}};
   if (!facet) return inner;
   inner["width"] = 220;
   inner["height"] = 150;
-  return Json{{"facet", {{"field", "scheme"}, {"type", "nominal"}, {"title", nullptr}, {"sort", nullptr}}},
-              {"columns", 3},
-              {"spec", inner}};
+  return Json{
+      {"facet", {{"field", "scheme"}, {"type", "nominal"}, {"title", nullptr}, {"sort", nullptr}}},
+      {"columns", 3},
+      {"spec", inner}};
 }
 
 std::string Regions(const RopeScaling& s) {
@@ -190,18 +196,22 @@ Chart ScalingFigure(std::vector<std::string>& summary) {
   add("Llama 3 x8 (theta 5e5)", l3, 0);
   const std::filesystem::path phi =
       std::filesystem::path(ExamplesDir()) / "phi-3.5-mini-instruct.json";
-  std::string longrope = "LongRoPE: examples/configs/phi-3.5-mini-instruct.json not found, not drawn.";
+  std::string longrope =
+      "LongRoPE: examples/configs/phi-3.5-mini-instruct.json not found, not drawn.";
   if (std::filesystem::exists(phi)) {
     const ModelConfig cfg = LoadModelConfig(phi.string());
     const auto& layer = SelectLayerRope(cfg, "");
     const RopeScaling s = ModelRopeScaling(cfg, layer.layer_type, cfg.max_position_embeddings,
                                            RopeNumerics::kAccurate);
     AddPairs(c, "LongRoPE (Phi-3.5-mini, long)", s);
-    longrope = fmt::format("LongRoPE (Phi-3.5-mini long_factor, head_dim {}): {}.", s.head_dim, Regions(s));
+    longrope = fmt::format("LongRoPE (Phi-3.5-mini long_factor, head_dim {}): {}.", s.head_dim,
+                           Regions(s));
   }
-  c.caption = "Each point is one frequency pair (head_dim 128, theta 10^4 unless noted), coloured by "
-              "the region posenc::ComputeRopeScaling reports: kept (high frequencies, ratio 1), "
-              "blended, interpolated (ratio 1/factor). " + notes + longrope;
+  c.caption =
+      "Each point is one frequency pair (head_dim 128, theta 10^4 unless noted), coloured by "
+      "the region posenc::ComputeRopeScaling reports: kept (high frequencies, ratio 1), "
+      "blended, interpolated (ratio 1/factor). " +
+      notes + longrope;
   summary.push_back("RoPE scaling regions: " + notes + longrope);
   return c;
 }
@@ -220,32 +230,40 @@ std::vector<Block> ConfigFigures(const ReportOptions& options) {
       for (std::size_t h = 0; h < cfg.alibi->slopes.size(); ++h) {
         t.rows.push_back({std::to_string(h), fmt::format("{:.8g}", cfg.alibi->slopes[h])});
       }
-      t.caption = fmt::format("{} ({}, {} heads, max bias {:g}): ALiBi, slopes as "
-                              "ggml_soft_max_ext.", path, cfg.model_type, cfg.alibi->num_heads,
-                              cfg.alibi->max_bias);
+      t.caption = fmt::format(
+          "{} ({}, {} heads, max bias {:g}): ALiBi, slopes as "
+          "ggml_soft_max_ext.",
+          path, cfg.model_type, cfg.alibi->num_heads, cfg.alibi->max_bias);
       out.push_back(std::move(t));
       continue;
     }
-    Chart c = MakeChart(fmt::format("config_{}_{}", index++, [&] {
-                          std::string id;
-                          for (char ch : name) id += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::tolower(ch)) : '_';
-                          return id;
-                        }()),
+    Chart c = MakeChart(fmt::format("config_{}_{}", index++,
+                                    [&] {
+                                      std::string id;
+                                      for (char ch : name)
+                                        id += std::isalnum(static_cast<unsigned char>(ch))
+                                                  ? static_cast<char>(std::tolower(ch))
+                                                  : '_';
+                                      return id;
+                                    }()),
                         name + ": frequency ratio per pair", RatioSpec(cfg.layers.size() > 1));
     std::string text;
     for (const auto& layer : cfg.layers) {
       const std::int64_t seq = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 0;
       const RopeScaling s = ModelRopeScaling(cfg, layer.layer_type, seq);
-      const std::string series = layer.layer_type.empty() ? std::string(RopeScalingTypeName(s.type))
-                                                          : layer.layer_type + " (" + std::string(RopeScalingTypeName(s.type)) + ")";
+      const std::string series =
+          layer.layer_type.empty()
+              ? std::string(RopeScalingTypeName(s.type))
+              : layer.layer_type + " (" + std::string(RopeScalingTypeName(s.type)) + ")";
       AddPairs(c, series, s);
-      text += fmt::format("{}: theta {:g}, rotary dim {}, factor {:g}, attention factor {:.6g}; {}. ",
-                          series, layer.scaling.theta, s.rotary_dim, s.factor,
-                          s.frequencies.attention_factor, Regions(s));
+      text += fmt::format(
+          "{}: theta {:g}, rotary dim {}, factor {:g}, attention factor {:.6g}; {}. ", series,
+          layer.scaling.theta, s.rotary_dim, s.factor, s.frequencies.attention_factor, Regions(s));
     }
-    c.caption = fmt::format("{} (head_dim {}, max_position_embeddings {}), evaluated at seq_len = "
-                            "max_position_embeddings with HF numerics. {}",
-                            path, cfg.head_dim, cfg.max_position_embeddings, text);
+    c.caption = fmt::format(
+        "{} (head_dim {}, max_position_embeddings {}), evaluated at seq_len = "
+        "max_position_embeddings with HF numerics. {}",
+        path, cfg.head_dim, cfg.max_position_embeddings, text);
     out.emplace_back(std::move(c));
   }
   return out;
@@ -268,8 +286,10 @@ Section RopeSection(const ReportOptions& options) {
   s.blocks.emplace_back(ScalingFigure(summary));
   for (auto& b : ConfigFigures(options)) s.blocks.push_back(std::move(b));
   if (!options.configs.empty()) {
-    s.paragraphs.push_back(fmt::format("{} model configuration(s) given with --config are charted "
-                                       "after the built-in schemes.", options.configs.size()));
+    s.paragraphs.push_back(
+        fmt::format("{} model configuration(s) given with --config are charted "
+                    "after the built-in schemes.",
+                    options.configs.size()));
   }
   s.summary = {summary.front(), summary[1]};
   return s;

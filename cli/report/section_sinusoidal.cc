@@ -72,7 +72,8 @@ Heatmap TableHeatmap(const ReportSizes& sizes) {
   h.scheme = ColorScheme::kDiverging;
   h.caption = fmt::format(
       "Each row is one position's code (d = {}). Low dimensions oscillate fast, high dimensions "
-      "barely move across {} positions: the right half of the table is almost constant (sin near 0, "
+      "barely move across {} positions: the right half of the table is almost constant (sin near "
+      "0, "
       "cos near 1). Max |PE| measured: {}.",
       p.dim, h.rows, Sci(MaxAbs(h.values)));
   return h;
@@ -106,8 +107,8 @@ std::pair<Chart, Heatmap> DotFigures(const ReportSizes& sizes, std::vector<std::
       "sum_i cos(k omega_i) depends on k only. Largest gap between the curves measured: {} "
       "(float64 rounding). The product is symmetric in k and decays, but not monotonically.",
       p.dim, Sci(worst));
-  summary.push_back(fmt::format("sinusoidal: PE(p).PE(p+k) depends on k only (max gap over p {})",
-                                Sci(worst)));
+  summary.push_back(
+      fmt::format("sinusoidal: PE(p).PE(p+k) depends on k only (max gap over p {})", Sci(worst)));
 
   CodeTable t{sizes.similarity, p.dim, Table64(p, 0, sizes.similarity)};
   Heatmap h;
@@ -132,11 +133,13 @@ Chart RotationFigure(std::vector<std::string>& summary) {
   p.dim = 64;
   const auto inv = SinusoidalInvFreq(p);
   const std::int64_t np = 1000;
-  const std::vector<std::int64_t> ks = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000};
-  Chart c = MakeChart("sinusoidal_rotation", "Rotation property: |M_k PE(p) - PE(p+k)|",
-                      LineSpec({"k", "shift k", AxisScale::kLog},
-                               {"error", "max over p < 1000 of |M_k PE(p) - PE(p+k)|", AxisScale::kLog},
-                               {"table", "table dtype", true, "line", false}));
+  const std::vector<std::int64_t> ks = {1,   2,   5,    10,   20,   50,   100,
+                                        200, 500, 1000, 2000, 5000, 10000};
+  Chart c =
+      MakeChart("sinusoidal_rotation", "Rotation property: |M_k PE(p) - PE(p+k)|",
+                LineSpec({"k", "shift k", AxisScale::kLog},
+                         {"error", "max over p < 1000 of |M_k PE(p) - PE(p+k)|", AxisScale::kLog},
+                         {"table", "table dtype", true, "line", false}));
   double worst64 = 0.0;
   for (const char* dtype : {"float64", "float32"}) {
     const bool f32 = std::string(dtype) == "float32";
@@ -166,7 +169,8 @@ Chart RotationFigure(std::vector<std::string>& summary) {
       "not depend on p. Measured for d = {} over p < {}: the float64 table matches to {} at worst; "
       "the float32 table carries its own rounding (about 2^-24 per value).",
       p.dim, np, Sci(worst64));
-  summary.push_back(fmt::format("sinusoidal: rotation property holds to {} (float64)", Sci(worst64)));
+  summary.push_back(
+      fmt::format("sinusoidal: rotation property holds to {} (float64)", Sci(worst64)));
   return c;
 }
 

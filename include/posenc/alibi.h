@@ -73,8 +73,7 @@ std::vector<double> AlibiSlopes(const AlibiParams& params);
 // Bias of one cell: -slope*(query_pos - key_pos) (kCausal, -infinity when
 // key_pos > query_pos) or -slope*|query_pos - key_pos| (kSymmetric), float64.
 // Unchecked (an inline formula for kernels and tests).
-double AlibiBiasValue(double slope, AlibiForm form, std::int64_t query_pos,
-                      std::int64_t key_pos);
+double AlibiBiasValue(double slope, AlibiForm form, std::int64_t query_pos, std::int64_t key_pos);
 
 // Shape of the [Sq, Sk] score matrix the bias applies to.
 struct AlibiGeometry {
@@ -97,8 +96,7 @@ struct AlibiTile {
 // kernel (bit-identical; used when out's columns are contiguous), split
 // into 64-row tasks over ctx's threads.
 void AlibiBiasTile(const std::vector<double>& slopes, const AlibiGeometry& geometry,
-                   const AlibiTile& tile, const TensorView& out,
-                   const Context& ctx = Context{});
+                   const AlibiTile& tile, const TensorView& out, const Context& ctx = Context{});
 
 // Fills the whole bias, out is [H, Sq, Sk] (any dtype). Only for callers
 // that want it materialised (pictures, the CLI, comparisons, HF-style

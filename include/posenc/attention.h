@@ -71,7 +71,15 @@ AttentionMask ParseAttentionMask(std::string_view text, std::string_view arg = "
 // read (kRegistered: `name` and `args`).
 struct PositionScheme {
   enum class Kind : std::uint8_t {
-    kNone, kAbsolute, kRope, kAlibi, kT5, kShaw, kTransformerXL, kDeBERTa, kRegistered
+    kNone,
+    kAbsolute,
+    kRope,
+    kAlibi,
+    kT5,
+    kShaw,
+    kTransformerXL,
+    kDeBERTa,
+    kRegistered
   };
   Kind kind = Kind::kNone;
 
@@ -119,10 +127,10 @@ struct PositionScheme {
   static PositionScheme FromT5(const T5BiasTable& table);
   static PositionScheme FromShaw(const ShawParams& params, const TensorView& a_key,
                                  const TensorView& a_value);
-  static PositionScheme FromTransformerXL(const TensorView& r_w_bias,
-                                           const TensorView& r_r_bias, const TensorView& rw);
+  static PositionScheme FromTransformerXL(const TensorView& r_w_bias, const TensorView& r_r_bias,
+                                          const TensorView& rw);
   static PositionScheme FromDeBERTa(const DebertaParams& params, const TensorView& pos_key,
-                                     const TensorView& pos_query);
+                                    const TensorView& pos_query);
 };
 
 // "none", "absolute", "rope", "alibi", "t5", "shaw", "transformer_xl",

@@ -46,7 +46,8 @@ enum class ComputeKernel : std::uint8_t {
   kBFloat16Dot,  // AVX512_BF16 VDPBF16PS (bfloat16 pairs, float32 sums)
   kAmxBFloat16,  // AMX TDPBF16PS on 16 x 16 float32 tiles
 };
-std::string_view ComputeKernelName(ComputeKernel kernel);  // "float32_fma", "bfloat16_dot", "amx_bfloat16"
+std::string_view ComputeKernelName(
+    ComputeKernel kernel);  // "float32_fma", "bfloat16_dot", "amx_bfloat16"
 std::string_view ComputeKernelDType(ComputeKernel kernel);  // "float32", "bfloat16"
 
 // True when this CPU (and, for AMX, the kernel's permission, requested once

@@ -94,11 +94,11 @@ std::vector<std::int64_t> BuildRelativePosition(std::int64_t query_size, std::in
                                                 const DebertaBucketParams& params);
 
 struct DebertaParams {
-  std::int64_t position_buckets = 256;       // <= 0: no bucketing
-  std::int64_t max_relative_positions = 512; // >= 1 (HF: config value, or
-                                             // max_position_embeddings if < 1)
+  std::int64_t position_buckets = 256;        // <= 0: no bucketing
+  std::int64_t max_relative_positions = 512;  // >= 1 (HF: config value, or
+                                              // max_position_embeddings if < 1)
   DebertaPosAttType pos_att_type = DebertaPosAttType::kC2PAndP2C;
-  std::int64_t head_dim = 64;                // D in [1, 65536]
+  std::int64_t head_dim = 64;  // D in [1, 65536]
 
   std::int64_t AttSpan() const {
     return position_buckets > 0 ? position_buckets : max_relative_positions;
@@ -135,8 +135,7 @@ class DebertaRelative {
   // scale * q . k_c is the caller's.
   void AddPositionTermsRow(const float* q, std::int64_t query_pos, const float* k,
                            std::int64_t ld_k, const std::int64_t* key_pos, std::int64_t nk,
-                           const float* pos_key, const float* pos_query,
-                           float* out) const noexcept;
+                           const float* pos_key, const float* pos_query, float* out) const noexcept;
   void AddPositionTermsRow(const double* q, std::int64_t query_pos, const double* k,
                            std::int64_t ld_k, const std::int64_t* key_pos, std::int64_t nk,
                            const double* pos_key, const double* pos_query,

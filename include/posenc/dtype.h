@@ -81,8 +81,9 @@ inline Float16 FloatToF16(float f) {
   const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   const std::uint32_t abs = u & 0x7fffffffu;
   if (abs > 0x7f800000u) return Float16{static_cast<std::uint16_t>(sign | 0x7e00u)};
-  if (abs >= 0x477ff000u) return Float16{static_cast<std::uint16_t>(sign | 0x7c00u)};  // overflow -> inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero
+  if (abs >= 0x477ff000u)
+    return Float16{static_cast<std::uint16_t>(sign | 0x7c00u)};  // overflow -> inf
+  if (abs < 0x38800000u) {                                       // result is subnormal or zero
     if (abs < 0x33000000u) return Float16{sign};  // below half the smallest subnormal
     const std::uint32_t exp = abs >> 23;
     const std::uint32_t man = (abs & 0x7fffffu) | 0x800000u;
@@ -102,18 +103,26 @@ inline Float16 FloatToF16(float f) {
 // Loads element i of a buffer of `dtype` as double / stores a double.
 inline double LoadAsDouble(const void* data, DType dtype, std::int64_t i) {
   switch (dtype) {
-    case DType::kFloat32: return static_cast<const float*>(data)[i];
-    case DType::kFloat64: return static_cast<const double*>(data)[i];
-    case DType::kBFloat16: return BF16ToFloat(static_cast<const BFloat16*>(data)[i]);
-    case DType::kFloat16: return F16ToFloat(static_cast<const Float16*>(data)[i]);
+    case DType::kFloat32:
+      return static_cast<const float*>(data)[i];
+    case DType::kFloat64:
+      return static_cast<const double*>(data)[i];
+    case DType::kBFloat16:
+      return BF16ToFloat(static_cast<const BFloat16*>(data)[i]);
+    case DType::kFloat16:
+      return F16ToFloat(static_cast<const Float16*>(data)[i]);
   }
   return 0.0;
 }
 
 inline void StoreFromDouble(void* data, DType dtype, std::int64_t i, double v) {
   switch (dtype) {
-    case DType::kFloat32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
-    case DType::kFloat64: static_cast<double*>(data)[i] = v; break;
+    case DType::kFloat32:
+      static_cast<float*>(data)[i] = static_cast<float>(v);
+      break;
+    case DType::kFloat64:
+      static_cast<double*>(data)[i] = v;
+      break;
     case DType::kBFloat16:
       static_cast<BFloat16*>(data)[i] = FloatToBF16(static_cast<float>(v));
       break;

@@ -51,8 +51,7 @@ std::string ToText(const T& value) {
 
 // Builds the canonical message "ARG: got VALUE, expected ALLOWED".
 template <typename T>
-std::string ArgMessage(std::string_view arg, const T& value,
-                       std::string_view allowed) {
+std::string ArgMessage(std::string_view arg, const T& value, std::string_view allowed) {
   std::string msg(arg);
   msg += ": got ";
   msg += detail::ToText(value);
@@ -63,8 +62,7 @@ std::string ArgMessage(std::string_view arg, const T& value,
 
 // Throws InvalidArgument("ARG: got VALUE, expected ALLOWED") unless `ok`.
 template <typename T>
-void Require(bool ok, std::string_view arg, const T& value,
-             std::string_view allowed) {
+void Require(bool ok, std::string_view arg, const T& value, std::string_view allowed) {
   if (!ok) throw InvalidArgument(ArgMessage(arg, value, allowed));
 }
 

@@ -59,8 +59,8 @@ std::string_view FlashRopeKeysName(FlashRopeKeys keys);  // "rotate", "pre_rotat
 FlashRopeKeys ParseFlashRopeKeys(std::string_view text, std::string_view arg = "rope_keys");
 
 struct FlashAttentionOptions {
-  std::int64_t query_tile = 64;  // rows of q per task, in [1, 4096]
-  std::int64_t key_tile = 64;    // rows of k/v per inner step, in [1, 4096]
+  std::int64_t query_tile = 64;                      // rows of q per task, in [1, 4096]
+  std::int64_t key_tile = 64;                        // rows of k/v per inner step, in [1, 4096]
   FlashRopeKeys rope_keys = FlashRopeKeys::kRotate;  // read only for kRope
 };
 
@@ -106,9 +106,8 @@ void FlashAttentionVarlen(const AttentionParams& params, const TensorView& q, co
 // out), lse(b, h, i) = log sum_j exp(logits(i, j)) over the keys visible
 // from query i (natural log, logits scaled and biased as above, float32);
 // -inf for a query that sees no key. out is as in FlashAttention.
-void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q,
-                           const TensorView& k, const TensorView& v, const TensorView& out,
-                           const TensorView& lse,
+void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& out, const TensorView& lse,
                            const FlashAttentionOptions& options = FlashAttentionOptions{},
                            const Context& ctx = Context{});
 
@@ -147,10 +146,9 @@ void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q,
 // rejects and for: out, dout, lse or a gradient of the wrong shape/dtype, a
 // gradient that is not writable, and any gradient overlapping an input or
 // another gradient.
-void FlashAttentionBackward(const AttentionParams& params, const TensorView& q,
-                            const TensorView& k, const TensorView& v, const TensorView& out,
-                            const TensorView& dout, const TensorView& lse,
-                            const AttentionGrads& grads,
+void FlashAttentionBackward(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                            const TensorView& v, const TensorView& out, const TensorView& dout,
+                            const TensorView& lse, const AttentionGrads& grads,
                             const FlashAttentionOptions& options = FlashAttentionOptions{},
                             const Context& ctx = Context{});
 

@@ -99,8 +99,7 @@ class LearnedTable {
   void Lookup(const Positions& positions, std::int64_t count, const TensorView& out,
               const Context& ctx = Context{}) const;
   // Forward, added: x[b, s, :] += E[pos(b, s)]; x is [batch, seq, dim].
-  void AddTo(const TensorView& x, const Positions& positions,
-             const Context& ctx = Context{}) const;
+  void AddTo(const TensorView& x, const Positions& positions, const Context& ctx = Context{}) const;
 
   // Backward of Lookup/AddTo: grad[pos(b, s), :] += d_out[b, s, :] for every
   // token (scatter-add; repeated positions accumulate). d_out is [count, dim]

@@ -66,15 +66,15 @@ struct ModelAlibi {
 };
 
 struct ModelConfig {
-  std::string source;      // file name (for messages)
+  std::string source;                  // file name (for messages)
   std::string format = "config.json";  // or "gguf"
-  std::string model_type;  // "" if absent (GGUF: general.architecture)
+  std::string model_type;              // "" if absent (GGUF: general.architecture)
   std::int64_t head_dim = 0;
   std::int64_t max_position_embeddings = 0;           // 0 if absent
   std::int64_t original_max_position_embeddings = 0;  // resolved (0 if unknown)
-  RopePairing pairing = RopePairing::kHalfSplit;       // kInterleaved: DeepSeek rope_interleave
-  std::vector<LayerRope> layers;                       // at least one, unless alibi
-  std::optional<ModelAlibi> alibi;                     // ALiBi models (then no layers)
+  RopePairing pairing = RopePairing::kHalfSplit;      // kInterleaved: DeepSeek rope_interleave
+  std::vector<LayerRope> layers;                      // at least one, unless alibi
+  std::optional<ModelAlibi> alibi;                    // ALiBi models (then no layers)
   // DeepSeek-V2/V3 (qk_rope_head_dim present, yarn with mscale_all_dim):
   // softmax scale = (qk_nope_head_dim + qk_rope_head_dim)^-0.5 * mscale^2,
   // mscale = yarn_get_mscale(factor, mscale_all_dim) (HF DeepseekV3Attention).
@@ -96,8 +96,7 @@ const LayerRope& SelectLayerRope(const ModelConfig& config, std::string_view lay
 // Scaling of a layer type for a call with seq_len (0: at init), numerics kHF
 // unless overridden.
 RopeScaling ModelRopeScaling(const ModelConfig& config, std::string_view layer_type,
-                             std::int64_t seq_len,
-                             RopeNumerics numerics = RopeNumerics::kHF);
+                             std::int64_t seq_len, RopeNumerics numerics = RopeNumerics::kHF);
 
 // RopeParams for posenc/rope.h with the scaled frequencies folded in
 // (half-split cos/sin layout, as HF's rotary forward returns them).

@@ -31,10 +31,10 @@ namespace posenc {
 
 // An array read from a .npy file: C-order little-endian elements.
 struct NpyArray {
-  std::string source;                // file name (or stream name) for messages
-  DType dtype = DType::kFloat32;     // kFloat32, kFloat64 or kFloat16
-  std::vector<std::int64_t> shape;   // rank 0 (a scalar) .. any; sizes may be 0
-  std::vector<std::byte> bytes;      // NumElements() * DTypeSize(dtype) bytes
+  std::string source;               // file name (or stream name) for messages
+  DType dtype = DType::kFloat32;    // kFloat32, kFloat64 or kFloat16
+  std::vector<std::int64_t> shape;  // rank 0 (a scalar) .. any; sizes may be 0
+  std::vector<std::byte> bytes;     // NumElements() * DTypeSize(dtype) bytes
 
   std::int64_t NumElements() const;
   int rank() const { return static_cast<int>(shape.size()); }

@@ -35,8 +35,7 @@ inline constexpr std::int64_t kMaxPosition = (std::int64_t{1} << 24) - 1;
 // Validates positions for a [batch, seq] set of tokens: ids non-null with
 // count == seq or batch*seq, every position in [min_position, kMaxPosition].
 // Throws InvalidArgument naming `arg` and the offending index and value.
-void ValidatePositions(const Positions& positions, std::int64_t batch,
-                       std::int64_t seq, std::string_view arg,
-                       std::int64_t min_position = 0);
+void ValidatePositions(const Positions& positions, std::int64_t batch, std::int64_t seq,
+                       std::string_view arg, std::int64_t min_position = 0);
 
 }  // namespace posenc

@@ -61,7 +61,7 @@ enum class RopeDirection : std::uint8_t {
   kInverse,  // rotate by -angle: the backward pass (and undoing a rotation)
 };
 
-std::string_view RopePairingName(RopePairing p);   // "half_split", "interleaved"
+std::string_view RopePairingName(RopePairing p);  // "half_split", "interleaved"
 RopePairing ParseRopePairing(std::string_view text, std::string_view arg = "pairing");
 std::string_view RopeNumericsName(RopeNumerics n);  // "accurate", "hf"
 RopeNumerics ParseRopeNumerics(std::string_view text, std::string_view arg = "numerics");
@@ -77,9 +77,9 @@ struct RopeFrequencies {
 };
 
 struct RopeParams {
-  std::int64_t head_dim = 0;     // in [2, 65536]
-  std::int64_t rotary_dim = 0;   // even, in [2, head_dim]; 0 means head_dim
-  double theta = 10000.0;        // finite, > 1 (the base of default frequencies)
+  std::int64_t head_dim = 0;    // in [2, 65536]
+  std::int64_t rotary_dim = 0;  // even, in [2, head_dim]; 0 means head_dim
+  double theta = 10000.0;       // finite, > 1 (the base of default frequencies)
   RopePairing pairing = RopePairing::kHalfSplit;
   RopeNumerics numerics = RopeNumerics::kAccurate;
   // Explicit frequencies (e.g. from rope_scaling.h). Empty inv_freq: the
@@ -111,8 +111,7 @@ RopeFrequencies ResolveRopeFrequencies(const RopeParams& params);
 // include attention_factor. cos and sin are [count, rotary_dim], any dtype,
 // disjoint. positions.ids (when given) has count entries; count >= 1.
 void RopeCosSin(const RopeParams& params, const Positions& positions, std::int64_t count,
-                const TensorView& cos, const TensorView& sin,
-                const Context& ctx = Context{});
+                const TensorView& cos, const TensorView& sin, const Context& ctx = Context{});
 
 // Rotates x (rank 4, `layout`) by the positions of its tokens. `out` null:
 // in place; else out has x's shape and dtype and must not overlap x (passing
@@ -128,16 +127,14 @@ void ApplyRope(const RopeParams& params, const TensorView& x, AttentionLayout la
 // computed once per token for both.
 void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView& k,
                  AttentionLayout layout, const Positions& positions,
-                 RopeDirection direction = RopeDirection::kForward,
-                 const Context& ctx = Context{});
+                 RopeDirection direction = RopeDirection::kForward, const Context& ctx = Context{});
 
 // Out-of-place form: q_out/k_out have q's/k's shape and dtype; each output
 // must not overlap either input nor the other output (passing q's own view
 // as q_out, or k's as k_out, works in place). Null pointers mean in place.
 void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView& k,
-                 AttentionLayout layout, const Positions& positions,
-                 RopeDirection direction, const TensorView* q_out,
-                 const TensorView* k_out, const Context& ctx = Context{});
+                 AttentionLayout layout, const Positions& positions, RopeDirection direction,
+                 const TensorView* q_out, const TensorView* k_out, const Context& ctx = Context{});
 
 // Packed variable-length batch (FlashAttention varlen / vLLM flattened
 // tokens): x is [total_tokens, heads, head_dim] (any dtype, any strides)
@@ -150,9 +147,8 @@ void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView
 // calling ApplyRope on each sequence with Positions::Offset (bit-identical
 // on Backend::kScalar; the SIMD kernel may round a cos/sin differently at a
 // sequence boundary, within its float32 error bound).
-void ApplyRopeVarlen(const RopeParams& params, const TensorView& x,
-                     const std::int64_t* cu_seqlens, std::int64_t num_seqs,
-                     const std::int64_t* seq_offsets,
+void ApplyRopeVarlen(const RopeParams& params, const TensorView& x, const std::int64_t* cu_seqlens,
+                     std::int64_t num_seqs, const std::int64_t* seq_offsets,
                      RopeDirection direction = RopeDirection::kForward,
                      const TensorView* out = nullptr, const Context& ctx = Context{});
 

@@ -46,11 +46,11 @@ MRopeLayout ParseMRopeLayout(std::string_view text, std::string_view arg = "mrop
 
 // Per-pair angle rule: inv_freq[j] and the stream it reads.
 struct MultiStreamRope {
-  std::int64_t head_dim = 0;           // >= rotary_dim
-  std::vector<double> inv_freq;        // rotary_dim/2 entries, >= 0
-  std::vector<int> stream;             // same size, each in [0, num_streams)
-  int num_streams = 3;                 // 2 or 3
-  double attention_factor = 1.0;       // > 0, multiplies cos and sin
+  std::int64_t head_dim = 0;      // >= rotary_dim
+  std::vector<double> inv_freq;   // rotary_dim/2 entries, >= 0
+  std::vector<int> stream;        // same size, each in [0, num_streams)
+  int num_streams = 3;            // 2 or 3
+  double attention_factor = 1.0;  // > 0, multiplies cos and sin
   RopePairing pairing = RopePairing::kHalfSplit;
   RopeNumerics numerics = RopeNumerics::kAccurate;
 
@@ -84,8 +84,8 @@ void MultiStreamRopeCosSin(const MultiStreamRope& rope, const StreamPositions& p
 
 // Rotates x (rank 4, `layout`) in place or into `out` (x's shape and dtype,
 // disjoint from x). Dims >= rotary_dim pass through.
-void ApplyMultiStreamRope(const MultiStreamRope& rope, const TensorView& x,
-                          AttentionLayout layout, const StreamPositions& positions,
+void ApplyMultiStreamRope(const MultiStreamRope& rope, const TensorView& x, AttentionLayout layout,
+                          const StreamPositions& positions,
                           RopeDirection direction = RopeDirection::kForward,
                           const TensorView* out = nullptr, const Context& ctx = Context{});
 

@@ -49,7 +49,14 @@
 namespace posenc {
 
 enum class RopeScalingType : std::uint8_t {
-  kDefault, kLinear, kDynamic, kNtk, kYarn, kLlama3, kLongRope, kProportional
+  kDefault,
+  kLinear,
+  kDynamic,
+  kNtk,
+  kYarn,
+  kLlama3,
+  kLongRope,
+  kProportional
 };
 // "default", "linear", "dynamic", "ntk", "yarn", "llama3", "longrope", "proportional".
 std::string_view RopeScalingTypeName(RopeScalingType type);
@@ -83,22 +90,23 @@ enum class RopePairRegion : std::uint8_t {
   kBlended,       // in between (yarn ramp, llama3 smooth band, NTK base change)
   kUnrotated,     // frequency 0 (proportional's non-rotary pairs)
 };
-std::string_view RopePairRegionName(RopePairRegion r);  // "kept", "interpolated", "blended", "unrotated"
+std::string_view RopePairRegionName(
+    RopePairRegion r);  // "kept", "interpolated", "blended", "unrotated"
 
 // The rope parameters of one attention layer type, as HF standardises them.
 // Fields a type does not use are ignored.
 struct RopeScalingParams {
   RopeScalingType type = RopeScalingType::kDefault;
-  std::int64_t head_dim = 0;            // >= 2
-  double partial_rotary_factor = 1.0;   // in (0, 1]; rotary dim = int(head_dim * prf), even
-  double theta = 10000.0;               // finite, > 1
+  std::int64_t head_dim = 0;           // >= 2
+  double partial_rotary_factor = 1.0;  // in (0, 1]; rotary dim = int(head_dim * prf), even
+  double theta = 10000.0;              // finite, > 1
   RopeNumerics numerics = RopeNumerics::kAccurate;
 
-  std::optional<double> factor;         // required for linear/dynamic/ntk/llama3; yarn and
-                                        // longrope derive max_pos/original when absent;
-                                        // proportional defaults to 1. Must be >= 1
-                                        // (proportional: > 0).
-  std::int64_t max_position_embeddings = 0;           // dynamic; yarn/longrope factor derivation
+  std::optional<double> factor;              // required for linear/dynamic/ntk/llama3; yarn and
+                                             // longrope derive max_pos/original when absent;
+                                             // proportional defaults to 1. Must be >= 1
+                                             // (proportional: > 0).
+  std::int64_t max_position_embeddings = 0;  // dynamic; yarn/longrope factor derivation
   std::int64_t original_max_position_embeddings = 0;  // yarn, llama3, longrope; 0: max_pos
   std::optional<double> attention_factor;             // yarn, longrope: explicit (> 0)
 
@@ -143,10 +151,10 @@ std::string_view LongRopeFactorsName(LongRopeFactors f);  // "none", "short_fact
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kDefault;
   std::int64_t head_dim = 0;
-  std::int64_t rotary_dim = 0;    // 2 * frequencies.inv_freq.size()
-  RopeFrequencies frequencies;    // feed RopeParams::frequencies
-  double factor = 1.0;            // the factor in effect (derived when absent)
-  double effective_theta = 0;     // dynamic/ntk: the rescaled base; else theta
+  std::int64_t rotary_dim = 0;  // 2 * frequencies.inv_freq.size()
+  RopeFrequencies frequencies;  // feed RopeParams::frequencies
+  double factor = 1.0;          // the factor in effect (derived when absent)
+  double effective_theta = 0;   // dynamic/ntk: the rescaled base; else theta
   // yarn: the correction range of pair indices after truncation and clamping.
   double yarn_low = 0, yarn_high = 0;
   // yarn with a non-zero mscale_all_dim: get_mscale(factor, mscale_all_dim)^2,

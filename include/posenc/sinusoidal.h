@@ -32,12 +32,13 @@ namespace posenc {
 
 enum class SinusoidalLayout : std::uint8_t { kInterleaved, kSplit, kSplitTensor2Tensor };
 
-std::string_view SinusoidalLayoutName(SinusoidalLayout layout);  // "interleaved", "split", "split_t2t"
+std::string_view SinusoidalLayoutName(
+    SinusoidalLayout layout);  // "interleaved", "split", "split_t2t"
 SinusoidalLayout ParseSinusoidalLayout(std::string_view text, std::string_view arg = "layout");
 
 struct SinusoidalParams {
-  std::int64_t dim = 0;      // d >= 1
-  double base = 10000.0;     // finite, > 1
+  std::int64_t dim = 0;   // d >= 1
+  double base = 10000.0;  // finite, > 1
   SinusoidalLayout layout = SinusoidalLayout::kInterleaved;
 };
 
@@ -55,11 +56,10 @@ void SinusoidalTable(const SinusoidalParams& params, std::int64_t offset,
 
 // out[r, :] = PE(positions[r]); out is [count, dim].
 void SinusoidalTableAt(const SinusoidalParams& params, const std::int64_t* positions,
-                       std::int64_t count, const TensorView& out,
-                       const Context& ctx = Context{});
+                       std::int64_t count, const TensorView& out, const Context& ctx = Context{});
 
 // x[b, s, :] += PE(pos(b, s)) in place; x is [batch, seq, dim].
-void AddSinusoidal(const SinusoidalParams& params, const TensorView& x,
-                   const Positions& positions, const Context& ctx = Context{});
+void AddSinusoidal(const SinusoidalParams& params, const TensorView& x, const Positions& positions,
+                   const Context& ctx = Context{});
 
 }  // namespace posenc

@@ -43,8 +43,8 @@ std::string_view T5DirectionName(T5Direction d);  // "bidirectional", "causal"
 T5Direction ParseT5Direction(std::string_view text, std::string_view arg = "direction");
 
 struct T5BucketParams {
-  std::int64_t num_buckets = 32;   // see the validity rule above; <= 2^20
-  std::int64_t max_distance = 128; // > max_exact; <= 2^24
+  std::int64_t num_buckets = 32;    // see the validity rule above; <= 2^20
+  std::int64_t max_distance = 128;  // > max_exact; <= 2^24
   T5Direction direction = T5Direction::kBidirectional;
 };
 
@@ -123,11 +123,11 @@ class T5BiasTable {
   // d_bias[r * ld + c]. d_table is [num_buckets, heads] row-major (float32
   // or float64 accumulator). Unchecked.
   void GradTile(std::int64_t head, const std::int64_t* query_pos, std::int64_t nq,
-                const std::int64_t* key_pos, std::int64_t nk, const float* d_bias,
-                std::int64_t ld, float* d_table) const noexcept;
+                const std::int64_t* key_pos, std::int64_t nk, const float* d_bias, std::int64_t ld,
+                float* d_table) const noexcept;
   void GradTile(std::int64_t head, const std::int64_t* query_pos, std::int64_t nq,
-                const std::int64_t* key_pos, std::int64_t nk, const double* d_bias,
-                std::int64_t ld, double* d_table) const noexcept;
+                const std::int64_t* key_pos, std::int64_t nk, const double* d_bias, std::int64_t ld,
+                double* d_table) const noexcept;
 
   // Whole-matrix helpers (tests, pictures): out is [heads, query_len,
   // key_len] of any dtype (strided allowed); queries at query_positions

@@ -34,15 +34,13 @@ struct TensorView {
   std::array<std::int64_t, kMaxRank> strides{};  // in elements
 
   // Contiguous row-major view.
-  static TensorView Contiguous(void* data, DType dtype,
-                               std::initializer_list<std::int64_t> shape);
+  static TensorView Contiguous(void* data, DType dtype, std::initializer_list<std::int64_t> shape);
   static TensorView Contiguous(const void* data, DType dtype,
                                std::initializer_list<std::int64_t> shape) {
     return Contiguous(const_cast<void*>(data), dtype, shape);
   }
   // Strided view; shape and strides must have the same length.
-  static TensorView Strided(void* data, DType dtype,
-                            std::initializer_list<std::int64_t> shape,
+  static TensorView Strided(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
                             std::initializer_list<std::int64_t> strides);
 
   std::int64_t NumElements() const;
@@ -63,17 +61,16 @@ struct TensorView {
 // negative stride, more than kMaxViewBytes elements or bytes spanned, or
 // (when `writable`) a zero stride on a dimension of size > 1 (two elements
 // at one address).
-void ValidateView(const TensorView& view, std::string_view arg,
-                  int expected_rank = -1, bool writable = false);
+void ValidateView(const TensorView& view, std::string_view arg, int expected_rank = -1,
+                  bool writable = false);
 
 // True when the byte spans of the two views intersect.
 bool Overlaps(const TensorView& a, const TensorView& b);
 
 // Throws InvalidArgument unless `out` and `in` are either disjoint or (when
 // `inplace_allowed`) exactly the same view.
-void RequireNoOverlap(const TensorView& out, std::string_view out_arg,
-                      const TensorView& in, std::string_view in_arg,
-                      bool inplace_allowed);
+void RequireNoOverlap(const TensorView& out, std::string_view out_arg, const TensorView& in,
+                      std::string_view in_arg, bool inplace_allowed);
 
 // Names of the two attention layouts of a rank-4 q/k/v tensor.
 enum class AttentionLayout : std::uint8_t {

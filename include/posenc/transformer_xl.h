@@ -52,8 +52,8 @@ void TransformerXLPositionEmbedding(const TransformerXLParams& params, std::int6
                                     const TensorView& out);
 
 // Distance of query i to key j and the R row that encodes it. Unchecked.
-inline std::int64_t TransformerXLDistance(std::int64_t qlen, std::int64_t klen,
-                                          std::int64_t i, std::int64_t j) noexcept {
+inline std::int64_t TransformerXLDistance(std::int64_t qlen, std::int64_t klen, std::int64_t i,
+                                          std::int64_t j) noexcept {
   return (klen - qlen) + i - j;
 }
 inline std::int64_t TransformerXLRow(std::int64_t klen, std::int64_t distance) noexcept {
@@ -68,14 +68,14 @@ inline std::int64_t TransformerXLRow(std::int64_t klen, std::int64_t distance) n
 // q, u, v: d_head entries; k, rw: klen rows at row strides ld_k, ld_rw.
 void TransformerXLAddPositionTermsRow(const float* q, const float* u, const float* v,
                                       const float* k, std::int64_t ld_k, const float* rw,
-                                      std::int64_t ld_rw, std::int64_t d_head,
-                                      std::int64_t qlen, std::int64_t klen, std::int64_t i,
-                                      float scale, float* out) noexcept;
+                                      std::int64_t ld_rw, std::int64_t d_head, std::int64_t qlen,
+                                      std::int64_t klen, std::int64_t i, float scale,
+                                      float* out) noexcept;
 void TransformerXLAddPositionTermsRow(const double* q, const double* u, const double* v,
                                       const double* k, std::int64_t ld_k, const double* rw,
-                                      std::int64_t ld_rw, std::int64_t d_head,
-                                      std::int64_t qlen, std::int64_t klen, std::int64_t i,
-                                      double scale, double* out) noexcept;
+                                      std::int64_t ld_rw, std::int64_t d_head, std::int64_t qlen,
+                                      std::int64_t klen, std::int64_t i, double scale,
+                                      double* out) noexcept;
 
 // ---- whole-matrix helpers (validated, float64 arithmetic) ----
 enum class TransformerXLMethod : std::uint8_t {

@@ -123,7 +123,8 @@ def _max_position_plus_one(positions: Any, q: Any, layout: str, offset: int) -> 
         seq_axis = 2 if layout == "bhsd" else 1
         return int(offset) + int(q.shape[seq_axis]) if len(q.shape) == 4 else None
     try:
-        return int(np.asarray(positions.cpu() if hasattr(positions, "cpu") else positions).max()) + 1
+        host = positions.cpu() if hasattr(positions, "cpu") else positions
+        return int(np.asarray(host).max()) + 1
     except (TypeError, ValueError):
         return None  # the library reports bad positions with a proper message
 

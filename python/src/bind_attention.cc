@@ -33,28 +33,37 @@ struct AttentionCall {
 // values count as absent.
 SchemeArgs ArgsOf(const SchemeInfo& info, const py::dict& args, std::vector<HeldView>& held) {
   std::string allowed;
-  for (const SchemeArgDecl& d : info.args) allowed += (allowed.empty() ? "" : ", ") + std::string(d.name);
+  for (const SchemeArgDecl& d : info.args)
+    allowed += (allowed.empty() ? "" : ", ") + std::string(d.name);
   SchemeArgs out;
   for (auto item : args) {
     const auto key = item.first.cast<std::string>();
     const SchemeArgDecl* decl = info.FindArg(key);
     Require(decl != nullptr, "scheme argument", key,
-            "one of the " + std::string(info.name) + " arguments: " +
-                (allowed.empty() ? std::string("(none)") : allowed));
+            "one of the " + std::string(info.name) +
+                " arguments: " + (allowed.empty() ? std::string("(none)") : allowed));
     if (item.second.is_none()) continue;
     const std::string name = "scheme." + std::string(info.name) + "." + key;
     try {
       switch (decl->type) {
         case SchemeArgType::kTensor:
-          held.push_back(ViewOf(item.second, key, Access::kRead,
-                                decl->shape == "[]" ? ScalarTensor::kAsShape1
-                                                    : ScalarTensor::kReject));
+          held.push_back(
+              ViewOf(item.second, key, Access::kRead,
+                     decl->shape == "[]" ? ScalarTensor::kAsShape1 : ScalarTensor::kReject));
           out.Tensor(key, held.back().view);
           break;
-        case SchemeArgType::kNumber: out.Number(key, item.second.cast<double>()); break;
-        case SchemeArgType::kInteger: out.Integer(key, item.second.cast<std::int64_t>()); break;
-        case SchemeArgType::kText: out.Text(key, item.second.cast<std::string>()); break;
-        case SchemeArgType::kFlag: out.Flag(key, item.second.cast<bool>()); break;
+        case SchemeArgType::kNumber:
+          out.Number(key, item.second.cast<double>());
+          break;
+        case SchemeArgType::kInteger:
+          out.Integer(key, item.second.cast<std::int64_t>());
+          break;
+        case SchemeArgType::kText:
+          out.Text(key, item.second.cast<std::string>());
+          break;
+        case SchemeArgType::kFlag:
+          out.Flag(key, item.second.cast<bool>());
+          break;
       }
     } catch (const py::cast_error&) {
       throw InvalidArgument(ArgMessage(
@@ -67,9 +76,9 @@ SchemeArgs ArgsOf(const SchemeInfo& info, const py::dict& args, std::vector<Held
 }
 
 std::unique_ptr<AttentionCall> Build(const std::string& layout, const std::string& mask,
-                            std::int64_t sliding_window, py::handle scale,
-                            py::handle query_positions, py::handle key_positions,
-                            const std::string& scheme, const py::dict& args) {
+                                     std::int64_t sliding_window, py::handle scale,
+                                     py::handle query_positions, py::handle key_positions,
+                                     const std::string& scheme, const py::dict& args) {
   auto call = std::make_unique<AttentionCall>();
   call->held.reserve(args.size() + 8);
   AttentionParams& p = call->params;
@@ -99,8 +108,8 @@ FlashAttentionOptions FlashOptionsOf(std::int64_t query_tile, std::int64_t key_t
 
 // dq, dk, dv and the scheme gradients named in `scheme_grads` (argument
 // name -> writable tensor) as views kept alive in `held`.
-AttentionGrads GradViews(py::handle dq, py::handle dk, py::handle dv,
-                         const py::dict& scheme_grads, std::vector<HeldView>& held) {
+AttentionGrads GradViews(py::handle dq, py::handle dk, py::handle dv, const py::dict& scheme_grads,
+                         std::vector<HeldView>& held) {
   held.reserve(held.size() + 3 + scheme_grads.size());
   AttentionGrads g;
   held.push_back(ViewOf(dq, "dq", Access::kWrite));
@@ -111,8 +120,8 @@ AttentionGrads GradViews(py::handle dq, py::handle dk, py::handle dv,
   g.dv = held.back().view;
   for (auto item : scheme_grads) {
     const auto key = item.first.cast<std::string>();
-    held.push_back(ViewOf(item.second, "scheme_grads." + key, Access::kWrite,
-                          ScalarTensor::kAsShape1));
+    held.push_back(
+        ViewOf(item.second, "scheme_grads." + key, Access::kWrite, ScalarTensor::kAsShape1));
     g.scheme.Set(key, held.back().view);
   }
   return g;
@@ -125,8 +134,8 @@ py::dict InfoDict(const SchemeInfo& info) {
   d["paper"] = std::string(info.paper);
   d["formula"] = std::string(info.formula);
   py::list terms;
-  for (SchemeTerm t : {SchemeTerm::kRotation, SchemeTerm::kBias, SchemeTerm::kLogit,
-                       SchemeTerm::kValue}) {
+  for (SchemeTerm t :
+       {SchemeTerm::kRotation, SchemeTerm::kBias, SchemeTerm::kLogit, SchemeTerm::kValue}) {
     if (info.Has(t)) terms.append(std::string(SchemeTermName(t)));
   }
   d["terms"] = terms;
@@ -174,23 +183,23 @@ void BindAttention(py::module_& m) {
         HeldView kv = ViewOf(k, "k", Access::kRead);
         HeldView vv = ViewOf(v, "v", Access::kRead);
         HeldView ov = ViewOf(out, "out", Access::kWrite);
-        std::unique_ptr<AttentionCall> call = Build(layout, mask, sliding_window, scale, query_positions,
-                                           key_positions, scheme, scheme_args);
+        std::unique_ptr<AttentionCall> call =
+            Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
+                  scheme_args);
         std::optional<HeldView> pv;
         if (!probs.is_none()) pv = ViewOf(probs, "probs", Access::kWrite);
         py::gil_scoped_release release;
         AttentionReference(call->params, qv.view, kv.view, vv.view, ov.view,
                            pv ? &pv->view : nullptr, c);
       },
-      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("probs"),
-      py::arg("layout"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
-      py::arg("query_positions"), py::arg("key_positions"), py::arg("scheme"),
-      py::arg("scheme_args"), py::arg("ctx"));
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("probs"), py::arg("layout"),
+      py::arg("mask"), py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
+      py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"), py::arg("ctx"));
 
   m.def(
       "attention_backward",
-      [](py::handle q, py::handle k, py::handle v, py::handle dout, py::handle dq,
-         py::handle dk, py::handle dv, const py::dict& scheme_grads, const std::string& layout,
+      [](py::handle q, py::handle k, py::handle v, py::handle dout, py::handle dq, py::handle dk,
+         py::handle dv, const py::dict& scheme_grads, const std::string& layout,
          const std::string& mask, std::int64_t sliding_window, py::handle scale,
          py::handle query_positions, py::handle key_positions, const std::string& scheme,
          const py::dict& scheme_args) {
@@ -198,8 +207,9 @@ void BindAttention(py::module_& m) {
         HeldView kv = ViewOf(k, "k", Access::kRead);
         HeldView vv = ViewOf(v, "v", Access::kRead);
         HeldView dov = ViewOf(dout, "dout", Access::kRead);
-        std::unique_ptr<AttentionCall> call = Build(layout, mask, sliding_window, scale, query_positions,
-                                           key_positions, scheme, scheme_args);
+        std::unique_ptr<AttentionCall> call =
+            Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
+                  scheme_args);
         std::vector<HeldView> held;
         AttentionGrads g = GradViews(dq, dk, dv, scheme_grads, held);
         py::gil_scoped_release release;
@@ -226,8 +236,9 @@ void BindAttention(py::module_& m) {
         HeldView ov = ViewOf(out, "out", Access::kWrite);
         std::optional<HeldView> lv;
         if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kWrite);
-        std::unique_ptr<AttentionCall> call = Build(layout, mask, sliding_window, scale, query_positions,
-                                           key_positions, scheme, scheme_args);
+        std::unique_ptr<AttentionCall> call =
+            Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
+                  scheme_args);
         const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys);
         py::gil_scoped_release release;
         if (lv) {
@@ -236,11 +247,11 @@ void BindAttention(py::module_& m) {
           FlashAttention(call->params, qv.view, kv.view, vv.view, ov.view, o, c);
         }
       },
-      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
-      py::arg("layout"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
-      py::arg("query_positions"), py::arg("key_positions"), py::arg("scheme"),
-      py::arg("scheme_args"), py::arg("query_tile") = 64, py::arg("key_tile") = 64,
-      py::arg("rope_keys") = "rotate", py::arg("ctx") = py::none());
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("layout"),
+      py::arg("mask"), py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
+      py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
+      py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
+      py::arg("ctx") = py::none());
 
   // FlashAttentionVarlen: packed sequences, q [total_q, H, D], k/v
   // [total_k, Hkv, D/Dv], out [total_q, H, Dv]; cu_seqlens_q / cu_seqlens_k
@@ -262,8 +273,8 @@ void BindAttention(py::module_& m) {
         Require(cu_q.shape.size() == 1, "cu_seqlens_q.ndim", cu_q.shape.size(), "1");
         Require(cu_k.shape.size() == 1, "cu_seqlens_k.ndim", cu_k.shape.size(), "1");
         // The layout is not read by the varlen call; positions restart per sequence.
-        std::unique_ptr<AttentionCall> call = Build("bshd", mask, sliding_window, scale, py::none(),
-                                           py::none(), scheme, scheme_args);
+        std::unique_ptr<AttentionCall> call =
+            Build("bshd", mask, sliding_window, scale, py::none(), py::none(), scheme, scheme_args);
         const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, "rotate");
         py::gil_scoped_release release;
         FlashAttentionVarlen(call->params, qv.view, kv.view, vv.view, ov.view, cu_q.values,
@@ -278,13 +289,12 @@ void BindAttention(py::module_& m) {
   // attention_backward (argument name -> gradient tensor).
   m.def(
       "flash_attention_backward",
-      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle dout,
-         py::handle lse, py::handle dq, py::handle dk, py::handle dv,
-         const py::dict& scheme_grads, const std::string& layout, const std::string& mask,
-         std::int64_t sliding_window, py::handle scale, py::handle query_positions,
-         py::handle key_positions, const std::string& scheme, const py::dict& scheme_args,
-         std::int64_t query_tile, std::int64_t key_tile, const std::string& rope_keys,
-         py::handle ctx) {
+      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle dout, py::handle lse,
+         py::handle dq, py::handle dk, py::handle dv, const py::dict& scheme_grads,
+         const std::string& layout, const std::string& mask, std::int64_t sliding_window,
+         py::handle scale, py::handle query_positions, py::handle key_positions,
+         const std::string& scheme, const py::dict& scheme_args, std::int64_t query_tile,
+         std::int64_t key_tile, const std::string& rope_keys, py::handle ctx) {
         const ContextHold c = ContextOf(ctx);
         HeldView qv = ViewOf(q, "q", Access::kRead);
         HeldView kv = ViewOf(k, "k", Access::kRead);
@@ -293,8 +303,9 @@ void BindAttention(py::module_& m) {
         HeldView dov = ViewOf(dout, "dout", Access::kRead);
         std::optional<HeldView> lv;
         if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kRead);
-        std::unique_ptr<AttentionCall> call = Build(layout, mask, sliding_window, scale, query_positions,
-                                           key_positions, scheme, scheme_args);
+        std::unique_ptr<AttentionCall> call =
+            Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
+                  scheme_args);
         const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys);
         std::vector<HeldView> held;
         AttentionGrads g = GradViews(dq, dk, dv, scheme_grads, held);
@@ -302,12 +313,12 @@ void BindAttention(py::module_& m) {
         FlashAttentionBackward(call->params, qv.view, kv.view, vv.view, ov.view, dov.view,
                                lv ? lv->view : TensorView{}, g, o, c);
       },
-      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("dout"),
-      py::arg("lse"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("scheme_grads"),
-      py::arg("layout"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
-      py::arg("query_positions"), py::arg("key_positions"), py::arg("scheme"),
-      py::arg("scheme_args"), py::arg("query_tile") = 64, py::arg("key_tile") = 64,
-      py::arg("rope_keys") = "rotate", py::arg("ctx") = py::none());
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("dout"), py::arg("lse"),
+      py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("scheme_grads"), py::arg("layout"),
+      py::arg("mask"), py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
+      py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
+      py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
+      py::arg("ctx") = py::none());
 }
 
 }  // namespace posenc::python

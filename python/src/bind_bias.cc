@@ -36,9 +36,8 @@ py::array_t<std::int64_t> ToArray(const std::vector<std::int64_t>& values,
 void CheckRelative(const IntArray& rel) {
   for (std::size_t i = 0; i < rel.values.size(); ++i) {
     const std::int64_t r = rel.values[i];
-    Require(r >= -kMaxPosition && r <= kMaxPosition,
-            "relative_position[" + std::to_string(i) + "]", r,
-            "a relative position in [-(2^24 - 1), 2^24 - 1]");
+    Require(r >= -kMaxPosition && r <= kMaxPosition, "relative_position[" + std::to_string(i) + "]",
+            r, "a relative position in [-(2^24 - 1), 2^24 - 1]");
   }
 }
 
@@ -79,9 +78,10 @@ void BindAlibi(py::module_& m) {
   m.def(
       "alibi_bias",
       [](py::handle out, std::int64_t num_heads, double max_bias, const std::string& convention,
-         py::handle slopes, std::int64_t query_len, std::int64_t key_len,
-         const std::string& form, py::handle ctx) {
-        const std::vector<double> s = AlibiSlopes(MakeAlibi(num_heads, max_bias, convention, slopes));
+         py::handle slopes, std::int64_t query_len, std::int64_t key_len, const std::string& form,
+         py::handle ctx) {
+        const std::vector<double> s =
+            AlibiSlopes(MakeAlibi(num_heads, max_bias, convention, slopes));
         AlibiGeometry g;
         g.query_len = query_len;
         g.key_len = key_len;
@@ -92,13 +92,13 @@ void BindAlibi(py::module_& m) {
         AlibiBiasMatrix(s, g, o.view, c);
       },
       py::arg("out"), py::arg("num_heads"), py::arg("max_bias"), py::arg("convention"),
-      py::arg("slopes"), py::arg("query_len"), py::arg("key_len"), py::arg("form"),
-      py::arg("ctx"));
+      py::arg("slopes"), py::arg("query_len"), py::arg("key_len"), py::arg("form"), py::arg("ctx"));
   m.def(
       "bloom_alibi_tensor",
       [](py::handle out, py::handle attention_mask, std::int64_t num_heads, double max_bias,
          const std::string& convention, py::handle slopes) {
-        const std::vector<double> s = AlibiSlopes(MakeAlibi(num_heads, max_bias, convention, slopes));
+        const std::vector<double> s =
+            AlibiSlopes(MakeAlibi(num_heads, max_bias, convention, slopes));
         IntArray mask = IntsOf(attention_mask, "attention_mask");
         Require(mask.shape.size() == 2, "attention_mask.ndim", mask.shape.size(),
                 "2 ([batch, seq])");
@@ -145,7 +145,8 @@ void BindT5(py::module_& m) {
           }
         }
         IntArray storage;
-        const Positions pos = PositionsOf(query_positions, query_offset, "query_positions", storage);
+        const Positions pos =
+            PositionsOf(query_positions, query_offset, "query_positions", storage);
         HeldView o = ViewOf(out, "out", Access::kWrite);
         py::gil_scoped_release release;
         bias.FillBias(pos, query_len, key_len, o.view, c);
@@ -155,12 +156,13 @@ void BindT5(py::module_& m) {
       py::arg("query_len"), py::arg("key_len"), py::arg("ctx") = py::none());
   m.def(
       "t5_bias_grad",
-      [](py::handle d_table, py::handle d_bias, std::int64_t num_buckets,
-         std::int64_t max_distance, const std::string& direction, std::int64_t heads,
-         py::handle query_positions, std::int64_t query_offset, const std::string& write) {
+      [](py::handle d_table, py::handle d_bias, std::int64_t num_buckets, std::int64_t max_distance,
+         const std::string& direction, std::int64_t heads, py::handle query_positions,
+         std::int64_t query_offset, const std::string& write) {
         const T5BiasTable bias(MakeT5(num_buckets, max_distance, direction), heads);
         IntArray storage;
-        const Positions pos = PositionsOf(query_positions, query_offset, "query_positions", storage);
+        const Positions pos =
+            PositionsOf(query_positions, query_offset, "query_positions", storage);
         HeldView dt = ViewOf(d_table, "d_table", Access::kWrite);
         HeldView db = ViewOf(d_bias, "d_bias", Access::kRead);
         const BiasWrite w = ParseBiasWrite(write, "write");
@@ -168,8 +170,8 @@ void BindT5(py::module_& m) {
         bias.AccumulateGrad(pos, db.view, dt.view, w);
       },
       py::arg("d_table"), py::arg("d_bias"), py::arg("num_buckets"), py::arg("max_distance"),
-      py::arg("direction"), py::arg("heads"), py::arg("query_positions"),
-      py::arg("query_offset"), py::arg("write"));
+      py::arg("direction"), py::arg("heads"), py::arg("query_positions"), py::arg("query_offset"),
+      py::arg("write"));
 }
 
 void BindRelative(py::module_& m) {
@@ -207,8 +209,7 @@ void BindDeberta(py::module_& m) {
                                              DebertaBucketParams{bucket_size, max_position}),
                        {query_size, key_size});
       },
-      py::arg("query_size"), py::arg("key_size"), py::arg("bucket_size"),
-      py::arg("max_position"));
+      py::arg("query_size"), py::arg("key_size"), py::arg("bucket_size"), py::arg("max_position"));
 }
 
 }  // namespace

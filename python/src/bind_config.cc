@@ -115,19 +115,19 @@ void BindConfig(py::module_& m) {
       py::arg("config"), py::arg("is_text"), py::arg("source"));
   m.def(
       "rope_inv_freq",
-      [](const std::string& config, bool is_text, const std::string& source,
-         std::int64_t seq_len, const std::string& layer_type, const std::string& numerics) {
+      [](const std::string& config, bool is_text, const std::string& source, std::int64_t seq_len,
+         const std::string& layer_type, const std::string& numerics) {
         const ModelConfig c = Load(config, is_text, source);
-        const RopeScaling s =
-            ModelRopeScaling(c, layer_type, SeqLen(seq_len), ParseRopeNumerics(numerics, "numerics"));
+        const RopeScaling s = ModelRopeScaling(c, layer_type, SeqLen(seq_len),
+                                               ParseRopeNumerics(numerics, "numerics"));
         return std::make_pair(ToArray(s.frequencies.inv_freq), s.frequencies.attention_factor);
       },
       py::arg("config"), py::arg("is_text"), py::arg("source"), py::arg("seq_len"),
       py::arg("layer_type"), py::arg("numerics"));
   m.def(
       "rope_config",
-      [](const std::string& config, bool is_text, const std::string& source,
-         std::int64_t seq_len, const std::string& layer_type, const std::string& numerics) {
+      [](const std::string& config, bool is_text, const std::string& source, std::int64_t seq_len,
+         const std::string& layer_type, const std::string& numerics) {
         const ModelConfig c = Load(config, is_text, source);
         return Describe(c, layer_type, seq_len, ParseRopeNumerics(numerics, "numerics"));
       },

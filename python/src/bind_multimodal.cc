@@ -23,7 +23,8 @@ StreamPositions Streams(py::handle positions, int num_streams, IntArray& storage
           "the number of position streams (" + std::to_string(num_streams) + ")");
   StreamPositions s;
   s.count = storage.shape[1];
-  for (int i = 0; i < num_streams; ++i) s.ids[static_cast<std::size_t>(i)] = storage.values.data() + i * s.count;
+  for (int i = 0; i < num_streams; ++i)
+    s.ids[static_cast<std::size_t>(i)] = storage.values.data() + i * s.count;
   return s;
 }
 
@@ -60,13 +61,14 @@ void BindMultimodal(py::module_& m) {
             HeldView fv = ViewOf(inv_freq, "inv_freq", Access::kRead);
             Require(fv.view.rank == 1, "inv_freq.ndim", fv.view.rank, "1");
             for (std::int64_t i = 0; i < fv.view.shape[0]; ++i) {
-              f.inv_freq.push_back(LoadAsDouble(fv.view.data, fv.view.dtype, i * fv.view.strides[0]));
+              f.inv_freq.push_back(
+                  LoadAsDouble(fv.view.data, fv.view.dtype, i * fv.view.strides[0]));
             }
             f.attention_factor = attention_factor;
           }
-          rope = MakeMRope(head_dim, f, mrope_section,
-                           kind == "mrope" ? MRopeLayout::kSectioned : MRopeLayout::kInterleaved,
-                           num);
+          rope =
+              MakeMRope(head_dim, f, mrope_section,
+                        kind == "mrope" ? MRopeLayout::kSectioned : MRopeLayout::kInterleaved, num);
         }
         rope.pairing = ParseRopePairing(pairing, "pairing");
         IntArray storage;
@@ -82,9 +84,8 @@ void BindMultimodal(py::module_& m) {
       },
       py::arg("x"), py::arg("out"), py::arg("layout"), py::arg("positions"), py::arg("kind"),
       py::arg("mrope_section"), py::arg("rotary_dim"), py::arg("theta"), py::arg("inv_freq"),
-      py::arg("attention_factor"), py::arg("pairing"), py::arg("numerics"),
-      py::arg("direction"), py::arg("ctx"),
-      "Multi-stream RoPE of x (rank 4) into out, or in place when out is None.");
+      py::arg("attention_factor"), py::arg("pairing"), py::arg("numerics"), py::arg("direction"),
+      py::arg("ctx"), "Multi-stream RoPE of x (rank 4) into out, or in place when out is None.");
 }
 
 }  // namespace posenc::python

@@ -29,10 +29,12 @@ RopeParams Params(std::int64_t head_dim, std::int64_t rotary_dim, double theta,
     HeldView f = ViewOf(inv_freq, "inv_freq", Access::kRead);
     Require(f.view.rank == 1, "inv_freq.ndim", f.view.rank, "1");
     for (std::int64_t i = 0; i < f.view.shape[0]; ++i) {
-      p.frequencies.inv_freq.push_back(LoadAsDouble(f.view.data, f.view.dtype, i * f.view.strides[0]));
+      p.frequencies.inv_freq.push_back(
+          LoadAsDouble(f.view.data, f.view.dtype, i * f.view.strides[0]));
     }
     p.frequencies.attention_factor = attention_factor;
-    if (p.rotary_dim == 0) p.rotary_dim = 2 * static_cast<std::int64_t>(p.frequencies.inv_freq.size());
+    if (p.rotary_dim == 0)
+      p.rotary_dim = 2 * static_cast<std::int64_t>(p.frequencies.inv_freq.size());
   } else {
     Require(attention_factor == 1.0, "attention_factor", attention_factor,
             "1 unless explicit inv_freq is given");
@@ -47,7 +49,9 @@ RopeDirection ParseDirection(const std::string& text) {
   throw InvalidArgument(ArgMessage("direction", text, "forward or inverse"));
 }
 
-std::int64_t LastDim(const HeldView& v) { return v.view.shape[static_cast<std::size_t>(v.view.rank - 1)]; }
+std::int64_t LastDim(const HeldView& v) {
+  return v.view.shape[static_cast<std::size_t>(v.view.rank - 1)];
+}
 
 }  // namespace
 
@@ -81,9 +85,9 @@ void BindRope(py::module_& m) {
         py::gil_scoped_release release;
         RopeCosSin(p, pos, count, cv.view, sv.view, c);
       },
-      py::arg("cos"), py::arg("sin"), py::arg("positions"), py::arg("offset"),
-      py::arg("head_dim"), py::arg("rotary_dim"), py::arg("theta"), py::arg("pairing"),
-      py::arg("numerics"), py::arg("inv_freq"), py::arg("attention_factor"), py::arg("ctx"),
+      py::arg("cos"), py::arg("sin"), py::arg("positions"), py::arg("offset"), py::arg("head_dim"),
+      py::arg("rotary_dim"), py::arg("theta"), py::arg("pairing"), py::arg("numerics"),
+      py::arg("inv_freq"), py::arg("attention_factor"), py::arg("ctx"),
       "Fills cos and sin ([count, rotary_dim]) in HF's layout.");
 
   m.def(
@@ -96,10 +100,11 @@ void BindRope(py::module_& m) {
         const AttentionLayout lay = ParseLayout(layout, "layout");
         const RopeDirection dir = ParseDirection(direction);
         HeldView xv = ViewOf(x, "x", out.is_none() ? Access::kWrite : Access::kRead);
-        Require(xv.view.rank == 4, "x.ndim", xv.view.rank,
-                "4 ([batch, heads, seq, head_dim] for bhsd, [batch, seq, heads, head_dim] for bshd)");
-        const RopeParams p = Params(LastDim(xv), rotary_dim, theta, pairing, numerics, inv_freq,
-                                    attention_factor);
+        Require(
+            xv.view.rank == 4, "x.ndim", xv.view.rank,
+            "4 ([batch, heads, seq, head_dim] for bhsd, [batch, seq, heads, head_dim] for bshd)");
+        const RopeParams p =
+            Params(LastDim(xv), rotary_dim, theta, pairing, numerics, inv_freq, attention_factor);
         IntArray storage;
         const Positions pos = PositionsOf(positions, offset, "positions", storage);
         if (out.is_none()) {
@@ -128,8 +133,8 @@ void BindRope(py::module_& m) {
         HeldView qv = ViewOf(q, "q", Access::kWrite);
         HeldView kv = ViewOf(k, "k", Access::kWrite);
         Require(qv.view.rank == 4, "q.ndim", qv.view.rank, "4");
-        const RopeParams p = Params(LastDim(qv), rotary_dim, theta, pairing, numerics, inv_freq,
-                                    attention_factor);
+        const RopeParams p =
+            Params(LastDim(qv), rotary_dim, theta, pairing, numerics, inv_freq, attention_factor);
         IntArray storage;
         const Positions pos = PositionsOf(positions, offset, "positions", storage);
         py::gil_scoped_release release;

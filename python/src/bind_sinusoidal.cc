@@ -53,8 +53,8 @@ void BindSinusoidal(py::module_& m) {
                             o.view, c);
         }
       },
-      py::arg("out"), py::arg("num_positions"), py::arg("dim"), py::arg("base"),
-      py::arg("layout"), py::arg("offset"), py::arg("positions"), py::arg("ctx"),
+      py::arg("out"), py::arg("num_positions"), py::arg("dim"), py::arg("base"), py::arg("layout"),
+      py::arg("offset"), py::arg("positions"), py::arg("ctx"),
       "Fills out[r, :] with PE(offset + r) or PE(positions[r]).");
 
   m.def(

@@ -114,10 +114,12 @@ ctx=None runs on a shared Context of this many threads (0: one per core
 available to the process). The initial default is POSENC_NUM_THREADS when
 set, else the cores available. posenc.torch follows torch.get_num_threads()
 instead unless given ctx=. Calls already running keep their Context.)doc");
-  m.def("get_num_threads", [] { return DefaultContext()->num_threads(); },
-        "Thread count of the process-wide default Context (see set_num_threads).");
-  m.def("simd_target", [] { return std::string(SimdTargetName()); },
-        "Name of the SIMD target the simd backend dispatches to on this CPU.");
+  m.def(
+      "get_num_threads", [] { return DefaultContext()->num_threads(); },
+      "Thread count of the process-wide default Context (see set_num_threads).");
+  m.def(
+      "simd_target", [] { return std::string(SimdTargetName()); },
+      "Name of the SIMD target the simd backend dispatches to on this CPU.");
   m.attr("MAX_POSITION") = kMaxPosition;
 }
 
@@ -129,8 +131,7 @@ PYBIND11_MODULE(_posenc, m) {
   m.doc() = "posenc C++ core (low-level; use the posenc package).";
   m.attr("__version__") = POSENC_VERSION_STRING;  // the repository's VERSION file
 
-  static pybind11::exception<posenc::ConfigError> config_error(m, "ConfigError",
-                                                               PyExc_ValueError);
+  static pybind11::exception<posenc::ConfigError> config_error(m, "ConfigError", PyExc_ValueError);
   static pybind11::exception<posenc::IoError> io_error(m, "IoError", PyExc_OSError);
   pybind11::register_exception_translator([](std::exception_ptr p) {
     try {

@@ -27,11 +27,16 @@ struct Raw {
 
 std::string KindText(Kind kind, int bits) {
   switch (kind) {
-    case Kind::kFloat: return "float" + std::to_string(bits);
-    case Kind::kBFloat: return "bfloat" + std::to_string(bits);
-    case Kind::kInt: return "int" + std::to_string(bits);
-    case Kind::kUInt: return "uint" + std::to_string(bits);
-    case Kind::kOther: break;
+    case Kind::kFloat:
+      return "float" + std::to_string(bits);
+    case Kind::kBFloat:
+      return "bfloat" + std::to_string(bits);
+    case Kind::kInt:
+      return "int" + std::to_string(bits);
+    case Kind::kUInt:
+      return "uint" + std::to_string(bits);
+    case Kind::kOther:
+      break;
   }
   return "unsupported";
 }
@@ -48,10 +53,29 @@ Kind KindOfFormat(std::string format, std::string& text, int bits) {
   Kind kind = Kind::kOther;
   if (format.size() == 1) {
     switch (format[0]) {
-      case 'e': case 'f': case 'd': kind = Kind::kFloat; break;
-      case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': kind = Kind::kInt; break;
-      case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': kind = Kind::kUInt; break;
-      default: break;
+      case 'e':
+      case 'f':
+      case 'd':
+        kind = Kind::kFloat;
+        break;
+      case 'b':
+      case 'h':
+      case 'i':
+      case 'l':
+      case 'q':
+      case 'n':
+        kind = Kind::kInt;
+        break;
+      case 'B':
+      case 'H':
+      case 'I':
+      case 'L':
+      case 'Q':
+      case 'N':
+        kind = Kind::kUInt;
+        break;
+      default:
+        break;
     }
   }
   text = kind == Kind::kOther ? "buffer format '" + format + "'" : KindText(kind, bits);
@@ -68,8 +92,8 @@ Raw FromBuffer(py::handle obj, std::string_view arg, Access access) {
       throw InvalidArgument(ArgMessage(arg, "a read-only " + TypeName(obj),
                                        "a writable array (e.g. numpy.array(x, copy=True))"));
     }
-    throw InvalidArgument(ArgMessage(arg, TypeName(obj), "a readable buffer: " +
-                                                             std::string(e.what())));
+    throw InvalidArgument(
+        ArgMessage(arg, TypeName(obj), "a readable buffer: " + std::string(e.what())));
   }
   Raw raw;
   raw.data = info->ptr;
@@ -79,8 +103,8 @@ Raw FromBuffer(py::handle obj, std::string_view arg, Access access) {
     raw.shape.push_back(info->shape[static_cast<std::size_t>(d)]);
     const py::ssize_t stride = info->strides[static_cast<std::size_t>(d)];
     Require(info->itemsize > 0 && stride % info->itemsize == 0, std::string(arg) + ".strides",
-            stride, "byte strides that are multiples of the item size " +
-                        std::to_string(info->itemsize));
+            stride,
+            "byte strides that are multiples of the item size " + std::to_string(info->itemsize));
     raw.strides.push_back(stride / info->itemsize);
   }
   raw.keep = std::move(info);
@@ -94,8 +118,8 @@ Raw FromCapsule(py::handle capsule, std::string_view arg) {
   if (!PyCapsule_IsValid(cap, "dltensor")) {
     const char* name = PyCapsule_GetName(cap);
     PyErr_Clear();
-    throw InvalidArgument(ArgMessage(arg, std::string("a capsule named '") +
-                                              (name ? name : "") + "'",
+    throw InvalidArgument(ArgMessage(arg,
+                                     std::string("a capsule named '") + (name ? name : "") + "'",
                                      "an unused DLPack capsule named 'dltensor' (each "
                                      "capsule can be consumed once)"));
   }
@@ -112,17 +136,26 @@ Raw FromCapsule(py::handle capsule, std::string_view arg) {
   Raw raw;
   raw.bits = t.dtype.bits;
   switch (t.dtype.code) {
-    case kDLFloat: raw.kind = Kind::kFloat; break;
-    case kDLBfloat: raw.kind = Kind::kBFloat; break;
-    case kDLInt: raw.kind = Kind::kInt; break;
-    case kDLUInt: raw.kind = Kind::kUInt; break;
-    default: raw.kind = Kind::kOther; break;
+    case kDLFloat:
+      raw.kind = Kind::kFloat;
+      break;
+    case kDLBfloat:
+      raw.kind = Kind::kBFloat;
+      break;
+    case kDLInt:
+      raw.kind = Kind::kInt;
+      break;
+    case kDLUInt:
+      raw.kind = Kind::kUInt;
+      break;
+    default:
+      raw.kind = Kind::kOther;
+      break;
   }
   if (t.dtype.lanes != 1) raw.kind = Kind::kOther;
-  raw.type_text = raw.kind == Kind::kOther
-                      ? "DLPack type code " + std::to_string(t.dtype.code) + " x" +
-                            std::to_string(t.dtype.lanes)
-                      : KindText(raw.kind, raw.bits);
+  raw.type_text = raw.kind == Kind::kOther ? "DLPack type code " + std::to_string(t.dtype.code) +
+                                                 " x" + std::to_string(t.dtype.lanes)
+                                           : KindText(raw.kind, raw.bits);
   raw.data = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
   std::int64_t contiguous = 1;
   raw.shape.assign(t.shape, t.shape + t.ndim);
@@ -156,8 +189,8 @@ Raw RawOf(py::handle obj, std::string_view arg, Access access) {
     return FromCapsule(capsule, arg);
   }
   if (access == Access::kWrite) {
-    throw InvalidArgument(ArgMessage(arg, TypeName(obj),
-                                     "a writable numpy array or a tensor with __dlpack__"));
+    throw InvalidArgument(
+        ArgMessage(arg, TypeName(obj), "a writable numpy array or a tensor with __dlpack__"));
   }
   // Sequences and scalars: through numpy (a copy, for read-only inputs).
   py::object array = py::module_::import("numpy").attr("asarray")(obj);
@@ -218,18 +251,34 @@ IntArray IntsOf(py::handle obj, std::string_view arg) {
     std::int64_t v = 0;
     if (raw.kind == Kind::kInt) {
       switch (raw.bits) {
-        case 8: v = *reinterpret_cast<const std::int8_t*>(p); break;
-        case 16: v = *reinterpret_cast<const std::int16_t*>(p); break;
-        case 32: v = *reinterpret_cast<const std::int32_t*>(p); break;
-        default: v = *reinterpret_cast<const std::int64_t*>(p); break;
+        case 8:
+          v = *reinterpret_cast<const std::int8_t*>(p);
+          break;
+        case 16:
+          v = *reinterpret_cast<const std::int16_t*>(p);
+          break;
+        case 32:
+          v = *reinterpret_cast<const std::int32_t*>(p);
+          break;
+        default:
+          v = *reinterpret_cast<const std::int64_t*>(p);
+          break;
       }
     } else {
       std::uint64_t u = 0;
       switch (raw.bits) {
-        case 8: u = *reinterpret_cast<const std::uint8_t*>(p); break;
-        case 16: u = *reinterpret_cast<const std::uint16_t*>(p); break;
-        case 32: u = *reinterpret_cast<const std::uint32_t*>(p); break;
-        default: u = *reinterpret_cast<const std::uint64_t*>(p); break;
+        case 8:
+          u = *reinterpret_cast<const std::uint8_t*>(p);
+          break;
+        case 16:
+          u = *reinterpret_cast<const std::uint16_t*>(p);
+          break;
+        case 32:
+          u = *reinterpret_cast<const std::uint32_t*>(p);
+          break;
+        default:
+          u = *reinterpret_cast<const std::uint64_t*>(p);
+          break;
       }
       Require(u <= static_cast<std::uint64_t>(INT64_MAX), std::string(arg), u,
               "values that fit in int64");

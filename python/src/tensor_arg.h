@@ -58,7 +58,6 @@ IntArray IntsOf(py::handle obj, std::string_view arg);
 // Position ids for a [batch, seq] set of tokens: None -> offset + s, else an
 // integer array of shape [seq] or [batch, seq] (copied). The Positions
 // points into `storage`, which must outlive it.
-Positions PositionsOf(py::handle obj, std::int64_t offset, std::string_view arg,
-                      IntArray& storage);
+Positions PositionsOf(py::handle obj, std::int64_t offset, std::string_view arg, IntArray& storage);
 
 }  // namespace posenc::python

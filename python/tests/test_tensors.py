@@ -96,7 +96,8 @@ def test_context_threads_and_backends_agree():
     ref = posenc.apply_rope(x, pos, ctx=posenc.Context(1, "scalar"))
     for ctx in [posenc.Context(4, "auto"), posenc.Context(0, "simd"), None]:
         assert np.abs(posenc.apply_rope(x, pos, ctx=ctx) - ref).max() <= 2e-6
-    assert posenc.Context(3).num_threads == 3 and posenc.Context(backend="scalar").backend == "scalar"
+    assert posenc.Context(3).num_threads == 3
+    assert posenc.Context(backend="scalar").backend == "scalar"
     with pytest.raises(ValueError, match="num_threads"):
         posenc.Context(-1)
     with pytest.raises(ValueError, match="backend"):

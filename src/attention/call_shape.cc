@@ -72,8 +72,8 @@ AttentionDims CheckAttentionTensor(const TensorView& view, AttentionLayout layou
   return d;
 }
 
-CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q,
-                            const TensorView& k, const TensorView& v) {
+CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                            const TensorView& v) {
   CallShape c;
   c.qd = GetAttentionDims(q, params.layout, "q");
   c.kd = GetAttentionDims(k, params.layout, "k");
@@ -81,12 +81,15 @@ CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q,
   const auto& qd = c.qd;
   const auto& kd = c.kd;
   const auto& vd = c.vd;
-  Require(kd.batch == qd.batch, "k batch", kd.batch, "q's batch (" + std::to_string(qd.batch) + ")");
-  Require(vd.batch == qd.batch, "v batch", vd.batch, "q's batch (" + std::to_string(qd.batch) + ")");
+  Require(kd.batch == qd.batch, "k batch", kd.batch,
+          "q's batch (" + std::to_string(qd.batch) + ")");
+  Require(vd.batch == qd.batch, "v batch", vd.batch,
+          "q's batch (" + std::to_string(qd.batch) + ")");
   Require(kd.head_dim == qd.head_dim, "k head_dim", kd.head_dim,
           "q's head_dim (" + std::to_string(qd.head_dim) + ")");
   Require(vd.seq == kd.seq, "v seq", vd.seq, "k's seq (" + std::to_string(kd.seq) + ")");
-  Require(vd.heads == kd.heads, "v heads", vd.heads, "k's heads (" + std::to_string(kd.heads) + ")");
+  Require(vd.heads == kd.heads, "v heads", vd.heads,
+          "k's heads (" + std::to_string(kd.heads) + ")");
   Require(qd.heads % kd.heads == 0, "k heads", kd.heads,
           "a divisor of q's heads (" + std::to_string(qd.heads) + ", grouped-query attention)");
   c.dims = Dims{qd.batch, qd.heads, kd.heads, qd.seq, kd.seq, qd.head_dim, vd.head_dim};

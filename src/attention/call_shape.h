@@ -33,8 +33,8 @@ struct CallShape {
 // Checks q, k, v against each other (batch, head_dim, seq, GQA grouping), the
 // sliding window and the positions (default: queries bottom-right aligned);
 // throws InvalidArgument naming the argument.
-CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q,
-                            const TensorView& k, const TensorView& v);
+CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                            const TensorView& v);
 
 // Validates a rank-4 attention tensor (an output, dout or a gradient) of
 // exactly [batch, seq, heads, dim] in `layout`; InvalidArgument names `arg`.

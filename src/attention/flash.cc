@@ -75,10 +75,9 @@ void FlashAttention(const AttentionParams& params, const TensorView& q, const Te
   flash_internal::RunForward(Setup(params, q, k, v, out, options), q, k, v, out, options, ctx);
 }
 
-void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q,
-                           const TensorView& k, const TensorView& v, const TensorView& out,
-                           const TensorView& lse, const FlashAttentionOptions& options,
-                           const Context& ctx) {
+void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& out, const TensorView& lse,
+                           const FlashAttentionOptions& options, const Context& ctx) {
   Problem p = Setup(params, q, k, v, out, options);
   flash_internal::SetLseOutput(p, lse, q, k, v, out);
   flash_internal::RunForward(p, q, k, v, out, options, ctx);

@@ -104,9 +104,12 @@ BackwardCall Validate(const AttentionParams& params, const TensorView& q, const 
   const AttentionLayout L = params.layout;
   c.od = CheckAttentionTensor(out, L, "out", d.batch, d.query_len, d.heads, d.value_dim, false);
   c.dod = CheckAttentionTensor(dout, L, "dout", d.batch, d.query_len, d.heads, d.value_dim, false);
-  c.dqd = CheckAttentionTensor(g.dq, L, "grads.dq", d.batch, d.query_len, d.heads, d.head_dim, true);
-  c.dkd = CheckAttentionTensor(g.dk, L, "grads.dk", d.batch, d.key_len, d.kv_heads, d.head_dim, true);
-  c.dvd = CheckAttentionTensor(g.dv, L, "grads.dv", d.batch, d.key_len, d.kv_heads, d.value_dim, true);
+  c.dqd =
+      CheckAttentionTensor(g.dq, L, "grads.dq", d.batch, d.query_len, d.heads, d.head_dim, true);
+  c.dkd =
+      CheckAttentionTensor(g.dk, L, "grads.dk", d.batch, d.key_len, d.kv_heads, d.head_dim, true);
+  c.dvd =
+      CheckAttentionTensor(g.dv, L, "grads.dv", d.batch, d.key_len, d.kv_heads, d.value_dim, true);
   std::vector<std::pair<TensorView, std::string>> inputs = {
       {q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {dout, "dout"}};
   if (lse.data != nullptr) {

@@ -86,8 +86,8 @@ struct RowOps {
     }
     return mx;
   }
-  void PVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
-                std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc) const {
+  void PVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq, std::int64_t nk,
+                std::int64_t ldv, const float* alpha, float* acc) const {
     if (simd) return kernels::simd::FlashAccumulatePVScaled(p, ldp, v, nq, nk, ldv, alpha, acc);
     for (std::int64_t i = 0; i < nq; ++i) {
       float* a = acc + i * ldv;
@@ -143,8 +143,8 @@ ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
 
 // Packs key tile t of unit (segment s, kv head hk) at dst.
 void PackKeyTile(const Problem& p, const ForwardPlan& plan, const Segment& s, std::int64_t tile,
-                 std::int64_t t, std::int64_t hk, const TensorView& k, const TensorView& v,
-                 Work& w, const Context& serial, float* dst) {
+                 std::int64_t t, std::int64_t hk, const TensorView& k, const TensorView& v, Work& w,
+                 const Context& serial, float* dst) {
   const std::int64_t D = plan.D, ldk = plan.ldk, ldv = plan.ldv, j0 = t * plan.bk;
   const std::int64_t nk = std::min(plan.bk, s.nk - j0);
   LoadRows(k, p.kd, s.batch, hk, s.k0 + j0, nk, w.k.data(), D);
@@ -303,7 +303,8 @@ struct QueryTask {
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       const float* acc = w.acc.data() + i * plan.ldv;
       const std::int64_t row = s.q0 + i0 + i;
-      const std::int64_t base = s.batch * od.stride_batch + h * od.stride_head + row * od.stride_seq;
+      const std::int64_t base =
+          s.batch * od.stride_batch + h * od.stride_head + row * od.stride_seq;
       if (p.lse.data != nullptr) {  // log-sum-exp for the backward; -inf: no visible key
         p.lse.As<float>()[s.batch * p.lse.strides[0] + h * p.lse.strides[1] +
                           row * p.lse.strides[2]] =
@@ -339,13 +340,13 @@ std::size_t Locate(const std::vector<std::int64_t>& prefix, std::int64_t task) {
 }  // namespace
 
 void RunSegments(const Problem& p, const std::vector<Segment>& segs, const TensorView& q,
-                const TensorView& k, const TensorView& v, const TensorView& out,
-                const FlashAttentionOptions& options, const Context& ctx) {
+                 const TensorView& k, const TensorView& v, const TensorView& out,
+                 const FlashAttentionOptions& options, const Context& ctx) {
   // bfloat16 dot products need q and k that are bfloat16 values: inputs in
   // bfloat16 and no rotation in float32.
   const bool bf16 = ctx.backend() != Backend::kScalar && q.dtype == DType::kBFloat16 &&
-                    k.dtype == DType::kBFloat16 && p.rope == nullptr &&
-                    p.dims.head_dim % 2 == 0 && kernels::simd::FlashBf16DotAvailable();
+                    k.dtype == DType::kBFloat16 && p.rope == nullptr && p.dims.head_dim % 2 == 0 &&
+                    kernels::simd::FlashBf16DotAvailable();
   const ForwardPlan plan = MakePlan(p, segs, options, bf16);
   const std::int64_t group = p.dims.Group();
   // Units (segment, kv head) with queries, cut into groups under the budget.
@@ -418,9 +419,18 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
       const std::int64_t h = u.hk * group + local / q_tiles;
       // Last query tiles first: under a causal mask they see the most keys.
       const std::int64_t i0 = (q_tiles - 1 - local % q_tiles) * plan.bq;
-      QueryTask qt{p,  plan, s, static_cast<std::int64_t>(u.segment), h, i0,
-                   std::min(plan.bq, s.nq - i0), packed.data() + offset[ui], ops, rows,
-                   work[static_cast<std::size_t>(worker)], PositionRange{}};
+      QueryTask qt{p,
+                   plan,
+                   s,
+                   static_cast<std::int64_t>(u.segment),
+                   h,
+                   i0,
+                   std::min(plan.bq, s.nq - i0),
+                   packed.data() + offset[ui],
+                   ops,
+                   rows,
+                   work[static_cast<std::size_t>(worker)],
+                   PositionRange{}};
       RunQueryTile(qt, q, out, serial[static_cast<std::size_t>(worker)]);
     });
   }

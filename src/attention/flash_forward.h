@@ -28,7 +28,7 @@ struct Segment {
 // p, segments inside the views, nq == 0 allowed) and writes out (and
 // p.lse when its data is non-null, indexed [batch, head, q0 + i]).
 void RunSegments(const Problem& p, const std::vector<Segment>& segments, const TensorView& q,
-                const TensorView& k, const TensorView& v, const TensorView& out,
-                const FlashAttentionOptions& options, const Context& ctx);
+                 const TensorView& k, const TensorView& v, const TensorView& out,
+                 const FlashAttentionOptions& options, const Context& ctx);
 
 }  // namespace posenc::flash_internal

@@ -17,7 +17,8 @@ Problem SetupInputs(const AttentionParams& params, const TensorView& q, const Te
   if (!info.Fused()) {
     std::string reference_only;
     for (const SchemeInfo* s : RegisteredSchemes()) {
-      if (!s->Fused()) reference_only += (reference_only.empty() ? "" : ", ") + std::string(s->name);
+      if (!s->Fused())
+        reference_only += (reference_only.empty() ? "" : ", ") + std::string(s->name);
     }
     throw InvalidArgument(ArgMessage("scheme.kind", std::string(info.name),
                                      "one of " + SchemeNames(/*fused_only=*/true) +
@@ -94,8 +95,8 @@ void LoadRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, s
     } else {
       for (std::int64_t s = 0; s < n; ++s) {
         kernels::simd::FlashLoadRows(
-            storage, base + s * ad.stride_seq * static_cast<std::int64_t>(DTypeSize(view.dtype)),
-            0, 1, dim, dst + s * ld, dim);
+            storage, base + s * ad.stride_seq * static_cast<std::int64_t>(DTypeSize(view.dtype)), 0,
+            1, dim, dst + s * ld, dim);
       }
     }
     return;

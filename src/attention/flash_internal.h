@@ -150,8 +150,8 @@ class TileTerms {
   // True when Row returns windows of the distance table (no scratch): the
   // pointers of every row of the tile stay valid together.
   bool WindowsOnly() const { return table_ready_ && keys_consecutive_; }
-  std::int64_t table_lo() const { return lo_; }      // first tabulated distance r - p
-  std::int64_t table_size() const { return n_; }     // number of tabulated distances
+  std::int64_t table_lo() const { return lo_; }   // first tabulated distance r - p
+  std::int64_t table_size() const { return n_; }  // number of tabulated distances
   std::int64_t capacity() const { return cap_; }
 
  private:
@@ -178,8 +178,8 @@ struct TileOps {
   bool simd = true;
 
   // S[i, j] = sum_x Q[i, x] * KT[x, j], [nq, D] (row stride ldq) x [D, ld].
-  void Logits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
-              std::int64_t dim, std::int64_t ld, float* s) const {
+  void Logits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq, std::int64_t dim,
+              std::int64_t ld, float* s) const {
     if (simd) return kernels::simd::FlashTileLogits(q, ldq, kt, nq, dim, ld, s);
     for (std::int64_t i = 0; i < nq; ++i) {
       float* row = s + i * ld;

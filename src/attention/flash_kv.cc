@@ -16,8 +16,9 @@ namespace posenc {
 
 void ShiftRopeKeys(const RopeParams& params, const TensorView& k, AttentionLayout layout,
                    std::int64_t delta, const Context& ctx) {
-  Require(delta >= -kMaxPosition && delta <= kMaxPosition, "delta", delta,
-          "a shift in [-" + std::to_string(kMaxPosition) + ", " + std::to_string(kMaxPosition) + "]");
+  Require(
+      delta >= -kMaxPosition && delta <= kMaxPosition, "delta", delta,
+      "a shift in [-" + std::to_string(kMaxPosition) + ", " + std::to_string(kMaxPosition) + "]");
   ValidateRopeParams(params);
   const double factor = ResolveRopeFrequencies(params).attention_factor;
   Require(factor == 1.0, "params.frequencies.attention_factor", factor,

@@ -56,9 +56,9 @@ std::vector<double> Load(const TensorView& view, const AttentionDims& d) {
     for (std::int64_t h = 0; h < d.heads; ++h)
       for (std::int64_t s = 0; s < d.seq; ++s)
         for (std::int64_t x = 0; x < d.head_dim; ++x)
-          out[n++] = LoadAsDouble(view.data, view.dtype,
-                                  b * d.stride_batch + h * d.stride_head + s * d.stride_seq +
-                                      x * d.stride_dim);
+          out[n++] = LoadAsDouble(
+              view.data, view.dtype,
+              b * d.stride_batch + h * d.stride_head + s * d.stride_seq + x * d.stride_dim);
   return out;
 }
 
@@ -68,10 +68,10 @@ void Store(const std::vector<double>& values, const TensorView& view, const Atte
     for (std::int64_t h = 0; h < d.heads; ++h)
       for (std::int64_t s = 0; s < d.seq; ++s)
         for (std::int64_t x = 0; x < d.head_dim; ++x)
-          StoreFromDouble(view.data, view.dtype,
-                          b * d.stride_batch + h * d.stride_head + s * d.stride_seq +
-                              x * d.stride_dim,
-                          values[n++]);
+          StoreFromDouble(
+              view.data, view.dtype,
+              b * d.stride_batch + h * d.stride_head + s * d.stride_seq + x * d.stride_dim,
+              values[n++]);
 }
 
 // Everything one call needs, validated and converted to float64.
@@ -94,7 +94,8 @@ struct Problem {
     return window == 0 || std::llabs(p - r) < window;
   }
   const double* Q(std::int64_t b, std::int64_t h, std::int64_t i) const {
-    return &q[static_cast<std::size_t>(((b * dims.heads + h) * dims.query_len + i) * dims.head_dim)];
+    return &q[static_cast<std::size_t>(((b * dims.heads + h) * dims.query_len + i) *
+                                       dims.head_dim)];
   }
   std::size_t KIndex(std::int64_t b, std::int64_t h, std::int64_t j, std::int64_t dim) const {
     const std::int64_t hk = h / dims.Group();
@@ -133,7 +134,8 @@ Problem Setup(const AttentionParams& params, const TensorView& q, const TensorVi
   p.kpos.resize(static_cast<std::size_t>(d.batch * d.key_len));
   for (std::int64_t b = 0; b < d.batch; ++b) {
     for (std::int64_t i = 0; i < d.query_len; ++i)
-      p.qpos[static_cast<std::size_t>(b * d.query_len + i)] = p.query_positions.At(b, i, d.query_len);
+      p.qpos[static_cast<std::size_t>(b * d.query_len + i)] =
+          p.query_positions.At(b, i, d.query_len);
     for (std::int64_t j = 0; j < d.key_len; ++j)
       p.kpos[static_cast<std::size_t>(b * d.key_len + j)] = p.key_positions.At(b, j, d.key_len);
   }
@@ -150,10 +152,12 @@ Problem Setup(const AttentionParams& params, const TensorView& q, const TensorVi
   if (const RopeParams* rope = p.policy->rotation(); rope != nullptr) {
     // Rotated float64 copies, in [B, H, S, D] (the bhsd layout).
     ApplyRope(*rope,
-              TensorView::Contiguous(p.q.data(), DType::kFloat64, {d.batch, d.heads, d.query_len, d.head_dim}),
+              TensorView::Contiguous(p.q.data(), DType::kFloat64,
+                                     {d.batch, d.heads, d.query_len, d.head_dim}),
               AttentionLayout::kBHSD, p.query_positions);
     ApplyRope(*rope,
-              TensorView::Contiguous(p.k.data(), DType::kFloat64, {d.batch, d.kv_heads, d.key_len, d.head_dim}),
+              TensorView::Contiguous(p.k.data(), DType::kFloat64,
+                                     {d.batch, d.kv_heads, d.key_len, d.head_dim}),
               AttentionLayout::kBHSD, p.key_positions);
   }
   return p;
@@ -219,8 +223,8 @@ void AttentionReference(const AttentionParams& params, const TensorView& q, cons
                         const Context& ctx) {
   Problem p = Setup(params, q, k, v);
   const Dims& d = p.dims;
-  const AttentionDims od =
-      CheckAttentionTensor(out, params.layout, "out", d.batch, d.query_len, d.heads, d.value_dim, /*writable=*/true);
+  const AttentionDims od = CheckAttentionTensor(out, params.layout, "out", d.batch, d.query_len,
+                                                d.heads, d.value_dim, /*writable=*/true);
   for (const auto& [in, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
     RequireNoOverlap(out, "out", *in, name, /*inplace_allowed=*/false);
   }
@@ -229,8 +233,9 @@ void AttentionReference(const AttentionParams& params, const TensorView& q, cons
     Require(probs->shape[0] == d.batch && probs->shape[1] == d.heads &&
                 probs->shape[2] == d.query_len && probs->shape[3] == d.key_len,
             "probs", probs->Describe(),
-            "[batch, heads, Sq, Sk] = [" + std::to_string(d.batch) + ", " + std::to_string(d.heads) +
-                ", " + std::to_string(d.query_len) + ", " + std::to_string(d.key_len) + "]");
+            "[batch, heads, Sq, Sk] = [" + std::to_string(d.batch) + ", " +
+                std::to_string(d.heads) + ", " + std::to_string(d.query_len) + ", " +
+                std::to_string(d.key_len) + "]");
     RequireNoOverlap(*probs, "probs", out, "out", false);
     for (const auto& [in, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
       RequireNoOverlap(*probs, "probs", *in, name, false);
@@ -245,10 +250,12 @@ void AttentionReference(const AttentionParams& params, const TensorView& q, cons
       if (RowProbs(p, b, h, i, row)) AccumulateValues(p, b, h, i, row, acc.data());
       const std::int64_t base = b * od.stride_batch + h * od.stride_head + i * od.stride_seq;
       for (std::int64_t x = 0; x < d.value_dim; ++x) {
-        StoreFromDouble(out.data, out.dtype, base + x * od.stride_dim, acc[static_cast<std::size_t>(x)]);
+        StoreFromDouble(out.data, out.dtype, base + x * od.stride_dim,
+                        acc[static_cast<std::size_t>(x)]);
       }
       if (probs != nullptr) {
-        const std::int64_t pb = b * probs->strides[0] + h * probs->strides[1] + i * probs->strides[2];
+        const std::int64_t pb =
+            b * probs->strides[0] + h * probs->strides[1] + i * probs->strides[2];
         for (std::int64_t j = 0; j < d.key_len; ++j) {
           StoreFromDouble(probs->data, probs->dtype, pb + j * probs->strides[3],
                           row[static_cast<std::size_t>(j)]);
@@ -267,9 +274,15 @@ void AttentionReferenceBackward(const AttentionParams& params, const TensorView&
   Require(dod.batch == d.batch && dod.seq == d.query_len && dod.heads == d.heads &&
               dod.head_dim == d.value_dim,
           "dout", dout.Describe(), "the shape of out ([batch, Sq, H, Dv] in the layout)");
-  const AttentionDims dqd = CheckAttentionTensor(grads.dq, params.layout, "grads.dq", d.batch, d.query_len, d.heads, d.head_dim, /*writable=*/true);
-  const AttentionDims dkd = CheckAttentionTensor(grads.dk, params.layout, "grads.dk", d.batch, d.key_len, d.kv_heads, d.head_dim, /*writable=*/true);
-  const AttentionDims dvd = CheckAttentionTensor(grads.dv, params.layout, "grads.dv", d.batch, d.key_len, d.kv_heads, d.value_dim, /*writable=*/true);
+  const AttentionDims dqd =
+      CheckAttentionTensor(grads.dq, params.layout, "grads.dq", d.batch, d.query_len, d.heads,
+                           d.head_dim, /*writable=*/true);
+  const AttentionDims dkd =
+      CheckAttentionTensor(grads.dk, params.layout, "grads.dk", d.batch, d.key_len, d.kv_heads,
+                           d.head_dim, /*writable=*/true);
+  const AttentionDims dvd =
+      CheckAttentionTensor(grads.dv, params.layout, "grads.dv", d.batch, d.key_len, d.kv_heads,
+                           d.value_dim, /*writable=*/true);
   std::vector<std::string> labels;
   const std::vector<TensorView> table_views =
       attention_internal::CheckSchemeGrads(*p.policy, grads, &labels);
@@ -312,7 +325,8 @@ void AttentionReferenceBackward(const AttentionParams& params, const TensorView&
             dqi[x] += g * p.k[kj + static_cast<std::size_t>(x)];
             dk[kj + static_cast<std::size_t>(x)] += g * row.q[x];
           }
-          for (std::int64_t x = 0; x < d.value_dim; ++x) dv[vj + static_cast<std::size_t>(x)] += pj * go[x];
+          for (std::int64_t x = 0; x < d.value_dim; ++x)
+            dv[vj + static_cast<std::size_t>(x)] += pj * go[x];
         }
         // The scheme's terms: content gradients (unscaled, like dS k) and its tables.
         std::fill(dq_terms.begin(), dq_terms.end(), 0.0);
@@ -328,10 +342,12 @@ void AttentionReferenceBackward(const AttentionParams& params, const TensorView&
   }
   if (const RopeParams* rope = p.policy->rotation(); rope != nullptr) {
     ApplyRope(*rope,
-              TensorView::Contiguous(dq.data(), DType::kFloat64, {d.batch, d.heads, d.query_len, d.head_dim}),
+              TensorView::Contiguous(dq.data(), DType::kFloat64,
+                                     {d.batch, d.heads, d.query_len, d.head_dim}),
               AttentionLayout::kBHSD, p.query_positions, RopeDirection::kInverse);
     ApplyRope(*rope,
-              TensorView::Contiguous(dk.data(), DType::kFloat64, {d.batch, d.kv_heads, d.key_len, d.head_dim}),
+              TensorView::Contiguous(dk.data(), DType::kFloat64,
+                                     {d.batch, d.kv_heads, d.key_len, d.head_dim}),
               AttentionLayout::kBHSD, p.key_positions, RopeDirection::kInverse);
   }
   Store(dq, grads.dq, dqd);

@@ -50,8 +50,8 @@ struct SchemeRow {
   const T* q = nullptr;                // query row (rotated for RoPE), D entries
   const std::int64_t* kpos = nullptr;  // key positions, nk entries
   std::int64_t nk = 0;
-  const T* k = nullptr;        // key rows (row j at k + j * k_stride); reference only,
-  std::int64_t k_stride = 0;   // null in the fused kernels (their schemes never read k)
+  const T* k = nullptr;       // key rows (row j at k + j * k_stride); reference only,
+  std::int64_t k_stride = 0;  // null in the fused kernels (their schemes never read k)
 };
 
 // Per-worker float64 sums of the gradients of a scheme's trainable tensors,
@@ -157,7 +157,9 @@ class SchemeImpl : public SchemePolicy {
   }
   void DistanceGrad(std::int64_t h, std::int64_t pmin, std::int64_t d0, std::int64_t n,
                     const double* g, SchemeGradSums& sums) const override {
-    if constexpr (requires(const Derived& d, SchemeGradSums& s) { d.BiasGradAt(0, 0, 0, 0.0, s); }) {
+    if constexpr (requires(const Derived& d, SchemeGradSums& s) {
+                    d.BiasGradAt(0, 0, 0, 0.0, s);
+                  }) {
       for (std::int64_t t = 0; t < n; ++t) {
         if (g[t] != 0.0) self().BiasGradAt(h, pmin, pmin + d0 + t, g[t], sums);
       }
@@ -165,24 +167,24 @@ class SchemeImpl : public SchemePolicy {
       SchemePolicy::DistanceGrad(h, pmin, d0, n, g, sums);
     }
   }
-  void AddValues(const SchemeRow<float>& r, const float* p, float* a) const final { ImplValues(r, p, a); }
+  void AddValues(const SchemeRow<float>& r, const float* p, float* a) const final {
+    ImplValues(r, p, a);
+  }
   void AddValues(const SchemeRow<double>& r, const double* p, double* a) const final {
     ImplValues(r, p, a);
   }
   void ValueGradRow(const SchemeRow<float>& r, const float* g, double d, float* dp) const final {
     ImplValueGrad(r, g, d, dp);
   }
-  void ValueGradRow(const SchemeRow<double>& r, const double* g, double d,
-                    double* dp) const final {
+  void ValueGradRow(const SchemeRow<double>& r, const double* g, double d, double* dp) const final {
     ImplValueGrad(r, g, d, dp);
   }
   void BackwardRow(const SchemeRow<float>& r, const float* p, const float* ds, const float* g,
                    float s, float* dq, float* dk, SchemeGradSums& sums) const final {
     ImplBack(r, p, ds, g, s, dq, dk, sums);
   }
-  void BackwardRow(const SchemeRow<double>& r, const double* p, const double* ds,
-                   const double* g, double s, double* dq, double* dk,
-                   SchemeGradSums& sums) const final {
+  void BackwardRow(const SchemeRow<double>& r, const double* p, const double* ds, const double* g,
+                   double s, double* dq, double* dk, SchemeGradSums& sums) const final {
     ImplBack(r, p, ds, g, s, dq, dk, sums);
   }
 
@@ -219,7 +221,7 @@ class SchemeImpl : public SchemePolicy {
   }
   template <typename T>
   void ImplBack(const SchemeRow<T>& r, const T* p, const T* ds, const T* g, T scale, T* dq, T* dk,
-            SchemeGradSums& sums) const {
+                SchemeGradSums& sums) const {
     if constexpr (requires(const Derived& d) {
                     d.template Backward<T>(r, p, ds, g, scale, dq, dk, sums);
                   }) {
@@ -244,10 +246,10 @@ struct SchemeEntry {
 // Defines the registry entry of scheme NAME (inside namespace
 // posenc::attention_internal, in src/attention/schemes/NAME.cc); the
 // registry lists NAME once (src/attention/scheme_registry.cc).
-#define POSENC_REGISTER_SCHEME(NAME, ...)                 \
-  const SchemeEntry& SchemeEntry_##NAME() {               \
-    static const SchemeEntry entry{__VA_ARGS__};          \
-    return entry;                                         \
+#define POSENC_REGISTER_SCHEME(NAME, ...)        \
+  const SchemeEntry& SchemeEntry_##NAME() {      \
+    static const SchemeEntry entry{__VA_ARGS__}; \
+    return entry;                                \
   }
 
 // Reads and validates the named arguments of one scheme against its
@@ -257,7 +259,7 @@ class SchemeArgReader {
  public:
   SchemeArgReader(const SchemeInfo& info, const SchemeArgs& args);
 
-  std::string Name(std::string_view arg) const;  // "scheme.<scheme>.<arg>"
+  std::string Name(std::string_view arg) const;          // "scheme.<scheme>.<arg>"
   const TensorView* Tensor(std::string_view arg) const;  // null when absent
   const TensorView& RequiredTensor(std::string_view arg) const;
   double Number(std::string_view arg, double fallback) const;

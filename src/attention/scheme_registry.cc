@@ -136,8 +136,8 @@ SchemeArgReader::SchemeArgReader(const SchemeInfo& info, const SchemeArgs& args)
   for (const auto& [name, value] : args.entries()) {
     const SchemeArgDecl* decl = info.FindArg(name);
     Require(decl != nullptr, "scheme argument", name,
-            "one of the " + std::string(info.name) + " arguments: " +
-                (allowed.empty() ? std::string("(none)") : allowed));
+            "one of the " + std::string(info.name) +
+                " arguments: " + (allowed.empty() ? std::string("(none)") : allowed));
     const bool numeric_ok =
         (decl->type == SchemeArgType::kNumber && value.type == SchemeArgType::kInteger) ||
         (decl->type == SchemeArgType::kInteger && value.type == SchemeArgType::kNumber &&
@@ -207,9 +207,8 @@ std::vector<double> SchemeArgReader::Table(std::string_view arg,
 // ---- Resolution ----
 
 std::string_view SchemeName(const PositionScheme& scheme) {
-  return scheme.kind == PositionScheme::Kind::kRegistered
-             ? std::string_view(scheme.name)
-             : PositionSchemeKindName(scheme.kind);
+  return scheme.kind == PositionScheme::Kind::kRegistered ? std::string_view(scheme.name)
+                                                          : PositionSchemeKindName(scheme.kind);
 }
 
 std::unique_ptr<SchemePolicy> ResolveScheme(const PositionScheme& scheme, const SchemeCall& call) {
@@ -226,10 +225,9 @@ std::unique_ptr<SchemePolicy> ResolveScheme(const PositionScheme& scheme, const 
 double SchemeDefaultScale(const PositionScheme& scheme, std::int64_t head_dim) {
   const SchemeEntry& entry = FindEntry(SchemeName(scheme), "scheme.name");
   if (entry.default_scale != nullptr) {
-    return entry.default_scale(scheme.kind == PositionScheme::Kind::kRegistered
-                                   ? scheme.args
-                                   : TypedSchemeArgs(scheme),
-                               head_dim);
+    return entry.default_scale(
+        scheme.kind == PositionScheme::Kind::kRegistered ? scheme.args : TypedSchemeArgs(scheme),
+        head_dim);
   }
   return 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
@@ -323,21 +321,30 @@ void StoreSchemeGrads(const SchemePolicy& policy, std::span<const SchemeGradSums
 
 std::string_view SchemeTermName(SchemeTerm term) {
   switch (term) {
-    case SchemeTerm::kRotation: return "rotation";
-    case SchemeTerm::kBias: return "bias";
-    case SchemeTerm::kLogit: return "logit";
-    case SchemeTerm::kValue: return "value";
+    case SchemeTerm::kRotation:
+      return "rotation";
+    case SchemeTerm::kBias:
+      return "bias";
+    case SchemeTerm::kLogit:
+      return "logit";
+    case SchemeTerm::kValue:
+      return "value";
   }
   return "?";
 }
 
 std::string_view SchemeArgTypeName(SchemeArgType type) {
   switch (type) {
-    case SchemeArgType::kTensor: return "tensor";
-    case SchemeArgType::kNumber: return "number";
-    case SchemeArgType::kInteger: return "integer";
-    case SchemeArgType::kText: return "text";
-    case SchemeArgType::kFlag: return "flag";
+    case SchemeArgType::kTensor:
+      return "tensor";
+    case SchemeArgType::kNumber:
+      return "number";
+    case SchemeArgType::kInteger:
+      return "integer";
+    case SchemeArgType::kText:
+      return "text";
+    case SchemeArgType::kFlag:
+      return "flag";
   }
   return "?";
 }

@@ -13,21 +13,30 @@ namespace posenc {
 
 namespace {
 using Kind = PositionScheme::Kind;
-constexpr Kind kKinds[] = {Kind::kNone, Kind::kAbsolute, Kind::kRope, Kind::kAlibi,
+constexpr Kind kKinds[] = {Kind::kNone, Kind::kAbsolute, Kind::kRope,          Kind::kAlibi,
                            Kind::kT5,   Kind::kShaw,     Kind::kTransformerXL, Kind::kDeBERTa};
 }  // namespace
 
 std::string_view PositionSchemeKindName(PositionScheme::Kind kind) {
   switch (kind) {
-    case Kind::kNone: return "none";
-    case Kind::kAbsolute: return "absolute";
-    case Kind::kRope: return "rope";
-    case Kind::kAlibi: return "alibi";
-    case Kind::kT5: return "t5";
-    case Kind::kShaw: return "shaw";
-    case Kind::kTransformerXL: return "transformer_xl";
-    case Kind::kDeBERTa: return "deberta";
-    case Kind::kRegistered: return "registered";
+    case Kind::kNone:
+      return "none";
+    case Kind::kAbsolute:
+      return "absolute";
+    case Kind::kRope:
+      return "rope";
+    case Kind::kAlibi:
+      return "alibi";
+    case Kind::kT5:
+      return "t5";
+    case Kind::kShaw:
+      return "shaw";
+    case Kind::kTransformerXL:
+      return "transformer_xl";
+    case Kind::kDeBERTa:
+      return "deberta";
+    case Kind::kRegistered:
+      return "registered";
   }
   return "?";
 }
@@ -36,9 +45,9 @@ PositionScheme::Kind ParsePositionSchemeKind(std::string_view text, std::string_
   for (Kind k : kKinds) {
     if (text == PositionSchemeKindName(k)) return k;
   }
-  throw InvalidArgument(ArgMessage(
-      arg, std::string(text),
-      "one of none, absolute, rope, alibi, t5, shaw, transformer_xl, deberta"));
+  throw InvalidArgument(
+      ArgMessage(arg, std::string(text),
+                 "one of none, absolute, rope, alibi, t5, shaw, transformer_xl, deberta"));
 }
 
 PositionScheme PositionScheme::Registered(std::string_view name, SchemeArgs args) {
@@ -86,8 +95,7 @@ PositionScheme PositionScheme::FromShaw(const ShawParams& params, const TensorVi
 }
 
 PositionScheme PositionScheme::FromTransformerXL(const TensorView& r_w_bias,
-                                                 const TensorView& r_r_bias,
-                                                 const TensorView& rw) {
+                                                 const TensorView& r_r_bias, const TensorView& rw) {
   PositionScheme s;
   s.kind = Kind::kTransformerXL;
   s.transformer_xl = {r_w_bias, r_r_bias, rw};
@@ -142,8 +150,8 @@ SchemeArgs TypedSchemeArgs(const PositionScheme& s) {
     case Kind::kT5: {
       const T5BiasTable* t = s.t5.table;
       Require(t != nullptr, "scheme.t5.table", "null", "a T5BiasTable");
-      a.Tensor("table", TensorView::Contiguous(t->data(), DType::kFloat32,
-                                               {t->num_buckets(), t->heads()}));
+      a.Tensor("table",
+               TensorView::Contiguous(t->data(), DType::kFloat32, {t->num_buckets(), t->heads()}));
       a.Integer("max_distance", t->bucketer().params().max_distance);
       a.Flag("bidirectional", t->bucketer().params().direction == T5Direction::kBidirectional);
       break;

@@ -23,8 +23,10 @@ namespace posenc {
 
 std::string_view AlibiSlopeConventionName(AlibiSlopeConvention c) {
   switch (c) {
-    case AlibiSlopeConvention::kReference: return "reference";
-    case AlibiSlopeConvention::kBloomFloat32: return "bloom_float32";
+    case AlibiSlopeConvention::kReference:
+      return "reference";
+    case AlibiSlopeConvention::kBloomFloat32:
+      return "bloom_float32";
   }
   return "?";
 }
@@ -37,8 +39,10 @@ AlibiSlopeConvention ParseAlibiSlopeConvention(std::string_view text, std::strin
 
 std::string_view AlibiFormName(AlibiForm form) {
   switch (form) {
-    case AlibiForm::kCausal: return "causal";
-    case AlibiForm::kSymmetric: return "symmetric";
+    case AlibiForm::kCausal:
+      return "causal";
+    case AlibiForm::kSymmetric:
+      return "symmetric";
   }
   return "?";
 }
@@ -77,9 +81,9 @@ std::vector<double> AlibiSlopes(const AlibiParams& params) {
     // m0^(h+1) = 2^(-max_bias*(h+1)/n): one exp2 of the exact exponent is
     // correctly rounded to within 1 ulp, unlike repeated multiplication.
     for (std::int64_t h = 0; h < heads; ++h) {
-      const double exponent = h < n ? static_cast<double>(h + 1) * params.max_bias / nd
-                                    : static_cast<double>(2 * (h - n) + 1) *
-                                          (params.max_bias / 2.0) / nd;
+      const double exponent =
+          h < n ? static_cast<double>(h + 1) * params.max_bias / nd
+                : static_cast<double>(2 * (h - n) + 1) * (params.max_bias / 2.0) / nd;
       slopes[static_cast<std::size_t>(h)] = std::exp2(-exponent);
     }
     return slopes;
@@ -96,8 +100,7 @@ std::vector<double> AlibiSlopes(const AlibiParams& params) {
   return slopes;
 }
 
-double AlibiBiasValue(double slope, AlibiForm form, std::int64_t query_pos,
-                      std::int64_t key_pos) {
+double AlibiBiasValue(double slope, AlibiForm form, std::int64_t query_pos, std::int64_t key_pos) {
   const std::int64_t distance = query_pos - key_pos;
   if (form == AlibiForm::kCausal) {
     if (distance < 0) return -std::numeric_limits<double>::infinity();
@@ -160,23 +163,26 @@ void AlibiBiasTile(const std::vector<double>& slopes, const AlibiGeometry& geome
   const auto heads = static_cast<std::int64_t>(slopes.size());
   Require(tile.head >= 0 && tile.head < heads, "tile.head", tile.head,
           "a head in [0, " + std::to_string(heads) + ")");
-  Require(tile.row_begin >= 0 && tile.row_begin < tile.row_end &&
-              tile.row_end <= geometry.query_len,
-          "tile rows", RangeText(tile.row_begin, tile.row_end),
-          "a non-empty range within [0, query_len = " + std::to_string(geometry.query_len) + ")");
-  Require(tile.col_begin >= 0 && tile.col_begin < tile.col_end &&
-              tile.col_end <= geometry.key_len,
+  Require(
+      tile.row_begin >= 0 && tile.row_begin < tile.row_end && tile.row_end <= geometry.query_len,
+      "tile rows", RangeText(tile.row_begin, tile.row_end),
+      "a non-empty range within [0, query_len = " + std::to_string(geometry.query_len) + ")");
+  Require(tile.col_begin >= 0 && tile.col_begin < tile.col_end && tile.col_end <= geometry.key_len,
           "tile cols", RangeText(tile.col_begin, tile.col_end),
           "a non-empty range within [0, key_len = " + std::to_string(geometry.key_len) + ")");
   ValidateView(out, "out", 2, /*writable=*/true);
   const std::int64_t rows = tile.row_end - tile.row_begin, cols = tile.col_end - tile.col_begin;
   Require(out.shape[0] == rows && out.shape[1] == cols, "out", out.Describe(),
           "shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] (the tile)");
-  if (ctx.backend() != Backend::kScalar && kernels::simd::BiasSupported(out.dtype, out.strides[1])) {
-    const kernels::simd::AlibiRowsSpec spec{&slopes[static_cast<std::size_t>(tile.head)], 1,
+  if (ctx.backend() != Backend::kScalar &&
+      kernels::simd::BiasSupported(out.dtype, out.strides[1])) {
+    const kernels::simd::AlibiRowsSpec spec{&slopes[static_cast<std::size_t>(tile.head)],
+                                            1,
                                             KernelMask(geometry.form),
                                             geometry.key_len - geometry.query_len + tile.row_begin,
-                                            rows, tile.col_begin, cols};
+                                            rows,
+                                            tile.col_begin,
+                                            cols};
     kernels::simd::AlibiRows(spec, out.data, out.dtype, 0, out.strides[0], ctx);  // SIMD fast path
     return;
   }
@@ -193,21 +199,22 @@ void AlibiBiasMatrix(const std::vector<double>& slopes, const AlibiGeometry& geo
   Require(out.shape[0] == heads && out.shape[1] == geometry.query_len &&
               out.shape[2] == geometry.key_len,
           "out", out.Describe(),
-          "shape [heads = " + std::to_string(heads) + ", query_len = " +
-              std::to_string(geometry.query_len) + ", key_len = " +
-              std::to_string(geometry.key_len) + "]");
-  if (ctx.backend() != Backend::kScalar && kernels::simd::BiasSupported(out.dtype, out.strides[2])) {
-    const kernels::simd::AlibiRowsSpec spec{slopes.data(), heads, KernelMask(geometry.form),
-                                            geometry.key_len - geometry.query_len,
-                                            geometry.query_len, 0, geometry.key_len};
+          "shape [heads = " + std::to_string(heads) +
+              ", query_len = " + std::to_string(geometry.query_len) +
+              ", key_len = " + std::to_string(geometry.key_len) + "]");
+  if (ctx.backend() != Backend::kScalar &&
+      kernels::simd::BiasSupported(out.dtype, out.strides[2])) {
+    const kernels::simd::AlibiRowsSpec spec{
+        slopes.data(),      heads, KernelMask(geometry.form), geometry.key_len - geometry.query_len,
+        geometry.query_len, 0,     geometry.key_len};
     kernels::simd::AlibiRows(spec, out.data, out.dtype, out.strides[0], out.strides[1],
                              ctx);  // SIMD fast path
     return;
   }
   const std::size_t elem = DTypeSize(out.dtype);
   ctx.ParallelFor(heads, [&](std::int64_t h, int) {
-    void* base = static_cast<char*>(out.data) +
-                 h * out.strides[0] * static_cast<std::int64_t>(elem);
+    void* base =
+        static_cast<char*>(out.data) + h * out.strides[0] * static_cast<std::int64_t>(elem);
     FillTile(slopes[static_cast<std::size_t>(h)], geometry, 0, geometry.query_len, 0,
              geometry.key_len, base, out.dtype, out.strides[1], out.strides[2]);
   });
@@ -227,8 +234,8 @@ void BloomAlibiTensor(const std::vector<double>& slopes, const std::int64_t* att
   const auto heads = static_cast<std::int64_t>(slopes.size());
   Require(out.shape[0] == batch * heads && out.shape[1] == 1 && out.shape[2] == seq, "out",
           out.Describe(),
-          "shape [batch*heads = " + std::to_string(batch * heads) + ", 1, seq = " +
-              std::to_string(seq) + "]");
+          "shape [batch*heads = " + std::to_string(batch * heads) +
+              ", 1, seq = " + std::to_string(seq) + "]");
   for (std::int64_t b = 0; b < batch; ++b) {
     std::int64_t cumsum = 0;
     for (std::int64_t j = 0; j < seq; ++j) {

@@ -20,10 +20,14 @@ namespace posenc {
 
 std::string_view StreamKernelName(StreamKernel kernel) {
   switch (kernel) {
-    case StreamKernel::kReadModifyWrite: return "rmw";
-    case StreamKernel::kCopy: return "copy";
-    case StreamKernel::kWrite: return "write";
-    case StreamKernel::kRead: return "read";
+    case StreamKernel::kReadModifyWrite:
+      return "rmw";
+    case StreamKernel::kCopy:
+      return "copy";
+    case StreamKernel::kWrite:
+      return "write";
+    case StreamKernel::kRead:
+      return "read";
   }
   return "?";
 }
@@ -50,9 +54,12 @@ void RunStreamKernel(StreamKernel kernel, float* a, const float* b, std::int64_t
 
 std::string_view ComputeKernelName(ComputeKernel kernel) {
   switch (kernel) {
-    case ComputeKernel::kFloat32Fma: return "float32_fma";
-    case ComputeKernel::kBFloat16Dot: return "bfloat16_dot";
-    case ComputeKernel::kAmxBFloat16: return "amx_bfloat16";
+    case ComputeKernel::kFloat32Fma:
+      return "float32_fma";
+    case ComputeKernel::kBFloat16Dot:
+      return "bfloat16_dot";
+    case ComputeKernel::kAmxBFloat16:
+      return "amx_bfloat16";
   }
   return "?";
 }
@@ -63,9 +70,12 @@ std::string_view ComputeKernelDType(ComputeKernel kernel) {
 
 bool ComputeKernelAvailable(ComputeKernel kernel) {
   switch (kernel) {
-    case ComputeKernel::kFloat32Fma: return true;
-    case ComputeKernel::kBFloat16Dot: return kernels::simd::CpuHasAvx512Bf16();
-    case ComputeKernel::kAmxBFloat16: return kernels::simd::AmxAvailable();
+    case ComputeKernel::kFloat32Fma:
+      return true;
+    case ComputeKernel::kBFloat16Dot:
+      return kernels::simd::CpuHasAvx512Bf16();
+    case ComputeKernel::kAmxBFloat16:
+      return kernels::simd::AmxAvailable();
   }
   return false;
 }
@@ -87,9 +97,15 @@ double RunComputeKernel(ComputeKernel kernel, std::int64_t iterations, const Con
   ctx.ParallelFor(tasks, [&](std::int64_t task, int) {
     double& f = flops[static_cast<std::size_t>(task)];
     switch (kernel) {
-      case ComputeKernel::kFloat32Fma: f = kernels::simd::ComputeFloat32Fma(per_task); break;
-      case ComputeKernel::kBFloat16Dot: f = kernels::simd::ComputeBf16Dot(per_task); break;
-      case ComputeKernel::kAmxBFloat16: f = kernels::simd::ComputeAmxBf16(per_task); break;
+      case ComputeKernel::kFloat32Fma:
+        f = kernels::simd::ComputeFloat32Fma(per_task);
+        break;
+      case ComputeKernel::kBFloat16Dot:
+        f = kernels::simd::ComputeBf16Dot(per_task);
+        break;
+      case ComputeKernel::kAmxBFloat16:
+        f = kernels::simd::ComputeAmxBf16(per_task);
+        break;
     }
   });
   double total = 0.0;

@@ -16,10 +16,14 @@ namespace posenc {
 
 std::string_view DebertaPosAttTypeName(DebertaPosAttType t) {
   switch (t) {
-    case DebertaPosAttType::kNone: return "none";
-    case DebertaPosAttType::kC2P: return "c2p";
-    case DebertaPosAttType::kP2C: return "p2c";
-    case DebertaPosAttType::kC2PAndP2C: return "c2p|p2c";
+    case DebertaPosAttType::kNone:
+      return "none";
+    case DebertaPosAttType::kC2P:
+      return "c2p";
+    case DebertaPosAttType::kP2C:
+      return "p2c";
+    case DebertaPosAttType::kC2PAndP2C:
+      return "c2p|p2c";
   }
   return "?";
 }
@@ -141,11 +145,13 @@ std::int64_t Clamp(std::int64_t x, std::int64_t lo, std::int64_t hi) {
 }
 }  // namespace
 
-std::int64_t DebertaRelative::C2PIndex(std::int64_t query_pos, std::int64_t key_pos) const noexcept {
+std::int64_t DebertaRelative::C2PIndex(std::int64_t query_pos,
+                                       std::int64_t key_pos) const noexcept {
   return Clamp(bucketer_.Bucket(query_pos - key_pos) + span_, 0, 2 * span_ - 1);
 }
 
-std::int64_t DebertaRelative::P2CIndex(std::int64_t query_pos, std::int64_t key_pos) const noexcept {
+std::int64_t DebertaRelative::P2CIndex(std::int64_t query_pos,
+                                       std::int64_t key_pos) const noexcept {
   // HF: p2c_pos = clamp(-r_pos + att_span), r_pos the bucketed position of
   // the key relative to the query. (HF builds r_pos with swapped bucket
   // arguments when query_len != key_len; see the header. We do not.)
@@ -189,11 +195,10 @@ void DebertaRelative::AddPositionTermsRow(const float* q, std::int64_t query_pos
                                           const float* pos_query, float* out) const noexcept {
   TermsRow(*this, q, query_pos, k, ld_k, key_pos, nk, pos_key, pos_query, out);
 }
-void DebertaRelative::AddPositionTermsRow(const double* q, std::int64_t query_pos,
-                                          const double* k, std::int64_t ld_k,
-                                          const std::int64_t* key_pos, std::int64_t nk,
-                                          const double* pos_key, const double* pos_query,
-                                          double* out) const noexcept {
+void DebertaRelative::AddPositionTermsRow(const double* q, std::int64_t query_pos, const double* k,
+                                          std::int64_t ld_k, const std::int64_t* key_pos,
+                                          std::int64_t nk, const double* pos_key,
+                                          const double* pos_query, double* out) const noexcept {
   TermsRow(*this, q, query_pos, k, ld_k, key_pos, nk, pos_key, pos_query, out);
 }
 

@@ -28,14 +28,12 @@ void CheckSizes(std::int64_t max_positions, std::int64_t dim) {
   Require(max_positions >= 1 && max_positions <= kMaxLearnedPositions, "max_positions",
           max_positions, "a row count in [1, 2^24]");
   Require(dim >= 1 && dim <= kMaxLearnedDim, "dim", dim, "a dimension in [1, 2^20]");
-  Require(max_positions * dim <= kMaxLearnedElements, "max_positions * dim",
-          max_positions * dim, "at most 2^31 elements");
+  Require(max_positions * dim <= kMaxLearnedElements, "max_positions * dim", max_positions * dim,
+          "at most 2^31 elements");
 }
 
 // Uniform double in [0, 1) from the top 53 bits of one 64-bit draw.
-double Uniform01(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
+double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 char* ElemPtr(const TensorView& v, std::int64_t offset) {
   return static_cast<char*>(v.data) + offset * static_cast<std::int64_t>(DTypeSize(v.dtype));
@@ -45,8 +43,10 @@ char* ElemPtr(const TensorView& v, std::int64_t offset) {
 
 std::string_view ResizeAlignmentName(ResizeAlignment a) {
   switch (a) {
-    case ResizeAlignment::kHalfPixel: return "half_pixel";
-    case ResizeAlignment::kCorners: return "corners";
+    case ResizeAlignment::kHalfPixel:
+      return "half_pixel";
+    case ResizeAlignment::kCorners:
+      return "corners";
   }
   return "?";
 }
@@ -136,10 +136,10 @@ TensorView LearnedTable::MutableView() {
 
 void LearnedTable::CheckPositions(const Positions& positions, std::int64_t batch,
                                   std::int64_t seq) const {
-  const std::string limit = "a position in [0, " + std::to_string(max_positions_ - 1) +
-                            "]: the learned table has max_positions = " +
-                            std::to_string(max_positions_) +
-                            " rows and positions past its end are not wrapped or clamped";
+  const std::string limit =
+      "a position in [0, " + std::to_string(max_positions_ - 1) +
+      "]: the learned table has max_positions = " + std::to_string(max_positions_) +
+      " rows and positions past its end are not wrapped or clamped";
   if (positions.ids == nullptr) {
     Require(positions.count == 0, "positions.count", positions.count, "0 when no ids are given");
     Require(positions.offset >= 0 && positions.offset <= max_positions_ - seq, "positions.offset",
@@ -167,8 +167,7 @@ void LearnedTable::Lookup(const Positions& positions, std::int64_t count, const 
   ValidateView(out, "out", 2, /*writable=*/true);
   Require(out.shape[0] == count, "out.shape[0]", out.shape[0],
           "count (" + std::to_string(count) + ")");
-  Require(out.shape[1] == dim_, "out.shape[1]", out.shape[1],
-          "dim (" + std::to_string(dim_) + ")");
+  Require(out.shape[1] == dim_, "out.shape[1]", out.shape[1], "dim (" + std::to_string(dim_) + ")");
   RequireNoOverlap(out, "out", View(), "table", /*inplace_allowed=*/false);
   const std::int64_t tiles = (count + kRowTile - 1) / kRowTile;
   ctx.ParallelFor(tiles, [&](std::int64_t tile, int) {
@@ -176,7 +175,8 @@ void LearnedTable::Lookup(const Positions& positions, std::int64_t count, const 
     for (std::int64_t r = tile * kRowTile; r < end; ++r) {
       const float* src = values_.data() + positions.At(0, r, count) * dim_;
       char* row = ElemPtr(out, r * out.strides[0]);
-      for (std::int64_t c = 0; c < dim_; ++c) StoreFromDouble(row, out.dtype, c * out.strides[1], src[c]);
+      for (std::int64_t c = 0; c < dim_; ++c)
+        StoreFromDouble(row, out.dtype, c * out.strides[1], src[c]);
     }
   });
 }
@@ -209,8 +209,8 @@ void LearnedTable::Backward(const TensorView& d_out, const Positions& positions,
   const std::int64_t batch = rank3 ? d_out.shape[0] : 1;
   const std::int64_t seq = rank3 ? d_out.shape[1] : d_out.shape[0];
   const int last = d_out.rank - 1;
-  Require(d_out.shape[last] == dim_, "d_out.shape[" + std::to_string(last) + "]",
-          d_out.shape[last], "dim (" + std::to_string(dim_) + ")");
+  Require(d_out.shape[last] == dim_, "d_out.shape[" + std::to_string(last) + "]", d_out.shape[last],
+          "dim (" + std::to_string(dim_) + ")");
   CheckPositions(positions, batch, seq);
   ValidateView(grad, "grad", 2, /*writable=*/true);
   Require(grad.shape[0] == max_positions_, "grad.shape[0]", grad.shape[0],
@@ -252,7 +252,8 @@ void LearnedTable::SgdStep(const TensorView& grad, double learning_rate) {
   for (std::int64_t r = 0; r < max_positions_; ++r) {
     for (std::int64_t c = 0; c < dim_; ++c) {
       float& v = values_[static_cast<std::size_t>(r * dim_ + c)];
-      const double g = LoadAsDouble(grad.data, grad.dtype, r * grad.strides[0] + c * grad.strides[1]);
+      const double g =
+          LoadAsDouble(grad.data, grad.dtype, r * grad.strides[0] + c * grad.strides[1]);
       v = static_cast<float>(static_cast<double>(v) - learning_rate * g);
     }
   }
@@ -260,8 +261,8 @@ void LearnedTable::SgdStep(const TensorView& grad, double learning_rate) {
 
 LearnedTable LearnedTable::Resized(std::int64_t new_max_positions,
                                    ResizeAlignment alignment) const {
-  Require(new_max_positions >= 1 && new_max_positions <= kMaxLearnedPositions,
-          "new_max_positions", new_max_positions, "a row count in [1, 2^24]");
+  Require(new_max_positions >= 1 && new_max_positions <= kMaxLearnedPositions, "new_max_positions",
+          new_max_positions, "a row count in [1, 2^24]");
   LearnedTable t(new_max_positions, dim_);
   const std::int64_t in = max_positions_;
   for (std::int64_t i = 0; i < new_max_positions; ++i) {

@@ -89,11 +89,12 @@ std::vector<std::size_t> Match(const std::vector<std::string>& a, const std::vec
 }
 
 void ValidateDemo(const PermutationDemoParams& p) {
-  Require(p.model_dim >= 4 && p.model_dim <= 1024 && p.model_dim % 2 == 0, "model_dim",
-          p.model_dim, "an even dimension in [4, 1024]");
-  Require(p.heads >= 1 && p.model_dim % p.heads == 0 && (p.model_dim / p.heads) % 2 == 0, "heads",
-          p.heads, "a head count dividing model_dim = " + std::to_string(p.model_dim) +
-                       " into even head dims");
+  Require(p.model_dim >= 4 && p.model_dim <= 1024 && p.model_dim % 2 == 0, "model_dim", p.model_dim,
+          "an even dimension in [4, 1024]");
+  Require(
+      p.heads >= 1 && p.model_dim % p.heads == 0 && (p.model_dim / p.heads) % 2 == 0, "heads",
+      p.heads,
+      "a head count dividing model_dim = " + std::to_string(p.model_dim) + " into even head dims");
 }
 
 // out [S, d] = x [S, d] . W [d, d] (row-major).
@@ -104,7 +105,8 @@ std::vector<double> Project(const std::vector<double>& x, const std::vector<doub
     for (std::int64_t i = 0; i < d_in; ++i) {
       const double xi = x[static_cast<std::size_t>(r * d_in + i)];
       for (std::int64_t o = 0; o < d_out; ++o)
-        y[static_cast<std::size_t>(r * d_out + o)] += xi * w[static_cast<std::size_t>(i * d_out + o)];
+        y[static_cast<std::size_t>(r * d_out + o)] +=
+            xi * w[static_cast<std::size_t>(i * d_out + o)];
     }
   return y;
 }
@@ -163,8 +165,8 @@ std::vector<double> Encode(const PermutationDemoParams& p, std::string_view sche
     u = UniformVector(p.seed + 8, H * D, 1.0 / static_cast<double>(D));
     vb = UniformVector(p.seed + 9, H * D, 1.0 / static_cast<double>(D));
     std::vector<double> r(static_cast<std::size_t>(S * d));
-    TransformerXLPositionEmbedding(TransformerXLParams{d},
-                                   S, TensorView::Contiguous(r.data(), DType::kFloat64, {S, d}));
+    TransformerXLPositionEmbedding(TransformerXLParams{d}, S,
+                                   TensorView::Contiguous(r.data(), DType::kFloat64, {S, d}));
     rw = Project(r, UniformVector(p.seed + 10, d * d, 1.0 / static_cast<double>(d)), S, d, d);
     ap.scheme = PositionScheme::FromTransformerXL(
         TensorView::Contiguous(u.data(), DType::kFloat64, {H, D}),
@@ -229,7 +231,8 @@ PermutationDemoResult RunPermutationDemoScheme(const PermutationDemoParams& para
 
 std::vector<PermutationDemoResult> RunPermutationDemo(const PermutationDemoParams& params) {
   std::vector<PermutationDemoResult> results;
-  for (const auto& s : PermutationDemoSchemes()) results.push_back(RunPermutationDemoScheme(params, s));
+  for (const auto& s : PermutationDemoSchemes())
+    results.push_back(RunPermutationDemoScheme(params, s));
   return results;
 }
 

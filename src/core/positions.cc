@@ -6,9 +6,8 @@
 
 namespace posenc {
 
-void ValidatePositions(const Positions& positions, std::int64_t batch,
-                       std::int64_t seq, std::string_view arg,
-                       std::int64_t min_position) {
+void ValidatePositions(const Positions& positions, std::int64_t batch, std::int64_t seq,
+                       std::string_view arg, std::int64_t min_position) {
   const std::string a(arg);
   const std::string range =
       "a position in [" + std::to_string(min_position) + ", " + std::to_string(kMaxPosition) + "]";
@@ -19,8 +18,7 @@ void ValidatePositions(const Positions& positions, std::int64_t batch,
             range + " for offset + seq - 1 (seq = " + std::to_string(seq) + ")");
     return;
   }
-  Require(positions.count == seq || positions.count == batch * seq, a + ".count",
-          positions.count,
+  Require(positions.count == seq || positions.count == batch * seq, a + ".count", positions.count,
           "seq (" + std::to_string(seq) + ", shared by all rows) or batch*seq (" +
               std::to_string(batch * seq) + ")");
   for (std::int64_t i = 0; i < positions.count; ++i) {

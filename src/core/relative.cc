@@ -12,8 +12,10 @@ namespace posenc {
 
 std::string_view RelativeSignName(RelativeSign sign) {
   switch (sign) {
-    case RelativeSign::kQueryMinusKey: return "query_minus_key";
-    case RelativeSign::kKeyMinusQuery: return "key_minus_query";
+    case RelativeSign::kQueryMinusKey:
+      return "query_minus_key";
+    case RelativeSign::kKeyMinusQuery:
+      return "key_minus_query";
   }
   return "?";
 }
@@ -21,13 +23,16 @@ std::string_view RelativeSignName(RelativeSign sign) {
 RelativeSign ParseRelativeSign(std::string_view text, std::string_view arg) {
   if (text == "query_minus_key") return RelativeSign::kQueryMinusKey;
   if (text == "key_minus_query") return RelativeSign::kKeyMinusQuery;
-  throw InvalidArgument(ArgMessage(arg, std::string(text), "one of query_minus_key, key_minus_query"));
+  throw InvalidArgument(
+      ArgMessage(arg, std::string(text), "one of query_minus_key, key_minus_query"));
 }
 
 std::string_view BiasWriteName(BiasWrite write) {
   switch (write) {
-    case BiasWrite::kOverwrite: return "overwrite";
-    case BiasWrite::kAdd: return "add";
+    case BiasWrite::kOverwrite:
+      return "overwrite";
+    case BiasWrite::kAdd:
+      return "add";
   }
   return "?";
 }
@@ -72,7 +77,8 @@ std::vector<std::int64_t> RelativePositionMatrix(const RelativeMatrixParams& par
 std::vector<std::int64_t> RelativePositionMatrix(std::int64_t length) {
   Require(length >= 1 && length <= kMaxLen, "length", length,
           "a length in [1, 65536] with length^2 <= 2^28 (at most 16384)");
-  return RelativePositionMatrix(RelativeMatrixParams{length, length, 0, RelativeSign::kQueryMinusKey});
+  return RelativePositionMatrix(
+      RelativeMatrixParams{length, length, 0, RelativeSign::kQueryMinusKey});
 }
 
 }  // namespace posenc

@@ -27,8 +27,10 @@ namespace posenc {
 
 std::string_view RopePairingName(RopePairing p) {
   switch (p) {
-    case RopePairing::kHalfSplit: return "half_split";
-    case RopePairing::kInterleaved: return "interleaved";
+    case RopePairing::kHalfSplit:
+      return "half_split";
+    case RopePairing::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -42,8 +44,10 @@ RopePairing ParseRopePairing(std::string_view text, std::string_view arg) {
 
 std::string_view RopeNumericsName(RopeNumerics n) {
   switch (n) {
-    case RopeNumerics::kAccurate: return "accurate";
-    case RopeNumerics::kHF: return "hf";
+    case RopeNumerics::kAccurate:
+      return "accurate";
+    case RopeNumerics::kHF:
+      return "hf";
   }
   return "?";
 }
@@ -56,8 +60,10 @@ RopeNumerics ParseRopeNumerics(std::string_view text, std::string_view arg) {
 
 std::string_view RopeDirectionName(RopeDirection d) {
   switch (d) {
-    case RopeDirection::kForward: return "forward";
-    case RopeDirection::kInverse: return "inverse";
+    case RopeDirection::kForward:
+      return "forward";
+    case RopeDirection::kInverse:
+      return "inverse";
   }
   return "?";
 }
@@ -81,8 +87,9 @@ void RequireTheta(double theta) {
 void ValidateRopeParams(const RopeParams& params) {
   Require(params.head_dim >= 2 && params.head_dim <= kMaxHeadDim, "head_dim", params.head_dim,
           "a head dimension in [2, 65536]");
-  const std::string allowed_rd = "0 (meaning head_dim) or an even number in [2, head_dim=" +
-                                 std::to_string(params.head_dim) + "]";
+  const std::string allowed_rd =
+      "0 (meaning head_dim) or an even number in [2, head_dim=" + std::to_string(params.head_dim) +
+      "]";
   Require(params.rotary_dim >= 0 && params.rotary_dim <= params.head_dim, "rotary_dim",
           params.rotary_dim, allowed_rd);
   const std::int64_t rd = params.EffectiveRotaryDim();
@@ -100,8 +107,7 @@ void ValidateRopeParams(const RopeParams& params) {
     }
   }
   const double af = params.frequencies.attention_factor;
-  Require(std::isfinite(af) && af > 0.0, "frequencies.attention_factor", af,
-          "a finite factor > 0");
+  Require(std::isfinite(af) && af > 0.0, "frequencies.attention_factor", af, "a finite factor > 0");
 }
 
 RopeFrequencies RopeDefaultFrequencies(std::int64_t rotary_dim, double theta,
@@ -154,8 +160,8 @@ struct RopePlan {
     rotary_dim = params.EffectiveRotaryDim();
     half = rotary_dim / 2;
     head_dim = params.head_dim;
-    pairs = params.pairing == RopePairing::kHalfSplit ? RopePairs::kHalfSplit
-                                                      : RopePairs::kInterleaved;
+    pairs =
+        params.pairing == RopePairing::kHalfSplit ? RopePairs::kHalfSplit : RopePairs::kInterleaved;
     trig.inv_freq = freqs.inv_freq.data();
     trig.half = half;
     trig.attention_factor = freqs.attention_factor;
@@ -236,16 +242,23 @@ void RunApply(const RopePlan& plan, const std::vector<Target>& targets, const Po
               const kernels::simd::RopeCacheSource& cache = {}) {
   const AttentionDims& d0 = targets.front().din;
   const std::int64_t batch = d0.batch, seq = d0.seq, half = plan.half;
-  ValidatePositions(positions, batch, seq, "positions",
-                    direction == RopeDirection::kInverse && cache.data == nullptr ? -kMaxPosition
-                                                                                  : 0);
+  ValidatePositions(
+      positions, batch, seq, "positions",
+      direction == RopeDirection::kInverse && cache.data == nullptr ? -kMaxPosition : 0);
   if (ctx.backend() != Backend::kScalar &&
       (plan.trig.math == RopeMath::kAccurate || cache.data == nullptr)) {
     // SIMD fast path (kernels/simd/rope.h); false when it does not cover the call.
-    const kernels::simd::RopeApplySpec fast{
-        plan.freqs.inv_freq.data(), half, plan.head_dim, plan.freqs.attention_factor,
-        direction == RopeDirection::kInverse ? -1.0 : 1.0, plan.pairs, batch, seq, positions,
-        cache, plan.trig.math};
+    const kernels::simd::RopeApplySpec fast{plan.freqs.inv_freq.data(),
+                                            half,
+                                            plan.head_dim,
+                                            plan.freqs.attention_factor,
+                                            direction == RopeDirection::kInverse ? -1.0 : 1.0,
+                                            plan.pairs,
+                                            batch,
+                                            seq,
+                                            positions,
+                                            cache,
+                                            plan.trig.math};
     std::vector<kernels::simd::RopeViews> views;
     for (const Target& t : targets) views.push_back({&t.in, &t.out, &t.din, &t.dout});
     if (kernels::simd::TryRopeApply(fast, views.data(), static_cast<int>(views.size()), ctx)) {
@@ -301,13 +314,13 @@ void RunApply(const RopePlan& plan, const std::vector<Target>& targets, const Po
       const Target& t = targets[ti];
       for (std::int64_t b = b_first; b < b_end; ++b) {
         for (std::int64_t s = s0; s < s1; ++s) {
-          const char* in = ElemPtr(t.in, b * t.din.stride_batch + s * t.din.stride_seq +
-                                             h * t.din.stride_head);
-          char* out = ElemPtr(t.out, b * t.dout.stride_batch + s * t.dout.stride_seq +
-                                         h * t.dout.stride_head);
+          const char* in =
+              ElemPtr(t.in, b * t.din.stride_batch + s * t.din.stride_seq + h * t.din.stride_head);
+          char* out = ElemPtr(
+              t.out, b * t.dout.stride_batch + s * t.dout.stride_seq + h * t.dout.stride_head);
           kernels::scalar::RopeRotateRow(t.row, cos.data() + (s - s0) * half,
-                                         sin.data() + (s - s0) * half, in, t.din.stride_dim,
-                                         out, t.dout.stride_dim);
+                                         sin.data() + (s - s0) * half, in, t.din.stride_dim, out,
+                                         t.dout.stride_dim);
         }
       }
     }
@@ -334,8 +347,11 @@ void RopeCosSin(const RopeParams& params, const Positions& positions, std::int64
   RequireNoOverlap(sin, "sin", cos, "cos", /*inplace_allowed=*/false);
   if (ctx.backend() != Backend::kScalar && plan.trig.math == RopeMath::kAccurate) {
     // SIMD fast path (kernels/simd/rope.h); false when it does not cover the call.
-    const kernels::simd::RopeTableSpec fast{plan.freqs.inv_freq.data(), plan.half,
-                                            plan.freqs.attention_factor, plan.pairs, positions,
+    const kernels::simd::RopeTableSpec fast{plan.freqs.inv_freq.data(),
+                                            plan.half,
+                                            plan.freqs.attention_factor,
+                                            plan.pairs,
+                                            positions,
                                             count};
     if (kernels::simd::TryRopeCosSin(fast, cos, sin, ctx)) return;
   }
@@ -414,10 +430,9 @@ TensorView AsBSHD(const TensorView& v) {
 
 }  // namespace
 
-void ApplyRopeVarlen(const RopeParams& params, const TensorView& x,
-                     const std::int64_t* cu_seqlens, std::int64_t num_seqs,
-                     const std::int64_t* seq_offsets, RopeDirection direction,
-                     const TensorView* out, const Context& ctx) {
+void ApplyRopeVarlen(const RopeParams& params, const TensorView& x, const std::int64_t* cu_seqlens,
+                     std::int64_t num_seqs, const std::int64_t* seq_offsets,
+                     RopeDirection direction, const TensorView* out, const Context& ctx) {
   const RopePlan plan(params);
   ValidateView(x, "x", 3, /*writable=*/out == nullptr);
   Require(x.shape[2] == plan.head_dim, "x.shape[2] (head_dim)", x.shape[2],
@@ -432,15 +447,14 @@ void ApplyRopeVarlen(const RopeParams& params, const TensorView& x,
   }
   const std::int64_t total = x.shape[0];
   Require(num_seqs >= 1, "num_seqs", num_seqs, "at least 1 sequence");
-  Require(cu_seqlens != nullptr, "cu_seqlens", "null",
-          "num_seqs + 1 cumulative sequence lengths");
+  Require(cu_seqlens != nullptr, "cu_seqlens", "null", "num_seqs + 1 cumulative sequence lengths");
   Require(cu_seqlens[0] == 0, "cu_seqlens[0]", cu_seqlens[0], "0");
   for (std::int64_t s = 1; s <= num_seqs; ++s) {
     Require(cu_seqlens[s] >= cu_seqlens[s - 1] && cu_seqlens[s] <= total,
             "cu_seqlens[" + std::to_string(s) + "]", cu_seqlens[s],
-            "a value in [cu_seqlens[" + std::to_string(s - 1) + "] = " +
-                std::to_string(cu_seqlens[s - 1]) + ", total_tokens = x.shape[0] = " +
-                std::to_string(total) + "] (non-decreasing)");
+            "a value in [cu_seqlens[" + std::to_string(s - 1) +
+                "] = " + std::to_string(cu_seqlens[s - 1]) +
+                ", total_tokens = x.shape[0] = " + std::to_string(total) + "] (non-decreasing)");
   }
   Require(cu_seqlens[num_seqs] == total, "cu_seqlens[" + std::to_string(num_seqs) + "]",
           cu_seqlens[num_seqs],
@@ -464,8 +478,8 @@ void ApplyRopeVarlen(const RopeParams& params, const TensorView& x,
   const TensorView x4 = AsBSHD(x);
   const TensorView out4 = out == nullptr ? x4 : AsBSHD(*out);
   std::vector<Target> targets;
-  targets.push_back(MakeTarget(plan, MathOf(params), x4, "x", &out4, "out",
-                               AttentionLayout::kBSHD));
+  targets.push_back(
+      MakeTarget(plan, MathOf(params), x4, "x", &out4, "out", AttentionLayout::kBSHD));
   RunApply(plan, targets, Positions::Ids(ids.data(), total), direction, ctx);
 }
 
@@ -491,8 +505,7 @@ void ApplyRopeWithCache(const RopeParams& params, const TensorView& x, Attention
   const std::int64_t rows = cos_sin_cache.shape[0];
   const std::int64_t n = positions.ids == nullptr ? 0 : positions.count;
   for (std::int64_t i = 0; i < n; ++i) {
-    Require(positions.ids[i] < rows, "positions.ids[" + std::to_string(i) + "]",
-            positions.ids[i],
+    Require(positions.ids[i] < rows, "positions.ids[" + std::to_string(i) + "]", positions.ids[i],
             "a position < cos_sin_cache.shape[0] (" + std::to_string(rows) + " cached rows)");
   }
   if (positions.ids == nullptr) {
@@ -520,7 +533,8 @@ void RopeCosSinCache(const RopeParams& params, const TensorView& cos_sin_cache,
       kernels::scalar::RopeTrig(plan.trig, r, c.data(), s.data());
       for (std::int64_t j = 0; j < half; ++j) {
         const std::int64_t at = r * cos_sin_cache.strides[0] + j * cos_sin_cache.strides[1];
-        StoreFromDouble(cos_sin_cache.data, cos_sin_cache.dtype, at, c[static_cast<std::size_t>(j)]);
+        StoreFromDouble(cos_sin_cache.data, cos_sin_cache.dtype, at,
+                        c[static_cast<std::size_t>(j)]);
         StoreFromDouble(cos_sin_cache.data, cos_sin_cache.dtype,
                         at + half * cos_sin_cache.strides[1], s[static_cast<std::size_t>(j)]);
       }

@@ -35,14 +35,15 @@ CosSinPair AngleCosSin(const MultiStreamRope& rope, std::int64_t pos, std::size_
 }
 
 // Validates the streams the rule reads for a [batch, seq] set of tokens.
-void CheckStreams(const MultiStreamRope& rope, const StreamPositions& positions,
-                  std::int64_t batch, std::int64_t seq) {
+void CheckStreams(const MultiStreamRope& rope, const StreamPositions& positions, std::int64_t batch,
+                  std::int64_t seq) {
   std::array<bool, 3> used{};
   for (int s : rope.stream) used[static_cast<std::size_t>(s)] = true;
   for (std::size_t s = 0; s < 3; ++s) {
     if (!used[s]) continue;
     const std::string arg = "positions.ids[" + std::to_string(s) + "]";
-    Require(positions.ids[s] != nullptr, arg, "null", "position ids for every stream the rule reads");
+    Require(positions.ids[s] != nullptr, arg, "null",
+            "position ids for every stream the rule reads");
     ValidatePositions(Positions::Ids(positions.ids[s], positions.count), batch, seq, arg);
   }
 }
@@ -71,8 +72,10 @@ MRopeLayout ParseMRopeLayout(std::string_view text, std::string_view arg) {
 
 void ValidateMultiStreamRope(const MultiStreamRope& rope) {
   Require(!rope.inv_freq.empty(), "inv_freq", "(empty)", "at least one frequency");
-  Require(rope.num_streams == 2 || rope.num_streams == 3, "num_streams", rope.num_streams, "2 or 3");
-  Require(rope.head_dim >= rope.RotaryDim() && rope.head_dim <= (1 << 16), "head_dim", rope.head_dim,
+  Require(rope.num_streams == 2 || rope.num_streams == 3, "num_streams", rope.num_streams,
+          "2 or 3");
+  Require(rope.head_dim >= rope.RotaryDim() && rope.head_dim <= (1 << 16), "head_dim",
+          rope.head_dim,
           "an integer in [rotary_dim=" + std::to_string(rope.RotaryDim()) + ", 65536]");
   Require(rope.stream.size() == rope.inv_freq.size(), "stream size", rope.stream.size(),
           "inv_freq size (" + std::to_string(rope.inv_freq.size()) + ")");
@@ -125,8 +128,8 @@ MultiStreamRope MakeMRope(std::int64_t head_dim, const RopeFrequencies& frequenc
 
 MultiStreamRope MakeAxialRope2D(std::int64_t head_dim, std::int64_t rotary_dim, double theta,
                                 RopeNumerics numerics) {
-  Require(rotary_dim >= 4 && rotary_dim % 4 == 0 && rotary_dim <= head_dim, "rotary_dim", rotary_dim,
-          "a multiple of 4 in [4, head_dim=" + std::to_string(head_dim) + "]");
+  Require(rotary_dim >= 4 && rotary_dim % 4 == 0 && rotary_dim <= head_dim, "rotary_dim",
+          rotary_dim, "a multiple of 4 in [4, head_dim=" + std::to_string(head_dim) + "]");
   Require(std::isfinite(theta) && theta > 1.0, "theta", theta, "a finite number > 1");
   const std::int64_t axis_dim = rotary_dim / 2, per_axis = rotary_dim / 4;
   MultiStreamRope rope;
@@ -231,8 +234,8 @@ void ApplyMultiStreamRope(const MultiStreamRope& rope, const TensorView& x, Atte
 }
 
 std::vector<double> XPosZeta(std::int64_t rotary_dim) {
-  Require(rotary_dim >= 2 && rotary_dim % 2 == 0 && rotary_dim <= (1 << 16), "rotary_dim", rotary_dim,
-          "an even number in [2, 65536]");
+  Require(rotary_dim >= 2 && rotary_dim % 2 == 0 && rotary_dim <= (1 << 16), "rotary_dim",
+          rotary_dim, "an even number in [2, 65536]");
   const double d = static_cast<double>(rotary_dim);
   std::vector<double> zeta(static_cast<std::size_t>(rotary_dim / 2));
   for (std::size_t j = 0; j < zeta.size(); ++j) {
@@ -254,7 +257,8 @@ void XPosScales(const XPosParams& params, const std::int64_t* positions, std::in
   for (const auto* t : {&q_scale, &k_scale}) {
     const char* name = t == &q_scale ? "q_scale" : "k_scale";
     ValidateView(*t, name, 2, /*writable=*/true);
-    Require(t->shape[0] == count && t->shape[1] == half, std::string(name) + ".shape", t->Describe(),
+    Require(t->shape[0] == count && t->shape[1] == half, std::string(name) + ".shape",
+            t->Describe(),
             "[" + std::to_string(count) + ", " + std::to_string(half) + "] (count, rotary_dim/2)");
   }
   RequireNoOverlap(q_scale, "q_scale", k_scale, "k_scale", /*inplace_allowed=*/false);
@@ -262,7 +266,8 @@ void XPosScales(const XPosParams& params, const std::int64_t* positions, std::in
     const double power = static_cast<double>(positions[r] - params.center) / params.scale_base;
     for (std::int64_t j = 0; j < half; ++j) {
       const double q = std::pow(zeta[static_cast<std::size_t>(j)], power);
-      StoreFromDouble(q_scale.data, q_scale.dtype, r * q_scale.strides[0] + j * q_scale.strides[1], q);
+      StoreFromDouble(q_scale.data, q_scale.dtype, r * q_scale.strides[0] + j * q_scale.strides[1],
+                      q);
       StoreFromDouble(k_scale.data, k_scale.dtype, r * k_scale.strides[0] + j * k_scale.strides[1],
                       1.0 / q);
     }

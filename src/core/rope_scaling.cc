@@ -53,9 +53,9 @@ std::vector<double> PlainInvFreq(double base, std::int64_t pairs, std::int64_t e
   std::vector<double> inv(static_cast<std::size_t>(pairs));
   for (std::int64_t j = 0; j < pairs; ++j) {
     inv[static_cast<std::size_t>(j)] =
-        numerics == RopeNumerics::kHF ? static_cast<double>(1.0f / Pow32(base, 2 * j, exp_dim))
-                                      : std::pow(base, -static_cast<double>(2 * j) /
-                                                           static_cast<double>(exp_dim));
+        numerics == RopeNumerics::kHF
+            ? static_cast<double>(1.0f / Pow32(base, 2 * j, exp_dim))
+            : std::pow(base, -static_cast<double>(2 * j) / static_cast<double>(exp_dim));
   }
   return inv;
 }
@@ -94,11 +94,13 @@ void Dynamic(const RopeScalingParams& p, std::int64_t seq_len, RopeScaling& r) {
     float t = static_cast<float>(factor) * static_cast<float>(seq_len);
     t = t / static_cast<float>(max_pos);
     t = t - static_cast<float>(factor - 1.0);
-    t = static_cast<float>(std::pow(static_cast<double>(t), static_cast<double>(static_cast<float>(exponent))));
+    t = static_cast<float>(
+        std::pow(static_cast<double>(t), static_cast<double>(static_cast<float>(exponent))));
     base = static_cast<double>(static_cast<float>(p.theta) * t);
   } else {
     const double len = static_cast<double>(std::max(seq_len, max_pos));
-    base = p.theta * std::pow((factor * len / static_cast<double>(max_pos)) - (factor - 1.0), exponent);
+    base = p.theta *
+           std::pow((factor * len / static_cast<double>(max_pos)) - (factor - 1.0), exponent);
   }
   r.effective_theta = base;
   r.frequencies.inv_freq = PlainInvFreq(base, d / 2, d, p.numerics);
@@ -227,13 +229,17 @@ void LongRope(const RopeScalingParams& p, std::int64_t seq_len, RopeScaling& r) 
   }
   bool use_long = false;
   switch (p.longrope_switch) {
-    case LongRopeSwitch::kSeqLen: use_long = seq_len > orig; break;
+    case LongRopeSwitch::kSeqLen:
+      use_long = seq_len > orig;
+      break;
     case LongRopeSwitch::kContext: {
       const std::int64_t ctx = p.context_length > 0 ? p.context_length : p.max_position_embeddings;
       use_long = ctx > orig;
       break;
     }
-    case LongRopeSwitch::kAlwaysLong: use_long = true; break;
+    case LongRopeSwitch::kAlwaysLong:
+      use_long = true;
+      break;
   }
   r.longrope_factors = use_long ? LongRopeFactors::kLong : LongRopeFactors::kShort;
   const std::vector<double>& ext = use_long ? p.long_factor : p.short_factor;
@@ -263,14 +269,22 @@ void Proportional(const RopeScalingParams& p, RopeScaling& r) {
 
 std::string_view RopeScalingTypeName(RopeScalingType type) {
   switch (type) {
-    case RopeScalingType::kDefault: return "default";
-    case RopeScalingType::kLinear: return "linear";
-    case RopeScalingType::kDynamic: return "dynamic";
-    case RopeScalingType::kNtk: return "ntk";
-    case RopeScalingType::kYarn: return "yarn";
-    case RopeScalingType::kLlama3: return "llama3";
-    case RopeScalingType::kLongRope: return "longrope";
-    case RopeScalingType::kProportional: return "proportional";
+    case RopeScalingType::kDefault:
+      return "default";
+    case RopeScalingType::kLinear:
+      return "linear";
+    case RopeScalingType::kDynamic:
+      return "dynamic";
+    case RopeScalingType::kNtk:
+      return "ntk";
+    case RopeScalingType::kYarn:
+      return "yarn";
+    case RopeScalingType::kLlama3:
+      return "llama3";
+    case RopeScalingType::kLongRope:
+      return "longrope";
+    case RopeScalingType::kProportional:
+      return "proportional";
   }
   return "?";
 }
@@ -285,15 +299,18 @@ RopeScalingType ParseRopeScalingType(std::string_view text, std::string_view arg
                  RopeScalingType::kLongRope, RopeScalingType::kProportional}) {
     if (text == RopeScalingTypeName(t)) return t;
   }
-  throw InvalidArgument(ArgMessage(arg, std::string(text),
-                                   "one of " + std::string(KnownRopeScalingTypes())));
+  throw InvalidArgument(
+      ArgMessage(arg, std::string(text), "one of " + std::string(KnownRopeScalingTypes())));
 }
 
 std::string_view LongRopeSwitchName(LongRopeSwitch s) {
   switch (s) {
-    case LongRopeSwitch::kSeqLen: return "seq_len";
-    case LongRopeSwitch::kContext: return "context";
-    case LongRopeSwitch::kAlwaysLong: return "always_long";
+    case LongRopeSwitch::kSeqLen:
+      return "seq_len";
+    case LongRopeSwitch::kContext:
+      return "context";
+    case LongRopeSwitch::kAlwaysLong:
+      return "always_long";
   }
   return "?";
 }
@@ -307,19 +324,26 @@ LongRopeSwitch ParseLongRopeSwitch(std::string_view text, std::string_view arg) 
 
 std::string_view RopePairRegionName(RopePairRegion r) {
   switch (r) {
-    case RopePairRegion::kKept: return "kept";
-    case RopePairRegion::kInterpolated: return "interpolated";
-    case RopePairRegion::kBlended: return "blended";
-    case RopePairRegion::kUnrotated: return "unrotated";
+    case RopePairRegion::kKept:
+      return "kept";
+    case RopePairRegion::kInterpolated:
+      return "interpolated";
+    case RopePairRegion::kBlended:
+      return "blended";
+    case RopePairRegion::kUnrotated:
+      return "unrotated";
   }
   return "?";
 }
 
 std::string_view LongRopeFactorsName(LongRopeFactors f) {
   switch (f) {
-    case LongRopeFactors::kNotLongRope: return "none";
-    case LongRopeFactors::kShort: return "short_factor";
-    case LongRopeFactors::kLong: return "long_factor";
+    case LongRopeFactors::kNotLongRope:
+      return "none";
+    case LongRopeFactors::kShort:
+      return "short_factor";
+    case LongRopeFactors::kLong:
+      return "long_factor";
   }
   return "?";
 }
@@ -336,7 +360,8 @@ std::int64_t RopeScalingParams::RotaryDim() const {
 
 void ValidateRopeScalingParams(const RopeScalingParams& p) {
   using T = RopeScalingType;
-  Require(p.head_dim >= 2 && p.head_dim <= (1 << 16), "head_dim", p.head_dim, "an integer in [2, 65536]");
+  Require(p.head_dim >= 2 && p.head_dim <= (1 << 16), "head_dim", p.head_dim,
+          "an integer in [2, 65536]");
   Require(std::isfinite(p.partial_rotary_factor) && p.partial_rotary_factor > 0.0 &&
               p.partial_rotary_factor <= 1.0,
           "partial_rotary_factor", p.partial_rotary_factor, "a number in (0, 1]");
@@ -350,7 +375,8 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
   if (p.type == T::kDynamic || p.type == T::kNtk) {
     Require(d >= 4, "rotary_dim", d, "at least 4 for NTK scaling (exponent d/(d-2))");
   }
-  Require(p.max_position_embeddings >= 0, "max_position_embeddings", p.max_position_embeddings, "an integer >= 0");
+  Require(p.max_position_embeddings >= 0, "max_position_embeddings", p.max_position_embeddings,
+          "an integer >= 0");
   Require(p.original_max_position_embeddings >= 0, "original_max_position_embeddings",
           p.original_max_position_embeddings, "an integer >= 0 (0: max_position_embeddings)");
   Require(p.context_length >= 0, "context_length", p.context_length, "an integer >= 0");
@@ -359,17 +385,20 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
     const bool ok = p.type == T::kProportional ? std::isfinite(*p.factor) && *p.factor > 0.0
                                                : std::isfinite(*p.factor) && *p.factor >= 1.0;
     Require(ok, "factor", *p.factor,
-            p.type == T::kProportional ? "a finite number > 0" : "a finite number >= 1 for rope_type " + type_name);
+            p.type == T::kProportional ? "a finite number > 0"
+                                       : "a finite number >= 1 for rope_type " + type_name);
   }
   if (p.attention_factor) {
     Require(std::isfinite(*p.attention_factor) && *p.attention_factor > 0.0, "attention_factor",
             *p.attention_factor, "a finite number > 0");
   }
   switch (p.type) {
-    case T::kDefault: break;
+    case T::kDefault:
+      break;
     case T::kLinear:
     case T::kNtk:
-      Require(p.factor.has_value(), "factor", "(missing)", "a number >= 1 for rope_type " + type_name);
+      Require(p.factor.has_value(), "factor", "(missing)",
+              "a number >= 1 for rope_type " + type_name);
       break;
     case T::kDynamic:
       Require(p.factor.has_value(), "factor", "(missing)", "a number >= 1 for rope_type dynamic");
@@ -383,14 +412,18 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
       if (!p.factor) {
         Require(p.max_position_embeddings > 0, "max_position_embeddings", p.max_position_embeddings,
                 "an integer > 0 to derive the factor of rope_type " + type_name);
-        Require(DeriveFactor(p) >= 1.0 || p.type == T::kLongRope, "factor",
-                DeriveFactor(p), "max_position_embeddings / original_max_position_embeddings >= 1");
+        Require(DeriveFactor(p) >= 1.0 || p.type == T::kLongRope, "factor", DeriveFactor(p),
+                "max_position_embeddings / original_max_position_embeddings >= 1");
       }
       if (p.type == T::kYarn) {
-        for (auto [name, v] : {std::pair{"beta_fast", p.beta_fast}, std::pair{"beta_slow", p.beta_slow}}) {
-          if (v) Require(std::isfinite(*v) && *v >= 0.0, name, *v, "a finite number > 0 (0 means the default)");
+        for (auto [name, v] :
+             {std::pair{"beta_fast", p.beta_fast}, std::pair{"beta_slow", p.beta_slow}}) {
+          if (v)
+            Require(std::isfinite(*v) && *v >= 0.0, name, *v,
+                    "a finite number > 0 (0 means the default)");
         }
-        for (auto [name, v] : {std::pair{"mscale", p.mscale}, std::pair{"mscale_all_dim", p.mscale_all_dim}}) {
+        for (auto [name, v] :
+             {std::pair{"mscale", p.mscale}, std::pair{"mscale_all_dim", p.mscale_all_dim}}) {
           if (v) Require(std::isfinite(*v), name, *v, "a finite number");
         }
       } else {
@@ -400,8 +433,9 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
           Require(list->size() == want, std::string(name) + " length", list->size(),
                   std::to_string(want) + " (rotary_dim/2)");
           for (std::size_t i = 0; i < list->size(); ++i) {
-            Require(std::isfinite((*list)[i]) && (*list)[i] > 0.0, std::string(name) + "[" + std::to_string(i) + "]",
-                    (*list)[i], "a finite number > 0");
+            Require(std::isfinite((*list)[i]) && (*list)[i] > 0.0,
+                    std::string(name) + "[" + std::to_string(i) + "]", (*list)[i],
+                    "a finite number > 0");
           }
         }
       }
@@ -416,7 +450,8 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
               "high_freq_factor", p.high_freq_factor,
               "a finite number > low_freq_factor (" + detail::ToText(p.low_freq_factor) + ")");
       break;
-    case T::kProportional: break;
+    case T::kProportional:
+      break;
   }
   if (!p.freq_factors.empty()) {
     const std::size_t want =
@@ -442,8 +477,8 @@ RopeScaling ComputeRopeScaling(const RopeScalingParams& params, std::int64_t seq
   r.effective_theta = params.theta;
   const std::int64_t d = r.rotary_dim, pairs = d / 2;
   r.factor = (params.type == T::kYarn || params.type == T::kLongRope) ? DeriveFactor(params)
-             : params.factor                                           ? *params.factor
-                                                                       : 1.0;
+             : params.factor                                          ? *params.factor
+                                                                      : 1.0;
   std::vector<RopePairRegion> regions;  // scheme-specific; empty: from the ratio
   switch (params.type) {
     case T::kDefault:
@@ -457,17 +492,27 @@ RopeScaling ComputeRopeScaling(const RopeScalingParams& params, std::int64_t seq
       }
       break;
     }
-    case T::kDynamic: Dynamic(params, seq_len, r); break;
+    case T::kDynamic:
+      Dynamic(params, seq_len, r);
+      break;
     case T::kNtk: {
       const double exponent = static_cast<double>(d) / static_cast<double>(d - 2);
       r.effective_theta = params.theta * std::pow(r.factor, exponent);
       r.frequencies.inv_freq = PlainInvFreq(r.effective_theta, pairs, d, params.numerics);
       break;
     }
-    case T::kYarn: Yarn(params, r, regions); break;
-    case T::kLlama3: Llama3(params, r, regions); break;
-    case T::kLongRope: LongRope(params, seq_len, r); break;
-    case T::kProportional: Proportional(params, r); break;
+    case T::kYarn:
+      Yarn(params, r, regions);
+      break;
+    case T::kLlama3:
+      Llama3(params, r, regions);
+      break;
+    case T::kLongRope:
+      LongRope(params, seq_len, r);
+      break;
+    case T::kProportional:
+      Proportional(params, r);
+      break;
   }
   if (!params.freq_factors.empty()) {  // ggml freq_factors: divisors after the scheme
     for (std::size_t j = 0; j < r.frequencies.inv_freq.size(); ++j) {
@@ -498,8 +543,8 @@ RopeScaling ComputeRopeScaling(const RopeScalingParams& params, std::int64_t seq
     info.index = j;
     info.inv_freq = r.frequencies.inv_freq[k];
     info.default_inv_freq = def[k];
-    info.wavelength = info.inv_freq > 0.0 ? 2.0 * kPi / info.inv_freq
-                                          : std::numeric_limits<double>::infinity();
+    info.wavelength =
+        info.inv_freq > 0.0 ? 2.0 * kPi / info.inv_freq : std::numeric_limits<double>::infinity();
     info.ratio_to_default = info.inv_freq / def[k];
     info.region = regions.empty() ? RegionFromRatio(info.ratio_to_default, r.factor) : regions[k];
   }

@@ -25,8 +25,8 @@ void ValidateShawTable(const ShawParams& params, const TensorView& table, std::s
   const std::string a(arg);
   ValidateView(table, a, 2);
   Require(table.shape[0] == params.TableRows(), a + ".shape[0]", table.shape[0],
-          "2k+1 = " + std::to_string(params.TableRows()) + " rows (clip k = " +
-              std::to_string(params.clip) + ")");
+          "2k+1 = " + std::to_string(params.TableRows()) +
+              " rows (clip k = " + std::to_string(params.clip) + ")");
   Require(table.shape[1] == params.head_dim, a + ".shape[1]", table.shape[1],
           "head_dim D = " + std::to_string(params.head_dim));
   Require(table.dtype == DType::kFloat32 || table.dtype == DType::kFloat64, a + ".dtype",
@@ -94,8 +94,8 @@ void ValueTableGrad(const ShawParams& p, const T* probs, std::int64_t qp, const 
 }
 
 template <typename T>
-void ValueProbsGrad(const ShawParams& p, const T* a_value, std::int64_t qp,
-                    const std::int64_t* kp, std::int64_t nk, const T* dout, T* dprobs) {
+void ValueProbsGrad(const ShawParams& p, const T* a_value, std::int64_t qp, const std::int64_t* kp,
+                    std::int64_t nk, const T* dout, T* dprobs) {
   const std::int64_t d = p.head_dim;
   for (std::int64_t c = 0; c < nk; ++c) {
     const T* row = a_value + ShawIndex(p.clip, qp, kp[c]) * d;

@@ -16,9 +16,12 @@ namespace posenc {
 
 std::string_view SinusoidalLayoutName(SinusoidalLayout layout) {
   switch (layout) {
-    case SinusoidalLayout::kInterleaved: return "interleaved";
-    case SinusoidalLayout::kSplit: return "split";
-    case SinusoidalLayout::kSplitTensor2Tensor: return "split_t2t";
+    case SinusoidalLayout::kInterleaved:
+      return "interleaved";
+    case SinusoidalLayout::kSplit:
+      return "split";
+    case SinusoidalLayout::kSplitTensor2Tensor:
+      return "split_t2t";
   }
   return "?";
 }
@@ -92,7 +95,8 @@ void FillRows(const Rows& rows, std::int64_t n, const TensorView& out, PosOf pos
   ctx.ParallelFor(tiles, [&](std::int64_t tile, int) {
     const std::int64_t end = std::min(n, (tile + 1) * kRowTile);
     for (std::int64_t r = tile * kRowTile; r < end; ++r) {
-      void* row = static_cast<char*>(out.data) + r * out.strides[0] * static_cast<std::int64_t>(elem);
+      void* row =
+          static_cast<char*>(out.data) + r * out.strides[0] * static_cast<std::int64_t>(elem);
       kernels::scalar::SinusoidalRow(rows.spec, pos_of(r), row, out.dtype, out.strides[1],
                                      /*add=*/false);
     }
@@ -108,12 +112,14 @@ void SinusoidalTable(const SinusoidalParams& params, std::int64_t offset,
   Require(offset >= 0 && offset <= kMaxPosition - (num_positions - 1), "offset", offset,
           "offset >= 0 with offset + num_positions - 1 <= 2^24 - 1");
   CheckTable(params, num_positions, out);
-  if (ctx.backend() != Backend::kScalar && kernels::simd::SinusoidalSupported(out.dtype, out.strides[1])) {
+  if (ctx.backend() != Backend::kScalar &&
+      kernels::simd::SinusoidalSupported(out.dtype, out.strides[1])) {
     kernels::simd::SinusoidalRows(rows.spec, Positions::Offset(offset), num_positions, out.data,
                                   out.dtype, out.strides[0], ctx);  // SIMD fast path
     return;
   }
-  FillRows(rows, num_positions, out, [&](std::int64_t r) { return offset + r; }, ctx);
+  FillRows(
+      rows, num_positions, out, [&](std::int64_t r) { return offset + r; }, ctx);
 }
 
 void SinusoidalTableAt(const SinusoidalParams& params, const std::int64_t* positions,
@@ -122,23 +128,26 @@ void SinusoidalTableAt(const SinusoidalParams& params, const std::int64_t* posit
   Require(count >= 1, "count", count, "at least 1 position");
   ValidatePositions(Positions::Ids(positions, count), 1, count, "positions");
   CheckTable(params, count, out);
-  if (ctx.backend() != Backend::kScalar && kernels::simd::SinusoidalSupported(out.dtype, out.strides[1])) {
+  if (ctx.backend() != Backend::kScalar &&
+      kernels::simd::SinusoidalSupported(out.dtype, out.strides[1])) {
     kernels::simd::SinusoidalRows(rows.spec, Positions::Ids(positions, count), count, out.data,
                                   out.dtype, out.strides[0], ctx);  // SIMD fast path
     return;
   }
-  FillRows(rows, count, out, [&](std::int64_t r) { return positions[r]; }, ctx);
+  FillRows(
+      rows, count, out, [&](std::int64_t r) { return positions[r]; }, ctx);
 }
 
-void AddSinusoidal(const SinusoidalParams& params, const TensorView& x,
-                   const Positions& positions, const Context& ctx) {
+void AddSinusoidal(const SinusoidalParams& params, const TensorView& x, const Positions& positions,
+                   const Context& ctx) {
   const Rows rows = MakeRows(params);
   ValidateView(x, "x", 3, /*writable=*/true);
   Require(x.shape[2] == params.dim, "x.shape[2]", x.shape[2],
           "dim (" + std::to_string(params.dim) + ")");
   const std::int64_t batch = x.shape[0], seq = x.shape[1];
   ValidatePositions(positions, batch, seq, "positions");
-  if (ctx.backend() != Backend::kScalar && kernels::simd::SinusoidalSupported(x.dtype, x.strides[2])) {
+  if (ctx.backend() != Backend::kScalar &&
+      kernels::simd::SinusoidalSupported(x.dtype, x.strides[2])) {
     kernels::simd::AddSinusoidalRows(rows.spec, positions, batch, seq, x.data, x.dtype,
                                      x.strides[0], x.strides[1], ctx);  // SIMD fast path
     return;
@@ -148,8 +157,8 @@ void AddSinusoidal(const SinusoidalParams& params, const TensorView& x,
     for (std::int64_t s = 0; s < seq; ++s) {
       void* row = static_cast<char*>(x.data) +
                   (b * x.strides[0] + s * x.strides[1]) * static_cast<std::int64_t>(elem);
-      kernels::scalar::SinusoidalRow(rows.spec, positions.At(b, s, seq), row, x.dtype,
-                                     x.strides[2], /*add=*/true);
+      kernels::scalar::SinusoidalRow(rows.spec, positions.At(b, s, seq), row, x.dtype, x.strides[2],
+                                     /*add=*/true);
     }
   });
 }

@@ -19,8 +19,10 @@ namespace posenc {
 
 std::string_view T5DirectionName(T5Direction d) {
   switch (d) {
-    case T5Direction::kBidirectional: return "bidirectional";
-    case T5Direction::kCausal: return "causal";
+    case T5Direction::kBidirectional:
+      return "bidirectional";
+    case T5Direction::kCausal:
+      return "causal";
   }
   return "?";
 }
@@ -51,8 +53,8 @@ void ValidateT5BucketParams(const T5BucketParams& params) {
 
 T5Bucketer::T5Bucketer(const T5BucketParams& params) : params_(params) {
   ValidateT5BucketParams(params);
-  nb_ = params.direction == T5Direction::kBidirectional ? params.num_buckets / 2
-                                                        : params.num_buckets;
+  nb_ =
+      params.direction == T5Direction::kBidirectional ? params.num_buckets / 2 : params.num_buckets;
   max_exact_ = nb_ / 2;
   // HF: math.log(max_distance / max_exact) is a Python float that torch
   // rounds to float32 when dividing the float32 tensor.
@@ -72,8 +74,7 @@ std::int64_t T5Bucketer::Bucket(std::int64_t relative) const noexcept {
   if (n < max_exact_) return bucket + n;
   // float32 arithmetic in HF's order: log(n.float() / max_exact) / denom * (nb - max_exact).
   const float ratio = static_cast<float>(n) / static_cast<float>(max_exact_);
-  const float scaled =
-      std::log(ratio) / log_denominator_ * static_cast<float>(nb_ - max_exact_);
+  const float scaled = std::log(ratio) / log_denominator_ * static_cast<float>(nb_ - max_exact_);
   std::int64_t large = max_exact_ + static_cast<std::int64_t>(scaled);  // trunc, scaled >= 0
   if (large > nb_ - 1) large = nb_ - 1;
   return bucket + large;
@@ -86,7 +87,8 @@ std::vector<std::int64_t> T5Buckets(const T5BucketParams& params, std::int64_t f
   Require(first >= -kMaxPosition && first <= kMaxPosition - (count - 1), "first", first,
           "relative positions first..first+count-1 within [-(2^24-1), 2^24-1]");
   std::vector<std::int64_t> out(static_cast<std::size_t>(count));
-  for (std::int64_t r = 0; r < count; ++r) out[static_cast<std::size_t>(r)] = bucketer.Bucket(first + r);
+  for (std::int64_t r = 0; r < count; ++r)
+    out[static_cast<std::size_t>(r)] = bucketer.Bucket(first + r);
   return out;
 }
 
@@ -148,8 +150,7 @@ std::int64_t ScalarBucket(const void* bucketer, std::int64_t rel) {
   return static_cast<const T5Bucketer*>(bucketer)->Bucket(rel);
 }
 
-kernels::simd::T5TableSpec KernelSpec(const T5Bucketer& b, const float* table,
-                                      std::int64_t heads) {
+kernels::simd::T5TableSpec KernelSpec(const T5Bucketer& b, const float* table, std::int64_t heads) {
   kernels::simd::T5TableSpec spec;
   spec.buckets.sign = b.params().direction == T5Direction::kBidirectional
                           ? kernels::simd::T5Sign::kBidirectional
@@ -176,7 +177,8 @@ void Grad(const T5Bucketer& b, std::int64_t heads, std::int64_t head, const std:
           std::int64_t ld, T* d_table) {
   for (std::int64_t r = 0; r < nq; ++r) {
     const T* row = d_bias + r * ld;
-    for (std::int64_t c = 0; c < nk; ++c) d_table[b.BucketOf(qp[r], kp[c]) * heads + head] += row[c];
+    for (std::int64_t c = 0; c < nk; ++c)
+      d_table[b.BucketOf(qp[r], kp[c]) * heads + head] += row[c];
   }
 }
 
@@ -222,9 +224,9 @@ std::int64_t Offset3(const TensorView& v, std::int64_t a, std::int64_t b, std::i
 }  // namespace
 
 void T5BiasTable::FillBias(const Positions& query_positions, std::int64_t query_len,
-                           std::int64_t key_len, const TensorView& out,
-                           const Context& ctx) const {
-  Require(query_len >= 1, "query_len", query_len, "at least 1 (an empty query sequence has no bias)");
+                           std::int64_t key_len, const TensorView& out, const Context& ctx) const {
+  Require(query_len >= 1, "query_len", query_len,
+          "at least 1 (an empty query sequence has no bias)");
   Require(key_len >= 1 && key_len <= kMaxPosition + 1, "key_len", key_len,
           "at least 1 (an empty key sequence has no bias) and <= 2^24");
   ValidatePositions(query_positions, 1, query_len, "query_positions");
@@ -235,7 +237,8 @@ void T5BiasTable::FillBias(const Positions& query_positions, std::int64_t query_
           "query_len (" + std::to_string(query_len) + ")");
   Require(out.shape[2] == key_len, "out.shape[2]", out.shape[2],
           "key_len (" + std::to_string(key_len) + ")");
-  if (ctx.backend() != Backend::kScalar && kernels::simd::BiasSupported(out.dtype, out.strides[2])) {
+  if (ctx.backend() != Backend::kScalar &&
+      kernels::simd::BiasSupported(out.dtype, out.strides[2])) {
     kernels::simd::T5FillRows(KernelSpec(bucketer_, table_.data(), heads_), query_positions,
                               query_len, key_len, out.data, out.dtype, out.strides[0],
                               out.strides[1], ctx);  // SIMD fast path
@@ -266,10 +269,13 @@ void T5BiasTable::AccumulateGrad(const Positions& query_positions, const TensorV
           "[num_buckets, heads] = [" + std::to_string(num_buckets()) + ", " +
               std::to_string(heads_) + "]");
   RequireNoOverlap(d_table, "d_table", d_bias, "d_bias", /*inplace_allowed=*/false);
-  auto at = [&](std::int64_t b, std::int64_t h) { return b * d_table.strides[0] + h * d_table.strides[1]; };
+  auto at = [&](std::int64_t b, std::int64_t h) {
+    return b * d_table.strides[0] + h * d_table.strides[1];
+  };
   if (write == BiasWrite::kOverwrite) {
     for (std::int64_t b = 0; b < num_buckets(); ++b)
-      for (std::int64_t h = 0; h < heads_; ++h) StoreFromDouble(d_table.data, d_table.dtype, at(b, h), 0.0);
+      for (std::int64_t h = 0; h < heads_; ++h)
+        StoreFromDouble(d_table.data, d_table.dtype, at(b, h), 0.0);
   }
   // Accumulate in float64 per bucket, then add once: the sum order is fixed
   // and float32 accumulators lose nothing to long sums.

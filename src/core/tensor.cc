@@ -11,10 +11,14 @@ namespace posenc {
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat16: return "float16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat16:
+      return "float16";
   }
   return "?";
 }
@@ -24,8 +28,8 @@ DType ParseDType(std::string_view text, std::string_view arg) {
   if (text == "float64" || text == "f64" || text == "fp64") return DType::kFloat64;
   if (text == "bfloat16" || text == "bf16") return DType::kBFloat16;
   if (text == "float16" || text == "f16" || text == "fp16") return DType::kFloat16;
-  throw InvalidArgument(ArgMessage(arg, std::string(text),
-                                   "one of float32, float64, bfloat16, float16"));
+  throw InvalidArgument(
+      ArgMessage(arg, std::string(text), "one of float32, float64, bfloat16, float16"));
 }
 
 namespace {
@@ -33,8 +37,8 @@ TensorView Make(void* data, DType dtype, std::initializer_list<std::int64_t> sha
   TensorView v;
   v.data = data;
   v.dtype = dtype;
-  Require(shape.size() >= 1 && shape.size() <= static_cast<std::size_t>(kMaxRank),
-          "rank", shape.size(), "a rank in [1, 6]");
+  Require(shape.size() >= 1 && shape.size() <= static_cast<std::size_t>(kMaxRank), "rank",
+          shape.size(), "a rank in [1, 6]");
   v.rank = static_cast<int>(shape.size());
   std::copy(shape.begin(), shape.end(), v.shape.begin());
   return v;
@@ -52,8 +56,7 @@ TensorView TensorView::Contiguous(void* data, DType dtype,
   return v;
 }
 
-TensorView TensorView::Strided(void* data, DType dtype,
-                               std::initializer_list<std::int64_t> shape,
+TensorView TensorView::Strided(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
                                std::initializer_list<std::int64_t> strides) {
   Require(shape.size() == strides.size(), "strides", strides.size(),
           "as many strides as dimensions (" + std::to_string(shape.size()) + ")");
@@ -92,21 +95,19 @@ std::string TensorView::Describe() const {
   return os.str();
 }
 
-void ValidateView(const TensorView& view, std::string_view arg, int expected_rank,
-                  bool writable) {
+void ValidateView(const TensorView& view, std::string_view arg, int expected_rank, bool writable) {
   const std::string a(arg);
   Require(view.data != nullptr, a + ".data", "null", "a non-null pointer");
-  Require(view.rank >= 1 && view.rank <= kMaxRank, a + ".rank", view.rank,
-          "a rank in [1, 6]");
+  Require(view.rank >= 1 && view.rank <= kMaxRank, a + ".rank", view.rank, "a rank in [1, 6]");
   if (expected_rank >= 0) {
     Require(view.rank == expected_rank, a + ".rank", view.rank,
             "rank " + std::to_string(expected_rank));
   }
   for (int d = 0; d < view.rank; ++d) {
-    Require(view.shape[d] >= 1, a + ".shape[" + std::to_string(d) + "]",
-            view.shape[d], "a size >= 1 (empty tensors are not accepted)");
-    Require(view.strides[d] >= 0, a + ".strides[" + std::to_string(d) + "]",
-            view.strides[d], "a non-negative stride in elements");
+    Require(view.shape[d] >= 1, a + ".shape[" + std::to_string(d) + "]", view.shape[d],
+            "a size >= 1 (empty tensors are not accepted)");
+    Require(view.strides[d] >= 0, a + ".strides[" + std::to_string(d) + "]", view.strides[d],
+            "a non-negative stride in elements");
   }
   // Element count and byte span within kMaxViewBytes, computed without
   // overflow: past that no memory can back the view and the index
@@ -123,8 +124,8 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
   if (!fits) {
     std::string dims;
     for (int d = 0; d < view.rank; ++d) {
-      dims += (d ? ", " : "") + std::to_string(view.shape[d]) + "@" +
-              std::to_string(view.strides[d]);
+      dims +=
+          (d ? ", " : "") + std::to_string(view.shape[d]) + "@" + std::to_string(view.strides[d]);
     }
     throw InvalidArgument(a + ": got sizes@strides [" + dims + "] " +
                           std::string(DTypeName(view.dtype)) +
@@ -144,8 +145,7 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
     for (int i = 0; i < view.rank; ++i) {
       const int d = order[i];
       if (view.shape[d] == 1) continue;
-      Require(view.strides[d] > span, a + ".strides[" + std::to_string(d) + "]",
-              view.strides[d],
+      Require(view.strides[d] > span, a + ".strides[" + std::to_string(d) + "]", view.strides[d],
               "strides that give every element its own address (output views may not alias)");
       span += (view.shape[d] - 1) * view.strides[d];
     }
@@ -158,13 +158,11 @@ bool Overlaps(const TensorView& a, const TensorView& b) {
   return sa.first < sb.second && sb.first < sa.second;
 }
 
-void RequireNoOverlap(const TensorView& out, std::string_view out_arg,
-                      const TensorView& in, std::string_view in_arg,
-                      bool inplace_allowed) {
+void RequireNoOverlap(const TensorView& out, std::string_view out_arg, const TensorView& in,
+                      std::string_view in_arg, bool inplace_allowed) {
   if (!Overlaps(out, in)) return;
-  const bool same = out.data == in.data && out.dtype == in.dtype &&
-                    out.rank == in.rank && out.shape == in.shape &&
-                    out.strides == in.strides;
+  const bool same = out.data == in.data && out.dtype == in.dtype && out.rank == in.rank &&
+                    out.shape == in.shape && out.strides == in.strides;
   if (same && inplace_allowed) return;
   throw InvalidArgument(std::string(out_arg) + ": overlaps " + std::string(in_arg) +
                         (same ? " (the same memory); pass inplace to work in place"
@@ -178,8 +176,9 @@ std::string_view LayoutName(AttentionLayout layout) {
 AttentionLayout ParseLayout(std::string_view text, std::string_view arg) {
   if (text == "bshd") return AttentionLayout::kBSHD;
   if (text == "bhsd") return AttentionLayout::kBHSD;
-  throw InvalidArgument(ArgMessage(arg, std::string(text),
-                                   "bshd ([batch, seq, heads, head_dim]) or bhsd ([batch, heads, seq, head_dim])"));
+  throw InvalidArgument(
+      ArgMessage(arg, std::string(text),
+                 "bshd ([batch, seq, heads, head_dim]) or bhsd ([batch, heads, seq, head_dim])"));
 }
 
 AttentionDims GetAttentionDims(const TensorView& view, AttentionLayout layout,

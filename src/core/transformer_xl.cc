@@ -101,8 +101,10 @@ void TransformerXLAddPositionTermsRow(const double* q, const double* u, const do
 
 std::string_view TransformerXLMethodName(TransformerXLMethod m) {
   switch (m) {
-    case TransformerXLMethod::kDirect: return "direct";
-    case TransformerXLMethod::kRelShift: return "rel_shift";
+    case TransformerXLMethod::kDirect:
+      return "direct";
+    case TransformerXLMethod::kRelShift:
+      return "rel_shift";
   }
   return "?";
 }
@@ -137,10 +139,12 @@ void TransformerXLRelShift(const TensorView& x, const TensorView& out) {
   const std::int64_t qlen = x.shape[0], klen = x.shape[1];
   std::vector<double> in(static_cast<std::size_t>(qlen * klen));
   for (std::int64_t i = 0; i < qlen; ++i)
-    for (std::int64_t j = 0; j < klen; ++j) in[static_cast<std::size_t>(i * klen + j)] = At(x, i, j);
+    for (std::int64_t j = 0; j < klen; ++j)
+      in[static_cast<std::size_t>(i * klen + j)] = At(x, i, j);
   const std::vector<double> shifted = RelShift(in, qlen, klen);
   for (std::int64_t i = 0; i < qlen; ++i)
-    for (std::int64_t j = 0; j < klen; ++j) Put(out, i, j, shifted[static_cast<std::size_t>(i * klen + j)]);
+    for (std::int64_t j = 0; j < klen; ++j)
+      Put(out, i, j, shifted[static_cast<std::size_t>(i * klen + j)]);
 }
 
 void TransformerXLScores(const TensorView& q, const TensorView& k, const TensorView& rw,

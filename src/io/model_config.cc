@@ -65,7 +65,8 @@ bool ParseAlibi(const Reader& rd, const Scope& scope, ModelConfig& cfg) {
     if (!alibi || !*alibi) return false;
     heads = first_int({"n_heads", "num_attention_heads"});
     max_bias = rd.Number(*attn, "alibi_bias_max", scope.text_prefix + "attn_config.alibi_bias_max",
-                         "a number > 0").value_or(8.0);
+                         "a number > 0")
+                   .value_or(8.0);
     if (!(max_bias > 0.0)) {
       rd.Fail(scope.text_prefix + "attn_config.alibi_bias_max", Num(max_bias), "a number > 0");
     }
@@ -199,8 +200,8 @@ void ParseRopeLayers(const ScopedReader& get, ModelFields& m, ModelConfig& cfg) 
   for (const auto& [key, value] : dict->items()) m.nested = m.nested && value.is_object();
   if (m.nested) {
     for (const auto& [key, value] : dict->items()) {
-      cfg.layers.push_back(ParseLayer(rd, scope, m, LayerSource{value, dict_path + "." + key, key, {}},
-                                      cfg.warnings));
+      cfg.layers.push_back(ParseLayer(
+          rd, scope, m, LayerSource{value, dict_path + "." + key, key, {}}, cfg.warnings));
     }
     return;
   }
@@ -211,10 +212,10 @@ void ParseRopeLayers(const ScopedReader& get, ModelFields& m, ModelConfig& cfg) 
       cfg.warnings));
   if (local) {  // Gemma 3: sliding layers use default rope with the local base.
     const json sliding = {{"rope_type", "default"}};
-    cfg.layers.push_back(ParseLayer(
-        rd, scope, m,
-        LayerSource{sliding, scope.text_prefix + "rope_local_base_freq", "sliding_attention", local},
-        cfg.warnings));
+    cfg.layers.push_back(ParseLayer(rd, scope, m,
+                                    LayerSource{sliding, scope.text_prefix + "rope_local_base_freq",
+                                                "sliding_attention", local},
+                                    cfg.warnings));
   }
 }
 
@@ -226,7 +227,8 @@ void ReadDeepSeek(const ScopedReader& get, const ModelFields& m, std::int64_t qk
   auto [ri_obj, ri_path] = get.scope.Where("rope_interleave");
   const bool interleave = ri_obj == nullptr || *get.rd.Bool(*ri_obj, "rope_interleave", ri_path);
   cfg.pairing = interleave ? RopePairing::kInterleaved : RopePairing::kHalfSplit;
-  if (first.type != RopeScalingType::kYarn || !first.mscale_all_dim || *first.mscale_all_dim == 0.0) {
+  if (first.type != RopeScalingType::kYarn || !first.mscale_all_dim ||
+      *first.mscale_all_dim == 0.0) {
     return;
   }
   const auto nope = get.Int("qk_nope_head_dim");
@@ -234,9 +236,10 @@ void ReadDeepSeek(const ScopedReader& get, const ModelFields& m, std::int64_t qk
     get.rd.Fail(get.scope.text_prefix + "qk_nope_head_dim", "nothing (missing)",
                 "an integer > 0 (DeepSeek softmax scale uses qk_nope_head_dim + qk_rope_head_dim)");
   }
-  const double factor = first.factor ? *first.factor
-                                     : static_cast<double>(m.max_pos) /
-                                           static_cast<double>(first.original_max_position_embeddings);
+  const double factor = first.factor
+                            ? *first.factor
+                            : static_cast<double>(m.max_pos) /
+                                  static_cast<double>(first.original_max_position_embeddings);
   const double mscale = YarnGetMscale(factor, *first.mscale_all_dim);
   cfg.deepseek_softmax_scale =
       std::pow(static_cast<double>(*nope + qk_rope), -0.5) * mscale * mscale;
@@ -258,7 +261,8 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
   cfg.source = std::string(source);
   if (const json* mt = Reader::Find(*scope.text, "model_type"); mt != nullptr && mt->is_string()) {
     cfg.model_type = mt->get<std::string>();
-  } else if (const json* mt2 = Reader::Find(root, "model_type"); mt2 != nullptr && mt2->is_string()) {
+  } else if (const json* mt2 = Reader::Find(root, "model_type");
+             mt2 != nullptr && mt2->is_string()) {
     cfg.model_type = mt2->get<std::string>();
   }
   if (ParseAlibi(rd, scope, cfg)) return cfg;
@@ -294,7 +298,8 @@ const LayerRope& SelectLayerRope(const ModelConfig& config, std::string_view lay
   std::string names;
   for (const LayerRope& l : config.layers) {
     if (l.layer_type == layer_type) return l;
-    names += (names.empty() ? "" : ", ") + (l.layer_type.empty() ? std::string("\"\"") : l.layer_type);
+    names +=
+        (names.empty() ? "" : ", ") + (l.layer_type.empty() ? std::string("\"\"") : l.layer_type);
   }
   if (layer_type.empty()) {
     for (const LayerRope& l : config.layers) {

@@ -88,7 +88,8 @@ class Reader {
       const std::string p = path + "[" + std::to_string(i) + "]";
       if (!v[i].is_number()) Fail(p, Show(v[i]), "a number");
       out.push_back(v[i].get<double>());
-      if (!std::isfinite(out.back()) || out.back() <= 0.0) Fail(p, Show(v[i]), "a finite number > 0");
+      if (!std::isfinite(out.back()) || out.back() <= 0.0)
+        Fail(p, Show(v[i]), "a finite number > 0");
     }
     return out;
   }

@@ -18,34 +18,41 @@ using T = RopeScalingType;
 // every type may carry.
 const std::set<std::string>& AllowedKeys(RopeScalingType type) {
   using T = RopeScalingType;
-  static const std::set<std::string> common = {"rope_type", "type", "rope_theta",
-                                               "partial_rotary_factor", "mrope_section",
-                                               "mrope_interleaved"};
+  static const std::set<std::string> common = {"rope_type",     "type",
+                                               "rope_theta",    "partial_rotary_factor",
+                                               "mrope_section", "mrope_interleaved"};
   static const auto with = [](std::initializer_list<const char*> extra) {
     std::set<std::string> s = common;
     for (const char* k : extra) s.insert(k);
     return s;
   };
   static const std::set<std::string> def = common, linear = with({"factor"}),
-                                      ntk = with({"factor", "alpha"}),
-                                      yarn = with({"factor", "original_max_position_embeddings",
-                                                   "attention_factor", "beta_fast", "beta_slow",
-                                                   "mscale", "mscale_all_dim", "truncate"}),
-                                      llama3 = with({"factor", "original_max_position_embeddings",
-                                                     "low_freq_factor", "high_freq_factor"}),
-                                      longrope = with({"short_factor", "long_factor", "factor",
-                                                       "original_max_position_embeddings",
-                                                       "attention_factor"}),
-                                      prop = with({"factor"});
+                                     ntk = with({"factor", "alpha"}),
+                                     yarn = with({"factor", "original_max_position_embeddings",
+                                                  "attention_factor", "beta_fast", "beta_slow",
+                                                  "mscale", "mscale_all_dim", "truncate"}),
+                                     llama3 = with({"factor", "original_max_position_embeddings",
+                                                    "low_freq_factor", "high_freq_factor"}),
+                                     longrope = with({"short_factor", "long_factor", "factor",
+                                                      "original_max_position_embeddings",
+                                                      "attention_factor"}),
+                                     prop = with({"factor"});
   switch (type) {
-    case T::kDefault: return def;
+    case T::kDefault:
+      return def;
     case T::kLinear:
-    case T::kDynamic: return linear;
-    case T::kNtk: return ntk;
-    case T::kYarn: return yarn;
-    case T::kLlama3: return llama3;
-    case T::kLongRope: return longrope;
-    case T::kProportional: return prop;
+    case T::kDynamic:
+      return linear;
+    case T::kNtk:
+      return ntk;
+    case T::kYarn:
+      return yarn;
+    case T::kLlama3:
+      return llama3;
+    case T::kLongRope:
+      return longrope;
+    case T::kProportional:
+      return prop;
   }
   return def;
 }
@@ -54,7 +61,12 @@ class LayerParser {
  public:
   LayerParser(const Reader& rd, const Scope& scope, const ModelFields& m, const LayerSource& src,
               std::vector<std::string>& warnings)
-      : rd_(rd), scope_(scope), m_(m), dict_(src.dict), path_(src.path), warnings_(warnings),
+      : rd_(rd),
+        scope_(scope),
+        m_(m),
+        dict_(src.dict),
+        path_(src.path),
+        warnings_(warnings),
         p_(layer_.scaling) {
     layer_.layer_type = src.layer_type;
     p_.numerics = RopeNumerics::kHF;
@@ -69,11 +81,20 @@ class LayerParser {
     Factor();
     OriginalContext();
     switch (p_.type) {
-      case T::kYarn: Yarn(); break;
-      case T::kLongRope: LongRope(); break;
-      case T::kLlama3: Llama3(); break;
-      case T::kProportional: Proportional(); break;
-      default: break;
+      case T::kYarn:
+        Yarn();
+        break;
+      case T::kLongRope:
+        LongRope();
+        break;
+      case T::kLlama3:
+        Llama3();
+        break;
+      case T::kProportional:
+        Proportional();
+        break;
+      default:
+        break;
     }
     MropeSections();
     ValidateRopeScalingParams(p_);  // every rule above makes this pass; kept as an invariant
@@ -100,7 +121,7 @@ class LayerParser {
       p_.type = ParseRopeScalingType(type_name);
     } catch (const InvalidArgument&) {
       rd_.Fail(type_path, "\"" + type_name + "\"",
-              "one of " + std::string(KnownRopeScalingTypes()) + " (\"mrope\" means default)");
+               "one of " + std::string(KnownRopeScalingTypes()) + " (\"mrope\" means default)");
     }
     tn_ = std::string(RopeScalingTypeName(p_.type));
     for (const auto& [key, value] : dict_.items()) {
@@ -113,14 +134,17 @@ class LayerParser {
   // theta and the rotary fraction (top-level partial_rotary_factor wins, as HF).
   void ThetaAndRotary() {
     const auto dict_theta = rd_.Number(dict_, "rope_theta", At("rope_theta"), "a number > 1");
-    p_.theta = dict_theta ? *dict_theta : theta_override_ ? *theta_override_ : m_.top_theta ? *m_.top_theta : 10000.0;
+    p_.theta = dict_theta        ? *dict_theta
+               : theta_override_ ? *theta_override_
+               : m_.top_theta    ? *m_.top_theta
+                                 : 10000.0;
     if (!(p_.theta > 1.0)) rd_.Fail(At("rope_theta"), Num(p_.theta), "a number > 1");
     dict_prf_ = rd_.Number(dict_, "partial_rotary_factor", At("partial_rotary_factor"),
-                                    "a number in (0, 1]");
+                           "a number in (0, 1]");
     if (dict_prf_ && m_.top_prf && *dict_prf_ != *m_.top_prf) {
       warnings_.push_back(At("partial_rotary_factor") + ": " + Num(*dict_prf_) +
-                         " differs from the top-level value " + Num(*m_.top_prf) +
-                         "; using the top-level value (HF standardize_rope_params)");
+                          " differs from the top-level value " + Num(*m_.top_prf) +
+                          "; using the top-level value (HF standardize_rope_params)");
     }
     p_.partial_rotary_factor = m_.top_prf ? *m_.top_prf : dict_prf_ ? *dict_prf_ : 1.0;
     if (!(p_.partial_rotary_factor > 0.0 && p_.partial_rotary_factor <= 1.0)) {
@@ -129,12 +153,12 @@ class LayerParser {
     const std::int64_t d = RotaryDim();
     if (p_.type != T::kProportional && (d < 2 || d % 2 != 0)) {
       rd_.Fail(At("partial_rotary_factor"), Num(p_.partial_rotary_factor),
-              "a fraction giving an even rotary dim >= 2 (head_dim " + std::to_string(m_.head_dim) +
-                  " * factor = " + std::to_string(d) + ")");
+               "a fraction giving an even rotary dim >= 2 (head_dim " +
+                   std::to_string(m_.head_dim) + " * factor = " + std::to_string(d) + ")");
     }
     if ((p_.type == T::kDynamic || p_.type == T::kNtk) && d < 4) {
       rd_.Fail(At("partial_rotary_factor"), Num(p_.partial_rotary_factor),
-              "a rotary dim >= 4 for NTK scaling (got " + std::to_string(d) + ")");
+               "a rotary dim >= 4 for NTK scaling (got " + std::to_string(d) + ")");
     }
   }
 
@@ -143,7 +167,8 @@ class LayerParser {
     const std::string factor_expect =
         p_.type == T::kProportional ? "a number > 0" : "a number >= 1 for rope_type '" + tn_ + "'";
     p_.factor = rd_.Number(dict_, "factor", At("factor"), factor_expect);
-    if (p_.type == T::kNtk && !p_.factor) p_.factor = rd_.Number(dict_, "alpha", At("alpha"), factor_expect);
+    if (p_.type == T::kNtk && !p_.factor)
+      p_.factor = rd_.Number(dict_, "alpha", At("alpha"), factor_expect);
     const bool factor_required = p_.type == T::kLinear || p_.type == T::kDynamic ||
                                  p_.type == T::kNtk || p_.type == T::kLlama3;
     if (!p_.factor && factor_required) rd_.Fail(At("factor"), "nothing (missing)", factor_expect);
@@ -153,7 +178,7 @@ class LayerParser {
     }
     if (p_.type == T::kDynamic && m_.max_pos <= 0) {
       rd_.Fail(scope_.text_prefix + "max_position_embeddings", "nothing (missing)",
-              "an integer > 0 (rope_type 'dynamic' scales relative to it)");
+               "an integer > 0 (rope_type 'dynamic' scales relative to it)");
     }
   }
 
@@ -161,27 +186,29 @@ class LayerParser {
   void OriginalContext() {
     if (p_.type == T::kYarn || p_.type == T::kLlama3 || p_.type == T::kLongRope) {
       const auto in_dict = rd_.Int(dict_, "original_max_position_embeddings",
-                                  At("original_max_position_embeddings"));
+                                   At("original_max_position_embeddings"));
       const auto orig = (m_.top_original_max && !m_.nested) ? m_.top_original_max : in_dict;
       p_.original_max_position_embeddings = orig ? *orig : m_.max_pos;
       if (p_.original_max_position_embeddings <= 0) {
         rd_.Fail(At("original_max_position_embeddings"), "nothing (missing)",
-                "an integer > 0 (or max_position_embeddings) for rope_type '" + tn_ + "'");
+                 "an integer > 0 (or max_position_embeddings) for rope_type '" + tn_ + "'");
       }
       if (!p_.factor && p_.type != T::kLlama3) {
         if (m_.max_pos <= 0) {
           rd_.Fail(At("factor"), "nothing (missing)",
-                  "a number >= 1, or max_position_embeddings to derive it from for rope_type '" + tn_ + "'");
+                   "a number >= 1, or max_position_embeddings to derive it from for rope_type '" +
+                       tn_ + "'");
         }
         const double derived = static_cast<double>(m_.max_pos) /
                                static_cast<double>(p_.original_max_position_embeddings);
         if (p_.type == T::kYarn) {
           if (derived < 1.0) {
             rd_.Fail(At("factor"), "nothing (missing; max/original = " + Num(derived) + ")",
-                    "a number >= 1");
+                     "a number >= 1");
           }
           warnings_.push_back(At("factor") + ": missing (HF's validator requires it); derived " +
-                             Num(derived) + " = max_position_embeddings / original_max_position_embeddings");
+                              Num(derived) +
+                              " = max_position_embeddings / original_max_position_embeddings");
         }
       }
     }
@@ -189,85 +216,99 @@ class LayerParser {
 
   // yarn: attention_factor, beta_fast / beta_slow, mscale, truncate.
   void Yarn() {
-      p_.attention_factor = rd_.Number(dict_, "attention_factor", At("attention_factor"), "a number > 0");
-      if (p_.attention_factor && *p_.attention_factor <= 0.0) {
-        rd_.Fail(At("attention_factor"), Num(*p_.attention_factor), "a number > 0");
+    p_.attention_factor =
+        rd_.Number(dict_, "attention_factor", At("attention_factor"), "a number > 0");
+    if (p_.attention_factor && *p_.attention_factor <= 0.0) {
+      rd_.Fail(At("attention_factor"), Num(*p_.attention_factor), "a number > 0");
+    }
+    p_.beta_fast = rd_.Number(dict_, "beta_fast", At("beta_fast"), "a number >= 0 (0 means 32)");
+    p_.beta_slow = rd_.Number(dict_, "beta_slow", At("beta_slow"), "a number >= 0 (0 means 1)");
+    for (auto [key, v] :
+         {std::pair{"beta_fast", p_.beta_fast}, std::pair{"beta_slow", p_.beta_slow}}) {
+      if (v && *v < 0.0) rd_.Fail(At(key), Num(*v), "a number >= 0");
+    }
+    const double bf = (p_.beta_fast && *p_.beta_fast != 0.0) ? *p_.beta_fast : 32.0;
+    const double bs = (p_.beta_slow && *p_.beta_slow != 0.0) ? *p_.beta_slow : 1.0;
+    if (bf < bs) {
+      warnings_.push_back(At("beta_fast") + ": beta_fast=" + Num(bf) +
+                          " is smaller than beta_slow=" + Num(bs) + " (HF warns; used as given)");
+    }
+    p_.mscale = rd_.Number(dict_, "mscale", At("mscale"));
+    p_.mscale_all_dim = rd_.Number(dict_, "mscale_all_dim", At("mscale_all_dim"));
+    const auto truncate = rd_.Bool(dict_, "truncate", At("truncate"));
+    if (truncate && m_.nested) {
+      warnings_.push_back(At("truncate") +
+                          ": HF reads truncate only from a flat rope dict_, so this "
+                          "per-layer value is ignored (truncate=true), as in HF");
+    } else if (truncate) {
+      p_.truncate = *truncate ? YarnTruncate::kTruncate : YarnTruncate::kExact;
+    }
+    if (p_.factor && m_.max_pos > 0) {
+      const double implicit = static_cast<double>(m_.max_pos) /
+                              static_cast<double>(p_.original_max_position_embeddings);
+      if (implicit != *p_.factor && implicit != 1.0) {
+        warnings_.push_back(
+            At("factor") + ": explicit factor " + Num(*p_.factor) +
+            " differs from max_position_embeddings / original_max_position_embeddings = " +
+            Num(implicit) + "; using the explicit factor (as HF)");
       }
-      p_.beta_fast = rd_.Number(dict_, "beta_fast", At("beta_fast"), "a number >= 0 (0 means 32)");
-      p_.beta_slow = rd_.Number(dict_, "beta_slow", At("beta_slow"), "a number >= 0 (0 means 1)");
-      for (auto [key, v] : {std::pair{"beta_fast", p_.beta_fast}, std::pair{"beta_slow", p_.beta_slow}}) {
-        if (v && *v < 0.0) rd_.Fail(At(key), Num(*v), "a number >= 0");
-      }
-      const double bf = (p_.beta_fast && *p_.beta_fast != 0.0) ? *p_.beta_fast : 32.0;
-      const double bs = (p_.beta_slow && *p_.beta_slow != 0.0) ? *p_.beta_slow : 1.0;
-      if (bf < bs) {
-        warnings_.push_back(At("beta_fast") + ": beta_fast=" + Num(bf) +
-                           " is smaller than beta_slow=" + Num(bs) + " (HF warns; used as given)");
-      }
-      p_.mscale = rd_.Number(dict_, "mscale", At("mscale"));
-      p_.mscale_all_dim = rd_.Number(dict_, "mscale_all_dim", At("mscale_all_dim"));
-      const auto truncate = rd_.Bool(dict_, "truncate", At("truncate"));
-      if (truncate && m_.nested) {
-        warnings_.push_back(At("truncate") + ": HF reads truncate only from a flat rope dict_, so this "
-                           "per-layer value is ignored (truncate=true), as in HF");
-      } else if (truncate) {
-        p_.truncate = *truncate ? YarnTruncate::kTruncate : YarnTruncate::kExact;
-      }
-      if (p_.factor && m_.max_pos > 0) {
-        const double implicit = static_cast<double>(m_.max_pos) /
-                                static_cast<double>(p_.original_max_position_embeddings);
-        if (implicit != *p_.factor && implicit != 1.0) {
-          warnings_.push_back(At("factor") + ": explicit factor " + Num(*p_.factor) +
-                             " differs from max_position_embeddings / original_max_position_embeddings = " +
-                             Num(implicit) + "; using the explicit factor (as HF)");
-        }
-      }
+    }
   }
 
   // longrope: short_factor / long_factor of rotary_dim/2 entries, attention_factor.
   void LongRope() {
-      for (auto [key, list] : {std::pair{"short_factor", &p_.short_factor},
-                               std::pair{"long_factor", &p_.long_factor}}) {
-        const json* v = Reader::Find(dict_, key);
-        if (v == nullptr) rd_.Fail(At(key), "nothing (missing)", "a list of rotary_dim/2 = " + std::to_string(RotaryDim() / 2) + " numbers");
-        *list = rd_.NumberList(*v, At(key));
-        if (static_cast<std::int64_t>(list->size()) != RotaryDim() / 2) {
-          rd_.Fail(At(key), "a list of " + std::to_string(list->size()) + " numbers",
-                  "rotary_dim/2 = " + std::to_string(RotaryDim() / 2) + " numbers");
-        }
+    for (auto [key, list] :
+         {std::pair{"short_factor", &p_.short_factor}, std::pair{"long_factor", &p_.long_factor}}) {
+      const json* v = Reader::Find(dict_, key);
+      if (v == nullptr)
+        rd_.Fail(At(key), "nothing (missing)",
+                 "a list of rotary_dim/2 = " + std::to_string(RotaryDim() / 2) + " numbers");
+      *list = rd_.NumberList(*v, At(key));
+      if (static_cast<std::int64_t>(list->size()) != RotaryDim() / 2) {
+        rd_.Fail(At(key), "a list of " + std::to_string(list->size()) + " numbers",
+                 "rotary_dim/2 = " + std::to_string(RotaryDim() / 2) + " numbers");
       }
-      p_.attention_factor = rd_.Number(dict_, "attention_factor", At("attention_factor"), "a number > 0");
-      if (p_.attention_factor && *p_.attention_factor <= 0.0) {
-        rd_.Fail(At("attention_factor"), Num(*p_.attention_factor), "a number > 0");
-      }
+    }
+    p_.attention_factor =
+        rd_.Number(dict_, "attention_factor", At("attention_factor"), "a number > 0");
+    if (p_.attention_factor && *p_.attention_factor <= 0.0) {
+      rd_.Fail(At("attention_factor"), Num(*p_.attention_factor), "a number > 0");
+    }
   }
 
   // llama3: low / high frequency factors.
   void Llama3() {
-      const auto low = rd_.Number(dict_, "low_freq_factor", At("low_freq_factor"), "a number > 0");
-      const auto high = rd_.Number(dict_, "high_freq_factor", At("high_freq_factor"), "a number > low_freq_factor");
-      if (!low) rd_.Fail(At("low_freq_factor"), "nothing (missing)", "a number > 0 (required for rope_type 'llama3')");
-      if (!high) rd_.Fail(At("high_freq_factor"), "nothing (missing)", "a number (required for rope_type 'llama3')");
-      if (*low <= 0.0) rd_.Fail(At("low_freq_factor"), Num(*low), "a number > 0");
-      if (*high <= *low) {
-        rd_.Fail(At("high_freq_factor"), Num(*high),
-                "a number > low_freq_factor (" + Num(*low) + ")");
-      }
-      p_.low_freq_factor = *low;
-      p_.high_freq_factor = *high;
-      if (m_.max_pos > 0 && p_.original_max_position_embeddings >= m_.max_pos) {
-        warnings_.push_back(At("original_max_position_embeddings") + ": " +
-                           std::to_string(p_.original_max_position_embeddings) +
-                           " is not below max_position_embeddings = " + std::to_string(m_.max_pos) + " (HF warns)");
-      }
+    const auto low = rd_.Number(dict_, "low_freq_factor", At("low_freq_factor"), "a number > 0");
+    const auto high =
+        rd_.Number(dict_, "high_freq_factor", At("high_freq_factor"), "a number > low_freq_factor");
+    if (!low)
+      rd_.Fail(At("low_freq_factor"), "nothing (missing)",
+               "a number > 0 (required for rope_type 'llama3')");
+    if (!high)
+      rd_.Fail(At("high_freq_factor"), "nothing (missing)",
+               "a number (required for rope_type 'llama3')");
+    if (*low <= 0.0) rd_.Fail(At("low_freq_factor"), Num(*low), "a number > 0");
+    if (*high <= *low) {
+      rd_.Fail(At("high_freq_factor"), Num(*high),
+               "a number > low_freq_factor (" + Num(*low) + ")");
+    }
+    p_.low_freq_factor = *low;
+    p_.high_freq_factor = *high;
+    if (m_.max_pos > 0 && p_.original_max_position_embeddings >= m_.max_pos) {
+      warnings_.push_back(At("original_max_position_embeddings") + ": " +
+                          std::to_string(p_.original_max_position_embeddings) +
+                          " is not below max_position_embeddings = " + std::to_string(m_.max_pos) +
+                          " (HF warns)");
+    }
   }
 
   // proportional: warns when no rotary fraction is given.
   void Proportional() {
-      if (!dict_prf_ && !m_.top_prf) {
-        warnings_.push_back(At("partial_rotary_factor") + ": missing for rope_type 'proportional'; "
-                           "1.0 makes it equivalent to linear scaling (HF warns)");
-      }
+    if (!dict_prf_ && !m_.top_prf) {
+      warnings_.push_back(At("partial_rotary_factor") +
+                          ": missing for rope_type 'proportional'; "
+                          "1.0 makes it equivalent to linear scaling (HF warns)");
+    }
   }
 
   // Multimodal sections: in the dict or at the top level.
@@ -278,7 +319,8 @@ class LayerParser {
                                          : scope_.Where("mrope_section");
     if (sec_obj != nullptr) {
       const json& sec = (*sec_obj)["mrope_section"];
-      if (!sec.is_array() || sec.size() != 3) rd_.Fail(sec_path, Show(sec), "a list of 3 integers (t, h, w)");
+      if (!sec.is_array() || sec.size() != 3)
+        rd_.Fail(sec_path, Show(sec), "a list of 3 integers (t, h, w)");
       std::int64_t sum = 0;
       for (std::size_t i = 0; i < 3; ++i) {
         if (!sec[i].is_number_integer() || sec[i].get<std::int64_t>() < 0) {
@@ -288,7 +330,8 @@ class LayerParser {
         sum += layer_.mrope_section.back();
       }
       if (sum != RotaryDim() / 2) {
-        rd_.Fail(sec_path, Show(sec), "sections summing to rotary_dim/2 = " + std::to_string(RotaryDim() / 2));
+        rd_.Fail(sec_path, Show(sec),
+                 "sections summing to rotary_dim/2 = " + std::to_string(RotaryDim() / 2));
       }
       const auto [il_obj, il_path] = Reader::Find(dict_, "mrope_interleaved") != nullptr
                                          ? std::pair{&dict_, At("mrope_interleaved")}

@@ -22,8 +22,9 @@
 
 namespace posenc {
 
-static_assert(std::endian::native == std::endian::little,
-              "posenc's .npy I/O copies little-endian data as is; a big-endian host needs byte swaps");
+static_assert(
+    std::endian::native == std::endian::little,
+    "posenc's .npy I/O copies little-endian data as is; a big-endian host needs byte swaps");
 
 namespace {
 
@@ -96,7 +97,8 @@ class HeaderParser {
     if (pos_ != s_.size()) Error("unexpected text after the closing '}'");
     if (!have_descr || !have_order || !have_shape) {
       std::string missing;
-      for (auto [have, key] : {std::pair{have_descr, "'descr'"}, {have_order, "'fortran_order'"},
+      for (auto [have, key] : {std::pair{have_descr, "'descr'"},
+                               {have_order, "'fortran_order'"},
                                {have_shape, "'shape'"}}) {
         if (!have) missing += (missing.empty() ? "" : ", ") + std::string(key);
       }
@@ -125,8 +127,8 @@ class HeaderParser {
     ++pos_;
   }
   void SkipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\r')) {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -203,10 +205,14 @@ DType DTypeOfDescr(const std::string& descr, const std::string& name) {
 
 std::string DescrOf(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "<f4";
-    case DType::kFloat64: return "<f8";
-    case DType::kFloat16: return "<f2";
-    case DType::kBFloat16: break;
+    case DType::kFloat32:
+      return "<f4";
+    case DType::kFloat64:
+      return "<f8";
+    case DType::kFloat16:
+      return "<f2";
+    case DType::kBFloat16:
+      break;
   }
   throw InvalidArgument(ArgMessage("view.dtype", std::string(DTypeName(dtype)),
                                    "float32, float64 or float16 (.npy has no bfloat16)"));
@@ -285,7 +291,8 @@ std::vector<float> NpyArray::ToFloat32() const {
 std::vector<double> NpyArray::ToFloat64() const {
   const std::int64_t n = NumElements();
   std::vector<double> out(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = LoadAsDouble(bytes.data(), dtype, i);
+  for (std::int64_t i = 0; i < n; ++i)
+    out[static_cast<std::size_t>(i)] = LoadAsDouble(bytes.data(), dtype, i);
   return out;
 }
 
@@ -305,8 +312,8 @@ NpyArray ReadNpy(std::istream& in, const std::string& name) {
   } else if ((major == 2 || major == 3) && minor == 0) {
     std::array<unsigned char, 4> b{};
     ReadExact(in, reinterpret_cast<char*>(b.data()), 4, name, "the header length is incomplete");
-    header_len = b[0] | (std::size_t{b[1]} << 8) | (std::size_t{b[2]} << 16) |
-                 (std::size_t{b[3]} << 24);
+    header_len =
+        b[0] | (std::size_t{b[1]} << 8) | (std::size_t{b[2]} << 16) | (std::size_t{b[3]} << 24);
     if (header_len > (std::size_t{1} << 24)) {
       Fail(name, "header length " + std::to_string(header_len) + " is implausibly large");
     }
@@ -321,8 +328,9 @@ NpyArray ReadNpy(std::istream& in, const std::string& name) {
   }
   const HeaderParser::Header h = HeaderParser(header, name).Parse();
   if (h.fortran_order) {
-    Fail(name, "fortran_order True is not supported (save a C-order array, e.g. "
-               "numpy.ascontiguousarray(a))");
+    Fail(name,
+         "fortran_order True is not supported (save a C-order array, e.g. "
+         "numpy.ascontiguousarray(a))");
   }
   NpyArray arr;
   arr.source = name;
@@ -371,8 +379,8 @@ void WriteNpy(std::ostream& out, const TensorView& view, const std::string& name
   ValidateView(view, "view");
   const std::string descr = DescrOf(view.dtype);
   std::vector<std::int64_t> shape(view.shape.begin(), view.shape.begin() + view.rank);
-  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " +
-                     ShapeTuple(shape) + ", }";
+  std::string dict =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + ShapeTuple(shape) + ", }";
   // Version 1.0: the header length is a uint16; a rank <= 6 header is far
   // below 65535 bytes. Pad so the data starts on a 64-byte boundary.
   const std::size_t prefix = 10;
@@ -397,7 +405,8 @@ void WriteNpy(std::ostream& out, const TensorView& view, const std::string& name
   const std::int64_t rows = view.NumElements() / inner;
   for (std::int64_t k = 0; k < rows && out; ++k) {
     std::int64_t base = 0;
-    for (int d = 0; d < r - 1; ++d) base += idx[static_cast<std::size_t>(d)] * view.strides[static_cast<std::size_t>(d)];
+    for (int d = 0; d < r - 1; ++d)
+      base += idx[static_cast<std::size_t>(d)] * view.strides[static_cast<std::size_t>(d)];
     const char* src = static_cast<const char*>(view.data);
     for (std::int64_t c = 0; c < inner; ++c) {
       std::memcpy(row.data() + static_cast<std::size_t>(c) * elem,

@@ -72,8 +72,7 @@ void ThreadPool::WorkerLoop(int worker) {
   }
 }
 
-void ThreadPool::Run(std::int64_t num_tasks,
-                     const std::function<void(std::int64_t, int)>& fn) {
+void ThreadPool::Run(std::int64_t num_tasks, const std::function<void(std::int64_t, int)>& fn) {
   if (num_tasks <= 0) return;
   if (t_running_pool == this) {
     // Nested: a task of this pool asked it for more work. Its workers are
@@ -110,9 +109,12 @@ void ThreadPool::Run(std::int64_t num_tasks,
 
 std::string_view BackendName(Backend backend) {
   switch (backend) {
-    case Backend::kAuto: return "auto";
-    case Backend::kScalar: return "scalar";
-    case Backend::kSimd: return "simd";
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kScalar:
+      return "scalar";
+    case Backend::kSimd:
+      return "simd";
   }
   return "?";
 }
@@ -139,9 +141,8 @@ Context::~Context() = default;
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 
-void Context::ParallelFor(
-    std::int64_t num_tasks,
-    const std::function<void(std::int64_t task, int worker)>& fn) const {
+void Context::ParallelFor(std::int64_t num_tasks,
+                          const std::function<void(std::int64_t task, int worker)>& fn) const {
   if (num_tasks <= 0) return;
   if (!pool_ || num_tasks == 1) {
     for (std::int64_t t = 0; t < num_tasks; ++t) fn(t, 0);

@@ -27,8 +27,7 @@ class ThreadPool {
 
   // Runs every task once. Concurrent callers are serialised (run_mu_); a
   // call from inside one of this pool's tasks runs inline on that worker.
-  void Run(std::int64_t num_tasks,
-           const std::function<void(std::int64_t, int)>& fn);
+  void Run(std::int64_t num_tasks, const std::function<void(std::int64_t, int)>& fn);
 
  private:
   void WorkerLoop(int worker);

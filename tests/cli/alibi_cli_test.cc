@@ -54,14 +54,14 @@ TEST(AlibiCli, BloomConventionAndTextTable) {
   EXPECT_NE(r.out.find("slope"), std::string::npos);
   EXPECT_NE(r.out.find("-inf"), std::string::npos);
   EXPECT_NE(r.out.find("-0.0625"), std::string::npos);  // head 0 slope 2^-4, i - j = 1
-  EXPECT_EQ(r.out.find("-0 "), std::string::npos);        // the diagonal is +0
+  EXPECT_EQ(r.out.find("-0 "), std::string::npos);      // the diagonal is +0
 }
 
 TEST(AlibiCli, BadInputIsOneLineAndExitCode2) {
-  for (const char* args : {"alibi --heads 0", "alibi --heads 4 --max-bias nan",
-                           "alibi --heads 4 --max-bias -1", "alibi --heads 4 --length 0",
-                           "alibi --heads 4 --convention paper", "alibi --heads 4 --head 1",
-                           "alibi --heads 4 --length 3 --head 4"}) {
+  for (const char* args :
+       {"alibi --heads 0", "alibi --heads 4 --max-bias nan", "alibi --heads 4 --max-bias -1",
+        "alibi --heads 4 --length 0", "alibi --heads 4 --convention paper",
+        "alibi --heads 4 --head 1", "alibi --heads 4 --length 3 --head 4"}) {
     const auto r = RunCli(args);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << args << ": " << r.err;

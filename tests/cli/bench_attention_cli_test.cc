@@ -34,9 +34,8 @@ TEST(BenchAttentionCli, SmokeJsonEntries) {
     if (kernel == "attention_backward") {
       ++backward;
       for (const char* key : {"scheme", "seq", "heads", "head_dim", "causal", "dtype", "threads",
-                              "ms", "forward_ms", "gflops", "fraction_of_compute",
-                              "peak_extra_mib", "torch_ms", "torch_peak_mib",
-                              "speedup_vs_torch"}) {
+                              "ms", "forward_ms", "gflops", "fraction_of_compute", "peak_extra_mib",
+                              "torch_ms", "torch_peak_mib", "speedup_vs_torch"}) {
         ASSERT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
       }
       EXPECT_EQ(e["seq"].get<int>(), 64);
@@ -60,9 +59,9 @@ TEST(BenchAttentionCli, SmokeJsonEntries) {
       EXPECT_TRUE(e["cache_resident"].get<bool>());  // 256 KiB of cache: never DRAM-sized
       continue;
     }
-    for (const char* key : {"kernel", "scheme", "seq", "heads", "head_dim", "causal", "threads", "dtype",
-                            "ms", "peak_extra_mib", "torch_ms", "torch_peak_mib", "reference_ms",
-                            "gflops", "fraction_of_compute"}) {
+    for (const char* key : {"kernel", "scheme", "seq", "heads", "head_dim", "causal", "threads",
+                            "dtype", "ms", "peak_extra_mib", "torch_ms", "torch_peak_mib",
+                            "reference_ms", "gflops", "fraction_of_compute"}) {
       ASSERT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
     }
     EXPECT_EQ(kernel, "attention");
@@ -118,7 +117,8 @@ TEST(BenchAttentionCli, AllDoesNotRunAttention) {
 }
 
 TEST(BenchAttentionCli, MissingTorchScriptIsIoError) {
-  const auto r = RunCli("bench attention --max-seq 8 --reps 1 --warmup 0 --torch-script /nonexistent/x.py");
+  const auto r =
+      RunCli("bench attention --max-seq 8 --reps 1 --warmup 0 --torch-script /nonexistent/x.py");
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_NE(r.err.find("--torch-script"), std::string::npos) << r.err;
 }

@@ -14,7 +14,8 @@ namespace posenc::test {
 namespace {
 
 TEST(BenchBiasCli, SmokeJsonRows) {
-  const auto r = RunCli("bench bias --threads 2 --json --max-seq 48 --reps 1 --warmup 0 --no-torch");
+  const auto r =
+      RunCli("bench bias --threads 2 --json --max-seq 48 --reps 1 --warmup 0 --no-torch");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   const auto& rows = j.at("results");
@@ -26,7 +27,8 @@ TEST(BenchBiasCli, SmokeJsonRows) {
                             "torch_ms", "torch_variant", "speedup_vs_torch"}) {
       ASSERT_TRUE(row.contains(key)) << key << " missing in " << row.dump();
     }
-    const std::string kernel = row["kernel"].get<std::string>(), dtype = row["dtype"].get<std::string>();
+    const std::string kernel = row["kernel"].get<std::string>(),
+                      dtype = row["dtype"].get<std::string>();
     seen.insert(kernel + "/" + dtype);
     EXPECT_EQ(row["shape"], nlohmann::json::array({32, 48, 48}));
     EXPECT_EQ(row["threads"].get<int>(), 2);
@@ -35,7 +37,8 @@ TEST(BenchBiasCli, SmokeJsonRows) {
     // Bytes written: H * S * S elements of the dtype.
     EXPECT_EQ(row["bytes"].get<double>(), 32.0 * 48 * 48 * (dtype == "float32" ? 4 : 2));
     EXPECT_GT(row["ms"].get<double>(), 0.0);
-    EXPECT_NEAR(row["gbps"].get<double>(), row["bytes"].get<double>() / (row["ms"].get<double>() * 1e6), 1e-9);
+    EXPECT_NEAR(row["gbps"].get<double>(),
+                row["bytes"].get<double>() / (row["ms"].get<double>() * 1e6), 1e-9);
     EXPECT_NEAR(row["fraction_of_bandwidth"].get<double>(),
                 row["gbps"].get<double>() / row["bandwidth_gbps"].get<double>(), 1e-9);
     EXPECT_TRUE(row["torch_ms"].is_null());
@@ -55,8 +58,9 @@ TEST(BenchBiasCli, TorchBaselinesRun) {
     EXPECT_GT(row["torch_ms"].get<double>(), 0.0);
     EXPECT_NEAR(row["speedup_vs_torch"].get<double>(),
                 row["torch_ms"].get<double>() / row["ms"].get<double>(), 1e-9);
-    EXPECT_EQ(row["torch_variant"].get<std::string>(),
-              row["kernel"] == "alibi" ? "xtransformers_alibi_causal_masked" : "hf_t5_compute_bias");
+    EXPECT_EQ(row["torch_variant"].get<std::string>(), row["kernel"] == "alibi"
+                                                           ? "xtransformers_alibi_causal_masked"
+                                                           : "hf_t5_compute_bias");
   }
 }
 

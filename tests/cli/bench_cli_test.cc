@@ -26,9 +26,9 @@ TEST(BenchCli, SmokeJsonHasEveryKey) {
   EXPECT_GT(j["machine"]["compute_ceilings"][0]["gflops"].get<double>(), 0.0);
   std::set<std::string> kernels;
   for (const auto& row : j.at("results")) {
-    for (const char* key : {"kernel", "dtype", "shape", "threads", "inplace", "ms", "gbps",
-                            "bandwidth_gbps", "fraction_of_bandwidth", "speedup_vs_torch",
-                            "cache_resident"}) {
+    for (const char* key :
+         {"kernel", "dtype", "shape", "threads", "inplace", "ms", "gbps", "bandwidth_gbps",
+          "fraction_of_bandwidth", "speedup_vs_torch", "cache_resident"}) {
       ASSERT_TRUE(row.contains(key)) << key << " missing in " << row.dump();
     }
     kernels.insert(row["kernel"].get<std::string>());
@@ -39,7 +39,8 @@ TEST(BenchCli, SmokeJsonHasEveryKey) {
                 row["gbps"].get<double>() / row["bandwidth_gbps"].get<double>(), 1e-9);
     EXPECT_TRUE(row["speedup_vs_torch"].is_null());  // --no-torch
   }
-  EXPECT_EQ(kernels, (std::set<std::string>{"rope", "rope_cos_sin", "sinusoidal", "alibi", "t5_bias"}));
+  EXPECT_EQ(kernels,
+            (std::set<std::string>{"rope", "rope_cos_sin", "sinusoidal", "alibi", "t5_bias"}));
   // rope: decode (seq 1) and the --max-seq shape, float32, bfloat16 and float16, in and out
   // of place; tables: 2 x 2; bias: {alibi, t5_bias} x 2 dtypes at S = --max-seq.
   EXPECT_EQ(j["results"].size(), 2u * 3u * 2u + 4u + 4u);
@@ -77,7 +78,8 @@ TEST(BenchCli, UnknownKernel) {
 }
 
 TEST(BenchCli, MissingTorchScriptIsIoError) {
-  const auto r = RunCli("bench rope --max-seq 2 --reps 1 --warmup 0 --torch-script /nonexistent/x.py");
+  const auto r =
+      RunCli("bench rope --max-seq 2 --reps 1 --warmup 0 --torch-script /nonexistent/x.py");
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_NE(r.err.find("--torch-script"), std::string::npos) << r.err;
 }

@@ -62,14 +62,18 @@ TEST(BucketsCli, HelpDocumentsInclusiveRange) {
 }
 
 TEST(BucketsCli, BadInputIsOneLineExit2) {
-  struct Case { const char* args; const char* needle; };
-  for (const Case& c : {Case{"t5 --num-buckets 3 --relative 0:1", "num_buckets: got 3"},
-                        Case{"t5 --num-buckets 1 --causal --relative 0:1", "num_buckets: got 1"},
-                        Case{"t5 --num-buckets 32 --max-distance 8 --relative 0:1", "max_distance: got 8"},
-                        Case{"t5 --relative 5:1", "--relative: got 5:1"},
-                        Case{"t5 --relative a:b", "--relative"},
-                        Case{"deberta --bucket-size 256 --max-position 100 --relative 0:1", "max_position: got 100"},
-                        Case{"deberta --bucket-size 0 --relative 0:1", "--bucket-size: got 0"}}) {
+  struct Case {
+    const char* args;
+    const char* needle;
+  };
+  for (const Case& c :
+       {Case{"t5 --num-buckets 3 --relative 0:1", "num_buckets: got 3"},
+        Case{"t5 --num-buckets 1 --causal --relative 0:1", "num_buckets: got 1"},
+        Case{"t5 --num-buckets 32 --max-distance 8 --relative 0:1", "max_distance: got 8"},
+        Case{"t5 --relative 5:1", "--relative: got 5:1"}, Case{"t5 --relative a:b", "--relative"},
+        Case{"deberta --bucket-size 256 --max-position 100 --relative 0:1",
+             "max_position: got 100"},
+        Case{"deberta --bucket-size 0 --relative 0:1", "--bucket-size: got 0"}}) {
     const CliResult r = RunCli(std::string("buckets ") + c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;

@@ -17,8 +17,8 @@ TEST(DemoCli, JsonHasEveryScheme) {
   ASSERT_EQ(s.size(), 9u);
   EXPECT_FALSE(s["none"]["order_aware"].get<bool>());
   EXPECT_LE(s["none"]["pooled_difference"].get<double>(), 1e-12);
-  for (const char* name : {"sinusoidal", "learned", "rope", "alibi", "t5", "shaw", "transformer_xl",
-                           "deberta"}) {
+  for (const char* name :
+       {"sinusoidal", "learned", "rope", "alibi", "t5", "shaw", "transformer_xl", "deberta"}) {
     ASSERT_TRUE(s.contains(name)) << name;
     EXPECT_TRUE(s[name]["order_aware"].get<bool>()) << name;
     EXPECT_GT(s[name]["pooled_difference"].get<double>(), 1e-4) << name;

@@ -31,10 +31,10 @@ std::string Slurp(const fs::path& p) {
 std::string TinyCorpus(const std::string& name) {
   const fs::path dir = fs::path(TempDir(name)) / "corpus";
   fs::create_directories(dir);
-  const char* words[] = {"the", "of",   "and",  "to",    "in",    "a",     "is",   "that",
-                         "for", "it",   "was",  "with",  "be",    "by",    "on",   "not",
-                         "he",  "this", "are",  "or",    "his",   "from",  "at",   "which",
-                         "but", "have", "an",   "they",  "time",  "state", "work", "people"};
+  const char* words[] = {"the", "of",   "and", "to",   "in",   "a",     "is",   "that",
+                         "for", "it",   "was", "with", "be",   "by",    "on",   "not",
+                         "he",  "this", "are", "or",   "his",  "from",  "at",   "which",
+                         "but", "have", "an",  "they", "time", "state", "work", "people"};
   std::uint32_t x = 12345;
   for (int d = 0; d < 20; ++d) {
     std::ofstream f(dir / ("doc" + std::to_string(100 + d) + ".txt"));
@@ -80,8 +80,8 @@ TEST(ExperimentCli, BadInputIsOneLineWithItsExitCode) {
   ExpectOneLineError(RunCli(base + " --schemes rope,bogus"), 2, "--schemes: got 'bogus'");
   const std::string empty = TempDir("experiment_cli_empty") + "/empty.txt";
   std::ofstream(empty).close();
-  ExpectOneLineError(RunCli("experiment extrapolation -o " + out + " --corpus " + empty + kTiny),
-                     2, "is empty");
+  ExpectOneLineError(RunCli("experiment extrapolation -o " + out + " --corpus " + empty + kTiny), 2,
+                     "is empty");
   ExpectOneLineError(
       RunCli("experiment extrapolation -o " + out + " --corpus /nonexistent/corpus" + kTiny), 4,
       "--corpus: cannot read '/nonexistent/corpus'");
@@ -102,8 +102,8 @@ TEST(ExperimentCli, TinyRunFeedsReportAndTour) {
   EXPECT_TRUE(learned[0]["bits_per_byte"].is_number());
   EXPECT_TRUE(learned[1]["bits_per_byte"].is_null());
   EXPECT_NE(learned[1]["error"].get<std::string>().find("learned table"), std::string::npos);
-  for (const char* f : {"bits_per_byte.csv", "loss_by_position.csv", "training_curves.csv",
-                        "summary.csv"}) {
+  for (const char* f :
+       {"bits_per_byte.csv", "loss_by_position.csv", "training_curves.csv", "summary.csv"}) {
     EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
   }
 
@@ -113,8 +113,8 @@ TEST(ExperimentCli, TinyRunFeedsReportAndTour) {
   const std::string html = Slurp(fs::path(rep) / "index.html");
   EXPECT_NE(html.find("Train short, test long"), std::string::npos);
   EXPECT_NE(html.find("id=\"experiment\""), std::string::npos);
-  for (const char* f : {"experiment_length", "experiment_position", "experiment_training",
-                        "experiment_table"}) {
+  for (const char* f :
+       {"experiment_length", "experiment_position", "experiment_training", "experiment_table"}) {
     EXPECT_TRUE(fs::exists(fs::path(rep) / "data" / (std::string(f) + ".csv"))) << f;
   }
   const std::string table = Slurp(fs::path(rep) / "data" / "comparison.csv");

@@ -3,8 +3,8 @@
 // GGUF files (tests/golden/gguf/) give the same JSON as their config.json.
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -18,7 +18,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string Cfg(const std::string& name) { return "'" + SourcePath("examples/configs/" + name) + "'"; }
+std::string Cfg(const std::string& name) {
+  return "'" + SourcePath("examples/configs/" + name) + "'";
+}
 
 const json& Case(const std::string& name) {
   for (const json& c : Golden("rope_init.json")["cases"]) {
@@ -31,8 +33,9 @@ TEST(InspectCli, JsonKeysAndGoldenValues) {
   const auto r = RunCli("inspect " + Cfg("llama-3.1-8b.json") + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
-  for (const char* key : {"rope_type", "head_dim", "rotary_dim", "theta", "attention_factor", "inv_freq",
-                          "max_position_embeddings", "original_max_position_embeddings", "pairs"}) {
+  for (const char* key :
+       {"rope_type", "head_dim", "rotary_dim", "theta", "attention_factor", "inv_freq",
+        "max_position_embeddings", "original_max_position_embeddings", "pairs"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["rope_type"], "llama3");
@@ -61,10 +64,12 @@ TEST(InspectCli, TextSummaryAndDeepSeekCorrection) {
   const auto r = RunCli("inspect " + Cfg("deepseek-v3.json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rope type: yarn"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("head dim: 64   rotary dim: 64   pairing: interleaved"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("head dim: 64   rotary dim: 64   pairing: interleaved"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("context: original 4096 -> extended 163840"), std::string::npos);
   EXPECT_NE(r.out.find("DeepSeek softmax scale: 0.13523377886088"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("yarn correction range (pairs): [10, 23] (truncated)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("yarn correction range (pairs): [10, 23] (truncated)"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("blended"), std::string::npos);
   const auto j = json::parse(RunCli("inspect " + Cfg("deepseek-v3.json") + " --json").out);
   const json& diag = Case("deepseek_v3_yarn")["derived_diagnostics"]["deepseek_softmax_scale"];
@@ -72,15 +77,19 @@ TEST(InspectCli, TextSummaryAndDeepSeekCorrection) {
 }
 
 TEST(InspectCli, SeqLenLayerTypeAndLongRopePolicy) {
-  auto j = json::parse(RunCli("inspect " + Cfg("phi-3.5-mini-instruct.json") + " --json --seq-len 4096").out);
+  auto j = json::parse(
+      RunCli("inspect " + Cfg("phi-3.5-mini-instruct.json") + " --json --seq-len 4096").out);
   EXPECT_EQ(j["longrope_factors"], "short_factor");
-  j = json::parse(RunCli("inspect " + Cfg("phi-3.5-mini-instruct.json") + " --json --seq-len 4097").out);
+  j = json::parse(
+      RunCli("inspect " + Cfg("phi-3.5-mini-instruct.json") + " --json --seq-len 4097").out);
   EXPECT_EQ(j["longrope_factors"], "long_factor");
   j = json::parse(RunCli("inspect " + Cfg("phi-3.5-mini-instruct.json") +
-                         " --json --seq-len 10 --longrope-switch always_long").out);
+                         " --json --seq-len 10 --longrope-switch always_long")
+                      .out);
   EXPECT_EQ(j["longrope_factors"], "long_factor");
   EXPECT_NEAR(j["attention_factor"].get<double>(), 1.1902380714238083, 1e-15);
-  j = json::parse(RunCli("inspect " + Cfg("gemma-3-4b.json") + " --json --layer-type sliding_attention").out);
+  j = json::parse(
+      RunCli("inspect " + Cfg("gemma-3-4b.json") + " --json --layer-type sliding_attention").out);
   EXPECT_EQ(j["rope_type"], "default");
   EXPECT_EQ(j["theta"], 10000.0);
   j = json::parse(RunCli("inspect " + Cfg("gemma-3-4b.json") + " --json").out);
@@ -148,8 +157,8 @@ TEST(InspectCli, GgufGivesTheJsonOfItsConfig) {
   const auto text = RunCli("inspect " + Gguf("e_phi2_partial_rotary.gguf"));
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("(phi2) [GGUF]"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("head dim: 80   rotary dim: 32   pairing: half_split"),
-            std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("head dim: 80   rotary dim: 32   pairing: half_split"), std::string::npos)
+      << text.out;
 }
 
 TEST(InspectCli, GgufAlibiModelShowsSlopes) {

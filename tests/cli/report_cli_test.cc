@@ -57,9 +57,9 @@ TEST(ReportCli, ConfigAddsAFigure) {
 TEST(ReportCli, GgufConfigsAddFigures) {
   const std::string dir = TempDir("report_cli_gguf");
   const std::string gguf = SourcePath("tests/golden/gguf/");
-  const auto r = RunCli("report --quick -o " + dir + " --config " + gguf +
-                        "b_llama31_8b_llama3_rope_freqs.gguf --config " + gguf +
-                        "f_bloom_alibi.gguf");
+  const auto r =
+      RunCli("report --quick -o " + dir + " --config " + gguf +
+             "b_llama31_8b_llama3_rope_freqs.gguf --config " + gguf + "f_bloom_alibi.gguf");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(fs::path(dir) / "data" / "config_0_b_llama31_8b_llama3_rope_freqs.csv"));
   EXPECT_TRUE(fs::exists(fs::path(dir) / "data" / "config_1_alibi.csv"));
@@ -69,7 +69,8 @@ TEST(ReportCli, MissingConfigIsIoError) {
   const auto r = RunCli("report --quick -o " + TempDir("report_cli_missing") +
                         " --config /nonexistent/config.json");
   EXPECT_EQ(r.exit_code, 4);
-  EXPECT_NE(r.err.find("--config: cannot read '/nonexistent/config.json'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--config: cannot read '/nonexistent/config.json'"), std::string::npos)
+      << r.err;
 }
 
 TEST(ReportCli, UnwritableOutputIsIoError) {
@@ -89,7 +90,8 @@ TEST(ReportCli, MissingChartLibraryNamesSetup) {
   const auto r = RunCli("report --quick -o " + TempDir("report_cli_nolib"));
   ::unsetenv("POSENC_NODE_MODULES");
   EXPECT_EQ(r.exit_code, 4);
-  EXPECT_NE(r.err.find("/nonexistent/node_modules/vega/build/vega.min.js"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/node_modules/vega/build/vega.min.js"), std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("scripts/setup.sh"), std::string::npos) << r.err;
 }
 
@@ -122,7 +124,8 @@ TEST(ReportCli, PlotNeedsMethod) {
 }
 
 TEST(ReportCli, PlotPassesTableErrorsThrough) {
-  const auto r = RunCli("plot sinusoidal --positions 4 --dim 0 -o " + TempDir("plot_cli_bad") + "/p.html");
+  const auto r =
+      RunCli("plot sinusoidal --positions 4 --dim 0 -o " + TempDir("plot_cli_bad") + "/p.html");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("dim"), std::string::npos) << r.err;
 }

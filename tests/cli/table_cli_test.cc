@@ -62,7 +62,8 @@ TEST(TableSinusoidalCli, SplitLayoutMatchesGptJ) {
 TEST(TableSinusoidalCli, PositionIdsAndOffset) {
   const nlohmann::json ids = Json(RunCli("table sinusoidal --dim 4 --position-ids 7,0,16777215"));
   EXPECT_EQ(ids["shape"], nlohmann::json({3, 4}));
-  EXPECT_EQ(ids["data"][0][0].get<double>(), static_cast<double>(static_cast<float>(std::sin(7.0))));
+  EXPECT_EQ(ids["data"][0][0].get<double>(),
+            static_cast<double>(static_cast<float>(std::sin(7.0))));
   EXPECT_EQ(ids["data"][1][1].get<double>(), 1.0);
   EXPECT_EQ(ids["data"][2][0].get<double>(),
             static_cast<double>(static_cast<float>(std::sin(16777215.0))));
@@ -95,7 +96,8 @@ TEST(TableSinusoidalCli, CsvHasHeaderAndPositions) {
 
 TEST(TableSinusoidalCli, NpyToFileAndStdout) {
   const std::string path = TempDir("table_npy") + "/pe.npy";
-  ASSERT_EQ(RunCli("table sinusoidal --dim 8 --positions 5 --format npy -o '" + path + "'").exit_code, 0);
+  ASSERT_EQ(
+      RunCli("table sinusoidal --dim 8 --positions 5 --format npy -o '" + path + "'").exit_code, 0);
   const NpyArray a = ReadNpy(path);
   EXPECT_EQ(a.dtype, DType::kFloat32);
   EXPECT_EQ(a.ShapeText(), "(5, 8)");
@@ -170,7 +172,8 @@ TEST(TableLearnedCli, SeededTableMatchesTheLibrary) {
   EXPECT_EQ(j["shape"], nlohmann::json({10, 4}));
   const LearnedTable t = LearnedTable::RandomNormal({10, 4, 0.02, 3});
   for (int r = 0; r < 10; ++r) {
-    for (int c = 0; c < 4; ++c) EXPECT_EQ(j["data"][r][c].get<double>(), static_cast<double>(t.At(r, c)));
+    for (int c = 0; c < 4; ++c)
+      EXPECT_EQ(j["data"][r][c].get<double>(), static_cast<double>(t.At(r, c)));
   }
   const nlohmann::json again =
       Json(RunCli("table learned --max-positions 10 --dim 4 --seed 3 --position-ids 9,2"));

@@ -46,8 +46,9 @@ TEST(TableRopeCli, JsonHalfSplitValues) {
 }
 
 TEST(TableRopeCli, InterleavedPartialRotaryAndTheta) {
-  const auto j = RunJson("--position-ids 0,5,9 --dim 16 --rotary-dim 8 --theta 500000 "
-                         "--pairing interleaved");
+  const auto j = RunJson(
+      "--position-ids 0,5,9 --dim 16 --rotary-dim 8 --theta 500000 "
+      "--pairing interleaved");
   EXPECT_EQ(j["positions"], nlohmann::json({0, 5, 9}));
   const std::int64_t pos[] = {0, 5, 9};
   for (std::size_t r = 0; r < 3; ++r) {
@@ -69,10 +70,12 @@ TEST(TableRopeCli, HfNumericsMatchGolden) {
   }
   ASSERT_NE(ev, nullptr);
   std::string ids;
-  for (const auto& p : (*ev)["position_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(p.get<std::int64_t>());
+  for (const auto& p : (*ev)["position_ids"])
+    ids += (ids.empty() ? "" : ",") + std::to_string(p.get<std::int64_t>());
   const auto want = FlattenDoubles((*ev)["cos"]);
   for (const char* numerics : {"hf", "accurate"}) {
-    const auto j = RunJson("--position-ids " + ids + " --dim 128 --theta 500000 --numerics " + numerics);
+    const auto j =
+        RunJson("--position-ids " + ids + " --dim 128 --theta 500000 --numerics " + numerics);
     EXPECT_EQ(j["positions"], (*ev)["position_ids"]);
     const auto got = FlattenDoubles(j["cos"]);
     ASSERT_EQ(got.size(), want.size());
@@ -112,7 +115,8 @@ TEST(TableRopeCli, CsvLayout) {
 
 TEST(TableRopeCli, NpyHoldsCosThenSin) {
   const std::string path = TempDir("table_rope_npy") + "/rope.npy";
-  const CliResult r = RunCli("table rope --positions 5 --offset 1000 --dim 6 --format npy -o '" + path + "'");
+  const CliResult r =
+      RunCli("table rope --positions 5 --offset 1000 --dim 6 --format npy -o '" + path + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
   const NpyArray a = ReadNpy(path);
@@ -210,8 +214,8 @@ TEST(TableRopeCliErrors, MissingDim) {
 
 // --config: cos/sin exactly as the model's rotary forward (HF fixtures),
 // scaled frequencies and attention factor folded in.
-double ConfigTableErr(const std::string& config, const nlohmann::json& eval, const std::string& extra,
-                      std::size_t rows) {
+double ConfigTableErr(const std::string& config, const nlohmann::json& eval,
+                      const std::string& extra, std::size_t rows) {
   const auto ids = eval["position_ids"].get<std::vector<std::int64_t>>();
   std::string list;
   for (std::size_t i = 0; i < rows; ++i) list += (i ? "," : "") + std::to_string(ids[i]);
@@ -223,7 +227,8 @@ double ConfigTableErr(const std::string& config, const nlohmann::json& eval, con
     for (std::size_t r = 0; r < rows; ++r) {
       const double bound = 2e-6 + 2e-7 * static_cast<double>(ids[r]) * af;
       for (std::size_t c = 0; c < eval[part][r].size(); ++c) {
-        worst = std::max(worst, std::abs(j[part][r][c].get<double>() - eval[part][r][c].get<double>()) / bound);
+        worst = std::max(
+            worst, std::abs(j[part][r][c].get<double>() - eval[part][r][c].get<double>()) / bound);
       }
     }
   }

@@ -31,8 +31,8 @@ TEST(TourCli, TextHasEverySectionAndTheirNumbers) {
   EXPECT_TRUE(r.err.empty()) << r.err;
   for (const char* s : {"== 1. The sinusoidal table (10 positions x 16 dims) ==",
                         "== 2. A learned absolute table (10 positions x 768 dims) ==",
-                        "== 3. Shifting a position is a fixed rotation",
-                        "== 4. RoPE keeps norms", "== 5. Past the end of a learned table =="}) {
+                        "== 3. Shifting a position is a fixed rotation", "== 4. RoPE keeps norms",
+                        "== 5. Past the end of a learned table =="}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   }
   // Row 1 of the printed table starts with sin(1), cos(1).

@@ -9,8 +9,9 @@ int main() {
   std::vector<float> table(4 * 8);
   posenc::SinusoidalParams params;
   params.dim = 8;
-  posenc::SinusoidalTable(params, /*offset=*/0, /*num_positions=*/4,
-                          posenc::TensorView::Contiguous(table.data(), posenc::DType::kFloat32, {4, 8}));
+  posenc::SinusoidalTable(
+      params, /*offset=*/0, /*num_positions=*/4,
+      posenc::TensorView::Contiguous(table.data(), posenc::DType::kFloat32, {4, 8}));
   // PE(1, 0) = sin(1).
   const double want = std::sin(1.0);
   std::printf("PE[1][0] = %.7f (want %.7f)\n", table[8], want);

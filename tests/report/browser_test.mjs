@@ -25,7 +25,8 @@ function parseArgs(argv) {
   for (let i = 2; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, '');
     if (!(key in args) || i + 1 >= argv.length) {
-      throw new Error(`usage: browser_test.mjs --posenc PATH --out DIR [--chromium PATH]; got ${argv[i]}`);
+      throw new Error(
+          `usage: browser_test.mjs --posenc PATH --out DIR [--chromium PATH]; got ${argv[i]}`);
     }
     args[key] = argv[i + 1];
   }
@@ -88,9 +89,12 @@ async function checkPage(context, file, screenshot, expectHeatmapBudget) {
   check(info.figures.length === info.containers && info.containers > 0,
         `${info.figures.length} of ${info.containers} figures rendered`);
   for (const f of info.figures) {
-    check(f.marks > 0, `${f.id}: ${f.marks} marks drawn (${f.kind}${f.path !== 'chart' ? ', ' + f.path : ''}, ${f.ms.toFixed(0)} ms, spec built in ${f.prepMs.toFixed(0)} ms)`);
+    const where = f.path !== 'chart' ? ', ' + f.path : '';
+    check(f.marks > 0, `${f.id}: ${f.marks} marks drawn (${f.kind}${where}, ` +
+                           `${f.ms.toFixed(0)} ms, spec built in ${f.prepMs.toFixed(0)} ms)`);
     if (f.kind === 'heatmap' && f.cells <= 1024 * 1024) {
-      check(f.ms < HEATMAP_BUDGET_MS, `${f.id}: ${f.cells} cells in ${f.ms.toFixed(0)} ms < ${HEATMAP_BUDGET_MS} ms`);
+      check(f.ms < HEATMAP_BUDGET_MS,
+            `${f.id}: ${f.cells} cells in ${f.ms.toFixed(0)} ms < ${HEATMAP_BUDGET_MS} ms`);
     }
   }
   check(info.exportMenus.every(Boolean), 'every figure offers Save as SVG and Save as PNG');
@@ -113,7 +117,8 @@ async function checkPage(context, file, screenshot, expectHeatmapBudget) {
       const el = document.getElementById('vg-tooltip-element');
       return el && el.classList.contains('visible') ? el.textContent : '';
     });
-    check(/\d/.test(tip), `${f.id}: hover shows a tooltip (${tip.replace(/\s+/g, ' ').slice(0, 80)})`);
+    const shown = tip.replace(/\s+/g, ' ').slice(0, 80);
+    check(/\d/.test(tip), `${f.id}: hover shows a tooltip (${shown})`);
     await page.mouse.move(0, 0);
   }
   await page.screenshot({ path: screenshot, fullPage: true });

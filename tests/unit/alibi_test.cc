@@ -2,8 +2,8 @@
 // Bloom's key-index tensor, bad input.
 #include <cmath>
 #include <functional>
-#include <string>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -90,8 +90,8 @@ TEST(AlibiBias, GoldenBloomTensors) {
     const std::int64_t seq = static_cast<std::int64_t>(mask.size()) / batch;
     const auto expected = test::FlattenDoubles(c["alibi"]);
     std::vector<float> out(static_cast<std::size_t>(batch * heads * seq));
-    BloomAlibiTensor(Slopes(heads, AlibiSlopeConvention::kBloomFloat32), mask.data(), batch,
-                     seq, TensorView::Contiguous(out.data(), DType::kFloat32, {batch * heads, 1, seq}));
+    BloomAlibiTensor(Slopes(heads, AlibiSlopeConvention::kBloomFloat32), mask.data(), batch, seq,
+                     TensorView::Contiguous(out.data(), DType::kFloat32, {batch * heads, 1, seq}));
     ASSERT_EQ(out.size(), expected.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
       EXPECT_LE(std::fabs(out[i] - expected[i]), Ulp32(expected[i])) << "element " << i;
@@ -109,8 +109,8 @@ TEST(AlibiBias, CausalAndSymmetricBottomRight) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out[8 + i], head1[i]) << i;
   g.form = AlibiForm::kSymmetric;
   AlibiBiasMatrix(slopes, g, TensorView::Contiguous(out.data(), DType::kFloat64, {2, 2, 4}));
-  EXPECT_EQ(out[3], -0.5);  // head 0, query pos 2, key 3: -0.5*|2-3|
-  EXPECT_EQ(out[4], -1.5);  // head 0, query pos 3, key 0
+  EXPECT_EQ(out[3], -0.5);             // head 0, query pos 2, key 3: -0.5*|2-3|
+  EXPECT_EQ(out[4], -1.5);             // head 0, query pos 3, key 0
   EXPECT_FALSE(std::signbit(out[2]));  // the diagonal is +0, not -0
 }
 
@@ -123,8 +123,7 @@ TEST(AlibiBias, TileEqualsMatrixSliceAndDependsOnlyOnDistance) {
   // A strided float32 tile (transposed storage) of head 4.
   const AlibiTile tile{4, 5, 17, 30, 51};
   std::vector<float> t(12 * 21);
-  AlibiBiasTile(slopes, g, tile,
-                TensorView::Strided(t.data(), DType::kFloat32, {12, 21}, {1, 12}));
+  AlibiBiasTile(slopes, g, tile, TensorView::Strided(t.data(), DType::kFloat32, {12, 21}, {1, 12}));
   for (std::int64_t r = 0; r < 12; ++r) {
     for (std::int64_t c = 0; c < 21; ++c) {
       const double want = full[static_cast<std::size_t>((4 * 37 + 5 + r) * 53 + 30 + c)];
@@ -190,27 +189,51 @@ TEST(AlibiBadInput, NegativeOrNaNUserSlope) {
 TEST(AlibiBadInput, GeometryAndTile) {
   std::vector<double> out(64);
   auto view = TensorView::Contiguous(out.data(), DType::kFloat64, {1, 4, 4});
-  ExpectInvalid([&] { AlibiBiasMatrix({1.0}, AlibiGeometry{0, 4, AlibiForm::kCausal}, view); },
-                "query_len: got 0");
-  ExpectInvalid([&] { AlibiBiasMatrix({1.0}, AlibiGeometry{5, 4, AlibiForm::kCausal}, view); },
-                "key_len: got 4");
-  ExpectInvalid([&] { AlibiBiasMatrix({1.0, 0.5}, AlibiGeometry{4, 4, AlibiForm::kCausal}, view); },
-                "out");
+  ExpectInvalid(
+      [&] {
+        AlibiBiasMatrix({1.0}, AlibiGeometry{0, 4, AlibiForm::kCausal}, view);
+      },
+      "query_len: got 0");
+  ExpectInvalid(
+      [&] {
+        AlibiBiasMatrix({1.0}, AlibiGeometry{5, 4, AlibiForm::kCausal}, view);
+      },
+      "key_len: got 4");
+  ExpectInvalid(
+      [&] {
+        AlibiBiasMatrix({1.0, 0.5}, AlibiGeometry{4, 4, AlibiForm::kCausal}, view);
+      },
+      "out");
   auto tile_view = TensorView::Contiguous(out.data(), DType::kFloat64, {2, 2});
-  ExpectInvalid([&] { AlibiBiasTile({1.0}, AlibiGeometry{4, 4, AlibiForm::kCausal}, AlibiTile{1, 0, 2, 0, 2}, tile_view); },
-                "tile.head: got 1");
-  ExpectInvalid([&] { AlibiBiasTile({1.0}, AlibiGeometry{4, 4, AlibiForm::kCausal}, AlibiTile{0, 3, 5, 0, 2}, tile_view); },
-                "tile rows");
-  ExpectInvalid([&] { AlibiBiasTile({1.0}, AlibiGeometry{4, 4, AlibiForm::kCausal}, AlibiTile{0, 0, 2, 2, 2}, tile_view); },
-                "tile cols");
+  ExpectInvalid(
+      [&] {
+        AlibiBiasTile({1.0}, AlibiGeometry{4, 4, AlibiForm::kCausal}, AlibiTile{1, 0, 2, 0, 2},
+                      tile_view);
+      },
+      "tile.head: got 1");
+  ExpectInvalid(
+      [&] {
+        AlibiBiasTile({1.0}, AlibiGeometry{4, 4, AlibiForm::kCausal}, AlibiTile{0, 3, 5, 0, 2},
+                      tile_view);
+      },
+      "tile rows");
+  ExpectInvalid(
+      [&] {
+        AlibiBiasTile({1.0}, AlibiGeometry{4, 4, AlibiForm::kCausal}, AlibiTile{0, 0, 2, 2, 2},
+                      tile_view);
+      },
+      "tile cols");
 }
 
 TEST(AlibiBadInput, BloomMaskNotBinary) {
   const std::int64_t mask[3] = {1, 2, 1};
   std::vector<float> out(3);
-  ExpectInvalid([&] {
-    BloomAlibiTensor({1.0}, mask, 1, 3, TensorView::Contiguous(out.data(), DType::kFloat32, {1, 1, 3}));
-  }, "attention_mask[1]: got 2");
+  ExpectInvalid(
+      [&] {
+        BloomAlibiTensor({1.0}, mask, 1, 3,
+                         TensorView::Contiguous(out.data(), DType::kFloat32, {1, 1, 3}));
+      },
+      "attention_mask[1]: got 2");
 }
 
 TEST(AlibiNames, RoundTrip) {

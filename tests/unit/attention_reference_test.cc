@@ -48,12 +48,19 @@ struct Inputs {
     k = Random(static_cast<std::size_t>(s.B * s.Sk * s.Hkv * s.D), seed + 1);
     v = Random(static_cast<std::size_t>(s.B * s.Sk * s.Hkv * s.Dv), seed + 2);
   }
-  TensorView Q() const { return TensorView::Contiguous(q.data(), DType::kFloat64, {s.B, s.Sq, s.H, s.D}); }
-  TensorView K() const { return TensorView::Contiguous(k.data(), DType::kFloat64, {s.B, s.Sk, s.Hkv, s.D}); }
-  TensorView V() const { return TensorView::Contiguous(v.data(), DType::kFloat64, {s.B, s.Sk, s.Hkv, s.Dv}); }
+  TensorView Q() const {
+    return TensorView::Contiguous(q.data(), DType::kFloat64, {s.B, s.Sq, s.H, s.D});
+  }
+  TensorView K() const {
+    return TensorView::Contiguous(k.data(), DType::kFloat64, {s.B, s.Sk, s.Hkv, s.D});
+  }
+  TensorView V() const {
+    return TensorView::Contiguous(v.data(), DType::kFloat64, {s.B, s.Sk, s.Hkv, s.Dv});
+  }
 };
 
-std::vector<double> Attend(const AttentionParams& p, const Inputs& in, std::vector<double>* probs = nullptr) {
+std::vector<double> Attend(const AttentionParams& p, const Inputs& in,
+                           std::vector<double>* probs = nullptr) {
   const Shape& s = in.s;
   std::vector<double> out(static_cast<std::size_t>(s.B * s.Sq * s.H * s.Dv));
   TensorView pv;
@@ -86,7 +93,8 @@ std::vector<double> Naive(const Inputs& in, double scale, const Vis& visible, co
           if (!visible(i, j)) continue;
           double dot = 0;
           for (std::int64_t x = 0; x < s.D; ++x)
-            dot += in.q[((b * s.Sq + i) * s.H + h) * s.D + x] * in.k[((b * s.Sk + j) * s.Hkv + hk) * s.D + x];
+            dot += in.q[((b * s.Sq + i) * s.H + h) * s.D + x] *
+                   in.k[((b * s.Sk + j) * s.Hkv + hk) * s.D + x];
           w[j] = scale * dot + (extra ? extra(b, h, i, j) : 0.0);
           mx = std::max(mx, w[j]);
         }
@@ -99,7 +107,8 @@ std::vector<double> Naive(const Inputs& in, double scale, const Vis& visible, co
           const double pj = w[j] / sum;
           if (probs_out) (*probs_out)[((b * s.H + h) * s.Sq + i) * s.Sk + j] = pj;
           for (std::int64_t x = 0; x < s.Dv; ++x)
-            out[((b * s.Sq + i) * s.H + h) * s.Dv + x] += pj * in.v[((b * s.Sk + j) * s.Hkv + hk) * s.Dv + x];
+            out[((b * s.Sq + i) * s.H + h) * s.Dv + x] +=
+                pj * in.v[((b * s.Sk + j) * s.Hkv + hk) * s.Dv + x];
         }
       }
     }
@@ -125,7 +134,9 @@ TEST(AttentionReference, NoSchemeEqualsNaiveSoftmaxAndRowsSumToOne) {
   }
   p.mask = AttentionMask::kBidirectional;
   p.scale = 0.3;
-  EXPECT_LT(test::MaxAbsDiff(Attend(p, in), Naive(in, 0.3, [](auto, auto) { return true; }, nullptr)), 1e-14);
+  EXPECT_LT(test::MaxAbsDiff(Attend(p, in), Naive(
+                                                in, 0.3, [](auto, auto) { return true; }, nullptr)),
+            1e-14);
 }
 
 TEST(AttentionReference, SlidingWindowBothMasks) {
@@ -133,11 +144,21 @@ TEST(AttentionReference, SlidingWindowBothMasks) {
   AttentionParams p;
   p.sliding_window = 3;
   const std::int64_t shift = in.s.Sk - in.s.Sq;
-  EXPECT_LT(test::MaxAbsDiff(Attend(p, in), Naive(in, 1 / std::sqrt(8.0), [&](std::int64_t i, std::int64_t j) {
-              return j <= shift + i && shift + i - 3 < j; }, nullptr)), 1e-14);
+  EXPECT_LT(test::MaxAbsDiff(Attend(p, in), Naive(
+                                                in, 1 / std::sqrt(8.0),
+                                                [&](std::int64_t i, std::int64_t j) {
+                                                  return j <= shift + i && shift + i - 3 < j;
+                                                },
+                                                nullptr)),
+            1e-14);
   p.mask = AttentionMask::kBidirectional;
-  EXPECT_LT(test::MaxAbsDiff(Attend(p, in), Naive(in, 1 / std::sqrt(8.0), [&](std::int64_t i, std::int64_t j) {
-              return std::llabs(shift + i - j) < 3; }, nullptr)), 1e-14);
+  EXPECT_LT(test::MaxAbsDiff(Attend(p, in), Naive(
+                                                in, 1 / std::sqrt(8.0),
+                                                [&](std::int64_t i, std::int64_t j) {
+                                                  return std::llabs(shift + i - j) < 3;
+                                                },
+                                                nullptr)),
+            1e-14);
 }
 
 TEST(AttentionReference, GqaEqualsRepeatedKvHeads) {
@@ -150,9 +171,11 @@ TEST(AttentionReference, GqaEqualsRepeatedKvHeads) {
       for (std::int64_t h = 0; h < full.H; ++h) {
         const std::int64_t hk = h / 2;
         for (std::int64_t x = 0; x < full.D; ++x)
-          rep.k[((b * full.Sk + j) * full.H + h) * full.D + x] = in.k[((b * full.Sk + j) * 2 + hk) * full.D + x];
+          rep.k[((b * full.Sk + j) * full.H + h) * full.D + x] =
+              in.k[((b * full.Sk + j) * 2 + hk) * full.D + x];
         for (std::int64_t x = 0; x < full.Dv; ++x)
-          rep.v[((b * full.Sk + j) * full.H + h) * full.Dv + x] = in.v[((b * full.Sk + j) * 2 + hk) * full.Dv + x];
+          rep.v[((b * full.Sk + j) * full.H + h) * full.Dv + x] =
+              in.v[((b * full.Sk + j) * 2 + hk) * full.Dv + x];
       }
   rep.q = in.q;
   AttentionParams p;
@@ -167,8 +190,10 @@ TEST(AttentionReference, CausalNeverLooksAhead) {
   Inputs changed = in;
   for (std::int64_t b = 0; b < s.B; ++b)  // keys/values at positions >= 4 change
     for (std::int64_t j = 4; j < s.Sk; ++j) {
-      for (std::int64_t x = 0; x < s.Hkv * s.D; ++x) changed.k[(b * s.Sk + j) * s.Hkv * s.D + x] += 3.0;
-      for (std::int64_t x = 0; x < s.Hkv * s.Dv; ++x) changed.v[(b * s.Sk + j) * s.Hkv * s.Dv + x] -= 2.0;
+      for (std::int64_t x = 0; x < s.Hkv * s.D; ++x)
+        changed.k[(b * s.Sk + j) * s.Hkv * s.D + x] += 3.0;
+      for (std::int64_t x = 0; x < s.Hkv * s.Dv; ++x)
+        changed.v[(b * s.Sk + j) * s.Hkv * s.Dv + x] -= 2.0;
     }
   AttentionParams p;
   p.scheme = PositionScheme::FromRope(Rope(s.D, 10000.0));
@@ -176,7 +201,8 @@ TEST(AttentionReference, CausalNeverLooksAhead) {
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t i = 0; i < s.Sq; ++i)
       for (std::int64_t x = 0; x < s.H * s.Dv; ++x) {
-        const double diff = std::fabs(a[(b * s.Sq + i) * s.H * s.Dv + x] - c[(b * s.Sq + i) * s.H * s.Dv + x]);
+        const double diff =
+            std::fabs(a[(b * s.Sq + i) * s.H * s.Dv + x] - c[(b * s.Sq + i) * s.H * s.Dv + x]);
         if (i < 4) {
           EXPECT_EQ(diff, 0.0) << i;
         }
@@ -205,19 +231,22 @@ TEST(AttentionReference, DecodeWithOffsetEqualsLastRowsOfFullAttention) {
     for (std::int64_t b = 0; b < full.B; ++b)
       for (std::int64_t i = 0; i < 2; ++i)
         for (std::int64_t x = 0; x < full.H * full.Dv; ++x)
-          EXPECT_EQ(d[(b * 2 + i) * full.H * full.Dv + x], a[(b * 7 + 5 + i) * full.H * full.Dv + x]);
+          EXPECT_EQ(d[(b * 2 + i) * full.H * full.Dv + x],
+                    a[(b * 7 + 5 + i) * full.H * full.Dv + x]);
   }
 }
 
 TEST(AttentionReference, BshdEqualsBhsdAndFloat32OutputRoundsOnce) {
   const Inputs in(Shape{});
   const Shape& s = in.s;
-  auto to_bhsd = [](const std::vector<double>& x, std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t D) {
+  auto to_bhsd = [](const std::vector<double>& x, std::int64_t B, std::int64_t S, std::int64_t H,
+                    std::int64_t D) {
     std::vector<double> y(x.size());
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t t = 0; t < S; ++t)
         for (std::int64_t h = 0; h < H; ++h)
-          for (std::int64_t d = 0; d < D; ++d) y[((b * H + h) * S + t) * D + d] = x[((b * S + t) * H + h) * D + d];
+          for (std::int64_t d = 0; d < D; ++d)
+            y[((b * H + h) * S + t) * D + d] = x[((b * S + t) * H + h) * D + d];
     return y;
   };
   const auto q = to_bhsd(in.q, s.B, s.Sq, s.H, s.D), k = to_bhsd(in.k, s.B, s.Sk, s.Hkv, s.D),
@@ -262,8 +291,11 @@ TEST(AttentionReference, AlibiScoresDependOnlyOnDistance) {
   p.scheme = PositionScheme::FromAlibi(slopes);
   std::vector<double> probs, shifted;
   Attend(p, in, &probs);
-  const auto want = Naive(in, 1.0, [](auto, auto) { return true; }, [&](auto, std::int64_t h, std::int64_t i, std::int64_t j) {
-    return -slopes[h] * std::fabs(double(i - j)); });
+  const auto want = Naive(
+      in, 1.0, [](auto, auto) { return true; },
+      [&](auto, std::int64_t h, std::int64_t i, std::int64_t j) {
+        return -slopes[h] * std::fabs(double(i - j));
+      });
   EXPECT_LT(test::MaxAbsDiff(Attend(p, in), want), 1e-14);
   std::vector<std::int64_t> ids(6);
   for (int i = 0; i < 6; ++i) ids[i] = 1000 + i;
@@ -302,8 +334,12 @@ TEST(AttentionSchemes, T5MatchesFillBias) {
   AttentionParams p;
   p.scale = 1.0;
   p.scheme = PositionScheme::FromT5(table);
-  EXPECT_LT(test::MaxAbsDiff(Attend(p, in), Naive(in, 1.0, CausalBottomRight(in.s), [&](auto, std::int64_t h, std::int64_t i, std::int64_t j) {
-              return bias[(h * in.s.Sq + i) * in.s.Sk + j]; })), 1e-14);
+  EXPECT_LT(test::MaxAbsDiff(Attend(p, in),
+                             Naive(in, 1.0, CausalBottomRight(in.s),
+                                   [&](auto, std::int64_t h, std::int64_t i, std::int64_t j) {
+                                     return bias[(h * in.s.Sq + i) * in.s.Sk + j];
+                                   })),
+            1e-14);
 }
 
 TEST(AttentionSchemes, ShawMatchesMatrixHelpers) {
@@ -320,11 +356,15 @@ TEST(AttentionSchemes, ShawMatchesMatrixHelpers) {
   const auto out = Attend(p, in, &probs);
   const double scale = 1 / std::sqrt(5.0);
   std::vector<double> rel(24), shaw_out(20);
-  ShawKeyLogitsMatrix(sp, ak_v, TensorView::Contiguous(in.q.data(), DType::kFloat64, {4, 5}), 2, 6, scale,
-                      TensorView::Contiguous(rel.data(), DType::kFloat64, {4, 6}), BiasWrite::kOverwrite);
-  auto want = Naive(in, scale, [](auto, auto) { return true; }, [&](auto, auto, std::int64_t i, std::int64_t j) { return rel[i * 6 + j]; });
+  ShawKeyLogitsMatrix(sp, ak_v, TensorView::Contiguous(in.q.data(), DType::kFloat64, {4, 5}), 2, 6,
+                      scale, TensorView::Contiguous(rel.data(), DType::kFloat64, {4, 6}),
+                      BiasWrite::kOverwrite);
+  auto want = Naive(
+      in, scale, [](auto, auto) { return true; },
+      [&](auto, auto, std::int64_t i, std::int64_t j) { return rel[i * 6 + j]; });
   ShawValueOutputMatrix(sp, av_v, TensorView::Contiguous(probs.data(), DType::kFloat64, {4, 6}), 2,
-                        TensorView::Contiguous(shaw_out.data(), DType::kFloat64, {4, 5}), BiasWrite::kOverwrite);
+                        TensorView::Contiguous(shaw_out.data(), DType::kFloat64, {4, 5}),
+                        BiasWrite::kOverwrite);
   for (std::size_t i = 0; i < want.size(); ++i) want[i] += shaw_out[i];
   EXPECT_LT(test::MaxAbsDiff(out, want), 1e-14);
 }
@@ -334,14 +374,17 @@ TEST(AttentionSchemes, TransformerXLMatchesScores) {
   const Inputs in(s);
   auto u = Random(8, 21), vb = Random(8, 22), rw = Random(5 * 2 * 4, 23);
   AttentionParams p;
-  p.scheme = PositionScheme::FromTransformerXL(TensorView::Contiguous(u.data(), DType::kFloat64, {2, 4}),
-                                               TensorView::Contiguous(vb.data(), DType::kFloat64, {2, 4}),
-                                               TensorView::Contiguous(rw.data(), DType::kFloat64, {5, 2, 4}));
+  p.scheme = PositionScheme::FromTransformerXL(
+      TensorView::Contiguous(u.data(), DType::kFloat64, {2, 4}),
+      TensorView::Contiguous(vb.data(), DType::kFloat64, {2, 4}),
+      TensorView::Contiguous(rw.data(), DType::kFloat64, {5, 2, 4}));
   const double scale = 0.5;
   std::vector<double> scores(2 * 15);
   for (int h = 0; h < 2; ++h) {
-    TransformerXLScores(TensorView::Strided(const_cast<double*>(in.q.data()) + h * 4, DType::kFloat64, {3, 4}, {8, 1}),
-                        TensorView::Strided(const_cast<double*>(in.k.data()) + h * 4, DType::kFloat64, {5, 4}, {8, 1}),
+    TransformerXLScores(TensorView::Strided(const_cast<double*>(in.q.data()) + h * 4,
+                                            DType::kFloat64, {3, 4}, {8, 1}),
+                        TensorView::Strided(const_cast<double*>(in.k.data()) + h * 4,
+                                            DType::kFloat64, {5, 4}, {8, 1}),
                         TensorView::Strided(rw.data() + h * 4, DType::kFloat64, {5, 4}, {8, 1}),
                         TensorView::Contiguous(u.data() + h * 4, DType::kFloat64, {4}),
                         TensorView::Contiguous(vb.data() + h * 4, DType::kFloat64, {4}), scale,
@@ -354,8 +397,12 @@ TEST(AttentionSchemes, TransformerXLMatchesScores) {
     for (int x = 0; x < 4; ++x) d += in.q[(i * 2 + h) * 4 + x] * in.k[(j * 2 + h) * 4 + x];
     return d;
   };
-  EXPECT_LT(test::MaxAbsDiff(Attend(p, in), Naive(in, scale, CausalBottomRight(s), [&](auto, std::int64_t h, std::int64_t i, std::int64_t j) {
-              return scores[h * 15 + i * 5 + j] - scale * content(h, i, j); })), 1e-13);
+  EXPECT_LT(test::MaxAbsDiff(Attend(p, in),
+                             Naive(in, scale, CausalBottomRight(s),
+                                   [&](auto, std::int64_t h, std::int64_t i, std::int64_t j) {
+                                     return scores[h * 15 + i * 5 + j] - scale * content(h, i, j);
+                                   })),
+            1e-13);
 }
 
 TEST(AttentionSchemes, DebertaMatchesScores) {
@@ -368,19 +415,28 @@ TEST(AttentionSchemes, DebertaMatchesScores) {
   auto kr = Random(8 * 2 * 4, 31), qr = Random(8 * 2 * 4, 32);
   AttentionParams p;
   p.mask = AttentionMask::kBidirectional;
-  p.scheme = PositionScheme::FromDeBERTa(dp, TensorView::Contiguous(kr.data(), DType::kFloat64, {8, 2, 4}),
-                                         TensorView::Contiguous(qr.data(), DType::kFloat64, {8, 2, 4}));
+  p.scheme =
+      PositionScheme::FromDeBERTa(dp, TensorView::Contiguous(kr.data(), DType::kFloat64, {8, 2, 4}),
+                                  TensorView::Contiguous(qr.data(), DType::kFloat64, {8, 2, 4}));
   const DebertaRelative rel(dp);
   std::vector<double> scores(2 * 49);
   for (int h = 0; h < 2; ++h) {
-    rel.Scores(TensorView::Strided(const_cast<double*>(in.q.data()) + h * 4, DType::kFloat64, {7, 4}, {8, 1}),
-               TensorView::Strided(const_cast<double*>(in.k.data()) + h * 4, DType::kFloat64, {7, 4}, {8, 1}),
+    rel.Scores(TensorView::Strided(const_cast<double*>(in.q.data()) + h * 4, DType::kFloat64,
+                                   {7, 4}, {8, 1}),
+               TensorView::Strided(const_cast<double*>(in.k.data()) + h * 4, DType::kFloat64,
+                                   {7, 4}, {8, 1}),
                TensorView::Strided(kr.data() + h * 4, DType::kFloat64, {8, 4}, {8, 1}),
                TensorView::Strided(qr.data() + h * 4, DType::kFloat64, {8, 4}, {8, 1}),
-               TensorView::Contiguous(scores.data() + h * 49, DType::kFloat64, {7, 7}), BiasWrite::kOverwrite);
+               TensorView::Contiguous(scores.data() + h * 49, DType::kFloat64, {7, 7}),
+               BiasWrite::kOverwrite);
   }
-  EXPECT_LT(test::MaxAbsDiff(Attend(p, in), Naive(in, 0.0, [](auto, auto) { return true; }, [&](auto, std::int64_t h, std::int64_t i, std::int64_t j) {
-              return scores[h * 49 + i * 7 + j]; })), 1e-14);
+  EXPECT_LT(test::MaxAbsDiff(Attend(p, in),
+                             Naive(
+                                 in, 0.0, [](auto, auto) { return true; },
+                                 [&](auto, std::int64_t h, std::int64_t i, std::int64_t j) {
+                                   return scores[h * 49 + i * 7 + j];
+                                 })),
+            1e-14);
 }
 
 // ---- gradients vs central finite differences of L = sum(out * G) ----
@@ -405,7 +461,8 @@ struct GradCase {
   }
   void Backward(const AttentionParams& p) {
     AttentionReferenceBackward(p, in.Q(), in.K(), in.V(),
-                               TensorView::Contiguous(g.data(), DType::kFloat64, {1, 3, 2, 4}), grads);
+                               TensorView::Contiguous(g.data(), DType::kFloat64, {1, 3, 2, 4}),
+                               grads);
   }
   // Checks analytic[i] == dL/dx[i] for every element of `x` (float64 data).
   template <typename T>
@@ -477,7 +534,8 @@ TEST(AttentionBackward, ShawTablesEqualFiniteDifferences) {
   GradCase c;
   auto ak = Random(12, 51), av = Random(12, 52);
   AttentionParams p;
-  p.scheme = PositionScheme::FromShaw(ShawParams{1, 4}, TensorView::Contiguous(ak.data(), DType::kFloat64, {3, 4}),
+  p.scheme = PositionScheme::FromShaw(ShawParams{1, 4},
+                                      TensorView::Contiguous(ak.data(), DType::kFloat64, {3, 4}),
                                       TensorView::Contiguous(av.data(), DType::kFloat64, {3, 4}));
   std::vector<double> dak(12), dav(12);
   c.grads.shaw_a_key = TensorView::Contiguous(dak.data(), DType::kFloat64, {3, 4});
@@ -492,9 +550,10 @@ TEST(AttentionBackward, TransformerXLAndDebertaTablesEqualFiniteDifferences) {
   GradCase c;
   auto u = Random(8, 61), vb = Random(8, 62), rw = Random(4 * 2 * 4, 63);
   AttentionParams p;
-  p.scheme = PositionScheme::FromTransformerXL(TensorView::Contiguous(u.data(), DType::kFloat64, {2, 4}),
-                                               TensorView::Contiguous(vb.data(), DType::kFloat64, {2, 4}),
-                                               TensorView::Contiguous(rw.data(), DType::kFloat64, {4, 2, 4}));
+  p.scheme = PositionScheme::FromTransformerXL(
+      TensorView::Contiguous(u.data(), DType::kFloat64, {2, 4}),
+      TensorView::Contiguous(vb.data(), DType::kFloat64, {2, 4}),
+      TensorView::Contiguous(rw.data(), DType::kFloat64, {4, 2, 4}));
   std::vector<double> du(8), dvb(8), drw(32);
   c.grads.xl_r_w_bias = TensorView::Contiguous(du.data(), DType::kFloat64, {2, 4});
   c.grads.xl_r_r_bias = TensorView::Contiguous(dvb.data(), DType::kFloat64, {2, 4});
@@ -513,8 +572,9 @@ TEST(AttentionBackward, TransformerXLAndDebertaTablesEqualFiniteDifferences) {
   auto kr = Random(64, 71), qr = Random(64, 72);
   AttentionParams pd;
   pd.mask = AttentionMask::kBidirectional;
-  pd.scheme = PositionScheme::FromDeBERTa(dp, TensorView::Contiguous(kr.data(), DType::kFloat64, {8, 2, 4}),
-                                          TensorView::Contiguous(qr.data(), DType::kFloat64, {8, 2, 4}));
+  pd.scheme =
+      PositionScheme::FromDeBERTa(dp, TensorView::Contiguous(kr.data(), DType::kFloat64, {8, 2, 4}),
+                                  TensorView::Contiguous(qr.data(), DType::kFloat64, {8, 2, 4}));
   std::vector<double> dkr(64), dqr(64);
   d.grads.deberta_pos_key = TensorView::Contiguous(dkr.data(), DType::kFloat64, {8, 2, 4});
   d.grads.deberta_pos_query = TensorView::Contiguous(dqr.data(), DType::kFloat64, {8, 2, 4});
@@ -536,31 +596,58 @@ void ExpectInvalid(const std::function<void()>& fn, const std::string& needle) {
 }
 
 struct Bad {
-  std::vector<double> q = std::vector<double>(2 * 3 * 4 * 8, 0.1), k = std::vector<double>(2 * 3 * 4 * 8, 0.1),
-                      v = k, out = q;
-  TensorView Q(std::initializer_list<std::int64_t> s = {2, 3, 4, 8}) { return TensorView::Contiguous(q.data(), DType::kFloat64, s); }
-  TensorView K(std::initializer_list<std::int64_t> s = {2, 3, 2, 8}) { return TensorView::Contiguous(k.data(), DType::kFloat64, s); }
-  TensorView V(std::initializer_list<std::int64_t> s = {2, 3, 2, 8}) { return TensorView::Contiguous(v.data(), DType::kFloat64, s); }
-  TensorView O(std::initializer_list<std::int64_t> s = {2, 3, 4, 8}) { return TensorView::Contiguous(out.data(), DType::kFloat64, s); }
+  std::vector<double> q = std::vector<double>(2 * 3 * 4 * 8, 0.1),
+                      k = std::vector<double>(2 * 3 * 4 * 8, 0.1), v = k, out = q;
+  TensorView Q(std::initializer_list<std::int64_t> s = {2, 3, 4, 8}) {
+    return TensorView::Contiguous(q.data(), DType::kFloat64, s);
+  }
+  TensorView K(std::initializer_list<std::int64_t> s = {2, 3, 2, 8}) {
+    return TensorView::Contiguous(k.data(), DType::kFloat64, s);
+  }
+  TensorView V(std::initializer_list<std::int64_t> s = {2, 3, 2, 8}) {
+    return TensorView::Contiguous(v.data(), DType::kFloat64, s);
+  }
+  TensorView O(std::initializer_list<std::int64_t> s = {2, 3, 4, 8}) {
+    return TensorView::Contiguous(out.data(), DType::kFloat64, s);
+  }
   void Call(const AttentionParams& p) { AttentionReference(p, Q(), K(), V(), O()); }
 };
 
-TEST(AttentionBadInput, Valid) { Bad b; b.Call(AttentionParams{}); }
+TEST(AttentionBadInput, Valid) {
+  Bad b;
+  b.Call(AttentionParams{});
+}
 TEST(AttentionBadInput, HeadsNotMultipleOfKvHeads) {
   Bad b;
-  ExpectInvalid([&] { AttentionReference({}, b.Q({2, 3, 3, 8}), b.K(), b.V(), b.O({2, 3, 3, 8})); }, "k heads: got 2");
+  ExpectInvalid(
+      [&] {
+        AttentionReference({}, b.Q({2, 3, 3, 8}), b.K(), b.V(), b.O({2, 3, 3, 8}));
+      },
+      "k heads: got 2");
 }
 TEST(AttentionBadInput, MismatchedHeadDim) {
   Bad b;
-  ExpectInvalid([&] { AttentionReference({}, b.Q(), b.K({2, 3, 2, 4}), b.V(), b.O()); }, "k head_dim: got 4");
+  ExpectInvalid(
+      [&] {
+        AttentionReference({}, b.Q(), b.K({2, 3, 2, 4}), b.V(), b.O());
+      },
+      "k head_dim: got 4");
 }
 TEST(AttentionBadInput, EmptySequence) {
   Bad b;
-  ExpectInvalid([&] { AttentionReference({}, b.Q({2, 0, 4, 8}), b.K(), b.V(), b.O()); }, "q.shape[1]: got 0");
+  ExpectInvalid(
+      [&] {
+        AttentionReference({}, b.Q({2, 0, 4, 8}), b.K(), b.V(), b.O());
+      },
+      "q.shape[1]: got 0");
 }
 TEST(AttentionBadInput, ZeroHeads) {
   Bad b;
-  ExpectInvalid([&] { AttentionReference({}, b.Q(), b.K({2, 3, 0, 8}), b.V(), b.O()); }, "k.shape[2]: got 0");
+  ExpectInvalid(
+      [&] {
+        AttentionReference({}, b.Q(), b.K({2, 3, 0, 8}), b.V(), b.O());
+      },
+      "k.shape[2]: got 0");
 }
 TEST(AttentionBadInput, SlidingWindowZero) {
   Bad b;
@@ -574,11 +661,19 @@ TEST(AttentionBadInput, WrongRank) {
 }
 TEST(AttentionBadInput, MismatchedBatch) {
   Bad b;
-  ExpectInvalid([&] { AttentionReference({}, b.Q(), b.K({1, 3, 2, 8}), b.V(), b.O()); }, "k batch: got 1");
+  ExpectInvalid(
+      [&] {
+        AttentionReference({}, b.Q(), b.K({1, 3, 2, 8}), b.V(), b.O());
+      },
+      "k batch: got 1");
 }
 TEST(AttentionBadInput, QueriesLongerThanKeysNeedPositions) {
   Bad b;
-  ExpectInvalid([&] { AttentionReference({}, b.Q(), b.K({2, 2, 2, 8}), b.V({2, 2, 2, 8}), b.O()); }, "query_positions");
+  ExpectInvalid(
+      [&] {
+        AttentionReference({}, b.Q(), b.K({2, 2, 2, 8}), b.V({2, 2, 2, 8}), b.O());
+      },
+      "query_positions");
 }
 TEST(AttentionBadInput, BadScale) {
   Bad b;
@@ -613,9 +708,10 @@ TEST(AttentionBadInput, TransformerXLTableTooShort) {
   Bad b;
   std::vector<double> u(32), rw(2 * 4 * 8);
   AttentionParams p;
-  p.scheme = PositionScheme::FromTransformerXL(TensorView::Contiguous(u.data(), DType::kFloat64, {4, 8}),
-                                               TensorView::Contiguous(u.data(), DType::kFloat64, {4, 8}),
-                                               TensorView::Contiguous(rw.data(), DType::kFloat64, {2, 4, 8}));
+  p.scheme = PositionScheme::FromTransformerXL(
+      TensorView::Contiguous(u.data(), DType::kFloat64, {4, 8}),
+      TensorView::Contiguous(u.data(), DType::kFloat64, {4, 8}),
+      TensorView::Contiguous(rw.data(), DType::kFloat64, {2, 4, 8}));
   ExpectInvalid([&] { b.Call(p); }, "scheme.transformer_xl.rw: got 2 rows");
 }
 TEST(AttentionBadInput, OutputOverlapsInput) {
@@ -624,7 +720,8 @@ TEST(AttentionBadInput, OutputOverlapsInput) {
 }
 
 TEST(AttentionNames, RoundTrip) {
-  for (auto k : {PositionScheme::Kind::kNone, PositionScheme::Kind::kTransformerXL, PositionScheme::Kind::kDeBERTa}) {
+  for (auto k : {PositionScheme::Kind::kNone, PositionScheme::Kind::kTransformerXL,
+                 PositionScheme::Kind::kDeBERTa}) {
     EXPECT_EQ(ParsePositionSchemeKind(PositionSchemeKindName(k)), k);
   }
   EXPECT_EQ(ParseAttentionMask("bidirectional"), AttentionMask::kBidirectional);

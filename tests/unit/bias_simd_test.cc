@@ -31,7 +31,9 @@ class BiasSimd : public test::PerSimdTarget {};
 constexpr DType kDTypes[] = {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kFloat16};
 
 // Fills a buffer with a byte pattern so that unwritten cells are visible.
-std::vector<unsigned char> Filled(std::size_t bytes) { return std::vector<unsigned char>(bytes, 0xA5); }
+std::vector<unsigned char> Filled(std::size_t bytes) {
+  return std::vector<unsigned char>(bytes, 0xA5);
+}
 
 // Fails with the first differing element (as double) when a != b.
 void ExpectSameBytes(const std::vector<unsigned char>& fast, const std::vector<unsigned char>& ref,
@@ -49,7 +51,8 @@ void ExpectSameBytes(const std::vector<unsigned char>& fast, const std::vector<u
 }
 
 std::vector<double> TestSlopes(std::int64_t heads) {
-  std::vector<double> s = AlibiSlopes(AlibiParams{heads, 8.0, AlibiSlopeConvention::kReference, {}});
+  std::vector<double> s =
+      AlibiSlopes(AlibiParams{heads, 8.0, AlibiSlopeConvention::kReference, {}});
   if (heads >= 3) {
     s[1] = 0.0;        // an unbiased head (x-transformers)
     s[2] = 0.1234567;  // a slope whose products round in every dtype
@@ -147,12 +150,12 @@ T5BucketParams P(std::int64_t nb, std::int64_t md, T5Direction dir) { return {nb
 
 const std::vector<T5BucketParams>& BucketCases() {
   static const std::vector<T5BucketParams> cases = {
-      P(32, 128, T5Direction::kBidirectional),   // T5 encoder
-      P(32, 128, T5Direction::kCausal),          // T5 decoder
-      P(4, 3, T5Direction::kBidirectional),      // smallest bidirectional
-      P(2, 2, T5Direction::kCausal),             // smallest causal
+      P(32, 128, T5Direction::kBidirectional),  // T5 encoder
+      P(32, 128, T5Direction::kCausal),         // T5 decoder
+      P(4, 3, T5Direction::kBidirectional),     // smallest bidirectional
+      P(2, 2, T5Direction::kCausal),            // smallest causal
       P(320, 1000, T5Direction::kBidirectional),
-      P(64, 1 << 24, T5Direction::kCausal),      // log range up to 2^24
+      P(64, 1 << 24, T5Direction::kCausal),  // log range up to 2^24
       P(1 << 12, 5000, T5Direction::kBidirectional)};
   return cases;
 }
@@ -189,7 +192,8 @@ TEST_P(BiasSimd, T5BucketsEqualTheReferenceDenselyAndAtTheEnds) {
     ExpectBucketsMatch(b, -kMaxPosition, 4099);
     ExpectBucketsMatch(b, kMaxPosition - 4098, 4099);
     // Windows spread over the whole range.
-    for (std::int64_t w = 1; w < 24; ++w) ExpectBucketsMatch(b, -(std::int64_t{1} << w) * 997 % kMaxPosition, 257);
+    for (std::int64_t w = 1; w < 24; ++w)
+      ExpectBucketsMatch(b, -(std::int64_t{1} << w) * 997 % kMaxPosition, 257);
   }
 }
 
@@ -245,8 +249,12 @@ struct T5Case {
 };
 
 TEST_P(BiasSimd, T5FillBiasBitIdenticalToScalar) {
-  const std::vector<T5Case> cases = {{1, 1, 0},      {1, 7, 6},     {7, 217, 210},
-                                     {217, 7, 0},    {3, 4099, 4096}, {40, 33, -1},
+  const std::vector<T5Case> cases = {{1, 1, 0},
+                                     {1, 7, 6},
+                                     {7, 217, 210},
+                                     {217, 7, 0},
+                                     {3, 4099, 4096},
+                                     {40, 33, -1},
                                      {5, 300, kMaxPosition - 4}};
   for (const T5Direction dir : {T5Direction::kBidirectional, T5Direction::kCausal}) {
     T5BiasTable table(P(32, 128, dir), 5);
@@ -258,14 +266,15 @@ TEST_P(BiasSimd, T5FillBiasBitIdenticalToScalar) {
           // Runs of consecutive ids broken by jumps, a repeat and 2^24 - 1.
           std::mt19937_64 rng(11);
           for (std::int64_t i = 0; i < c.sq; ++i) {
-            ids.push_back(i % 9 == 0 ? static_cast<std::int64_t>(rng() % 5000)
-                                     : ids.empty() ? 0 : ids.back() + 1);
+            ids.push_back(i % 9 == 0    ? static_cast<std::int64_t>(rng() % 5000)
+                          : ids.empty() ? 0
+                                        : ids.back() + 1);
           }
           ids[4] = ids[3];
           ids[20] = kMaxPosition;
         }
-        const Positions pos = c.offset < 0 ? Positions::Ids(ids.data(), c.sq)
-                                           : Positions::Offset(c.offset);
+        const Positions pos =
+            c.offset < 0 ? Positions::Ids(ids.data(), c.sq) : Positions::Offset(c.offset);
         const std::int64_t ld = c.sk + 3;
         const std::size_t bytes = static_cast<std::size_t>(5 * c.sq * ld) * DTypeSize(dtype);
         std::vector<unsigned char> fast = Filled(bytes), ref = Filled(bytes);
@@ -276,8 +285,8 @@ TEST_P(BiasSimd, T5FillBiasBitIdenticalToScalar) {
         table.FillBias(pos, c.sq, c.sk, view(ref), Context(1, Backend::kScalar));
         ExpectSameBytes(fast, ref, dtype,
                         std::string(T5DirectionName(dir)) + " " + std::string(DTypeName(dtype)) +
-                            " " + std::to_string(c.sq) + "x" + std::to_string(c.sk) +
-                            " offset " + std::to_string(c.offset));
+                            " " + std::to_string(c.sq) + "x" + std::to_string(c.sk) + " offset " +
+                            std::to_string(c.offset));
       }
     }
   }
@@ -290,12 +299,14 @@ void ExpectTileMatches(const T5BiasTable& table, const std::vector<std::int64_t>
   const std::int64_t nq = static_cast<std::int64_t>(qp.size());
   const std::int64_t nk = static_cast<std::int64_t>(kp.size()), ld = nk + 2;
   std::vector<T> fast(static_cast<std::size_t>(nq * ld)), ref;
-  for (std::size_t i = 0; i < fast.size(); ++i) fast[i] = static_cast<T>(0.01 * static_cast<double>(i % 97) - 0.3);
+  for (std::size_t i = 0; i < fast.size(); ++i)
+    fast[i] = static_cast<T>(0.01 * static_cast<double>(i % 97) - 0.3);
   ref = fast;
   for (std::int64_t h = 0; h < table.heads(); ++h) {
     table.BiasTile(h, qp.data(), nq, kp.data(), nk, fast.data(), ld, write, Backend::kSimd);
     table.BiasTile(h, qp.data(), nq, kp.data(), nk, ref.data(), ld, write, Backend::kScalar);
-    ASSERT_EQ(std::memcmp(fast.data(), ref.data(), fast.size() * sizeof(T)), 0) << what << " head " << h;
+    ASSERT_EQ(std::memcmp(fast.data(), ref.data(), fast.size() * sizeof(T)), 0)
+        << what << " head " << h;
   }
 }
 
@@ -303,22 +314,30 @@ TEST_P(BiasSimd, T5BiasTileBitIdenticalToScalar) {
   std::vector<std::int64_t> consecutive_q(70), consecutive_k(217), wide_k(4099), scattered_k(217),
       mixed_q(50);
   const std::vector<std::int64_t> short_q = {9000, 9001, 9002, 5, 6};
-  for (std::size_t i = 0; i < consecutive_q.size(); ++i) consecutive_q[i] = 4000 + static_cast<std::int64_t>(i);
-  for (std::size_t i = 0; i < consecutive_k.size(); ++i) consecutive_k[i] = 3900 + static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < consecutive_q.size(); ++i)
+    consecutive_q[i] = 4000 + static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < consecutive_k.size(); ++i)
+    consecutive_k[i] = 3900 + static_cast<std::int64_t>(i);
   for (std::size_t i = 0; i < wide_k.size(); ++i) wide_k[i] = static_cast<std::int64_t>(i);
   std::mt19937_64 rng(3);
   for (auto& k : scattered_k) k = static_cast<std::int64_t>(rng() % (std::uint64_t{1} << 24));
-  for (std::size_t i = 0; i < mixed_q.size(); ++i) mixed_q[i] = i % 7 == 0 ? static_cast<std::int64_t>(rng() % 9000) : static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < mixed_q.size(); ++i)
+    mixed_q[i] =
+        i % 7 == 0 ? static_cast<std::int64_t>(rng() % 9000) : static_cast<std::int64_t>(i);
   const std::vector<std::int64_t> end_q = {kMaxPosition - 2, kMaxPosition - 1, kMaxPosition};
   std::vector<std::int64_t> end_k(7);
-  for (std::size_t i = 0; i < end_k.size(); ++i) end_k[i] = kMaxPosition - 6 + static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < end_k.size(); ++i)
+    end_k[i] = kMaxPosition - 6 + static_cast<std::int64_t>(i);
   for (const T5Direction dir : {T5Direction::kBidirectional, T5Direction::kCausal}) {
     T5BiasTable table(P(32, 128, dir), 3);
     table.InitNormal(5, 0.7);
     for (const BiasWrite write : {BiasWrite::kOverwrite, BiasWrite::kAdd}) {
-      const std::string w = std::string(T5DirectionName(dir)) + " " + std::string(BiasWriteName(write));
-      ExpectTileMatches<float>(table, consecutive_q, consecutive_k, write, w + " float consecutive");
-      ExpectTileMatches<double>(table, consecutive_q, consecutive_k, write, w + " double consecutive");
+      const std::string w =
+          std::string(T5DirectionName(dir)) + " " + std::string(BiasWriteName(write));
+      ExpectTileMatches<float>(table, consecutive_q, consecutive_k, write,
+                               w + " float consecutive");
+      ExpectTileMatches<double>(table, consecutive_q, consecutive_k, write,
+                                w + " double consecutive");
       ExpectTileMatches<float>(table, short_q, wide_k, write, w + " float 4099 keys");
       ExpectTileMatches<float>(table, mixed_q, scattered_k, write, w + " float scattered");
       ExpectTileMatches<double>(table, mixed_q, scattered_k, write, w + " double scattered");
@@ -326,8 +345,10 @@ TEST_P(BiasSimd, T5BiasTileBitIdenticalToScalar) {
       ExpectTileMatches<float>(table, {0}, {0}, write, w + " float 1x1");
       // Empty tiles write nothing (key_pos may then be null).
       std::vector<float> untouched(4, 3.0f);
-      table.BiasTile(0, consecutive_q.data(), 2, nullptr, 0, untouched.data(), 2, write, Backend::kSimd);
-      table.BiasTile(0, nullptr, 0, consecutive_k.data(), 2, untouched.data(), 2, write, Backend::kSimd);
+      table.BiasTile(0, consecutive_q.data(), 2, nullptr, 0, untouched.data(), 2, write,
+                     Backend::kSimd);
+      table.BiasTile(0, nullptr, 0, consecutive_k.data(), 2, untouched.data(), 2, write,
+                     Backend::kSimd);
       EXPECT_EQ(untouched, std::vector<float>(4, 3.0f));
     }
   }
@@ -352,8 +373,10 @@ TEST_P(BiasSimd, T5ScalarGatherForTablesBeyondInt32Offsets) {
     kernels::simd::T5FillRows(spec, Positions::Offset(150), sq, sk, fast.data(), dtype, sq * sk, sk,
                               Context(2, Backend::kSimd));
     table.FillBias(Positions::Offset(150), sq, sk,
-                   TensorView::Contiguous(ref.data(), dtype, {5, sq, sk}), Context(1, Backend::kScalar));
-    ExpectSameBytes(fast, ref, dtype, std::string("scalar gather ") + std::string(DTypeName(dtype)));
+                   TensorView::Contiguous(ref.data(), dtype, {5, sq, sk}),
+                   Context(1, Backend::kScalar));
+    ExpectSameBytes(fast, ref, dtype,
+                    std::string("scalar gather ") + std::string(DTypeName(dtype)));
   }
 }
 
@@ -386,10 +409,11 @@ TEST_P(BiasSimd, SimdAlibiMatrixRejectsMoreQueriesThanKeys) {
 
 TEST_P(BiasSimd, SimdAlibiTileRejectsColumnsPastKeyLength) {
   std::vector<float> buf(64);
-  EXPECT_THROW(AlibiBiasTile({1.0}, AlibiGeometry{4, 4, AlibiForm::kCausal}, AlibiTile{0, 0, 2, 0, 5},
-                             TensorView::Contiguous(buf.data(), DType::kFloat32, {2, 5}),
-                             Context(1, Backend::kSimd)),
-               InvalidArgument);
+  EXPECT_THROW(
+      AlibiBiasTile({1.0}, AlibiGeometry{4, 4, AlibiForm::kCausal}, AlibiTile{0, 0, 2, 0, 5},
+                    TensorView::Contiguous(buf.data(), DType::kFloat32, {2, 5}),
+                    Context(1, Backend::kSimd)),
+      InvalidArgument);
 }
 
 POSENC_INSTANTIATE_PER_SIMD_TARGET(BiasSimd);

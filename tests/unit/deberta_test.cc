@@ -62,8 +62,12 @@ TEST(DebertaBuckets, OddAndIdentityWithinMid) {
   const DebertaBucketer b(DebertaBucketParams{256, 512});
   for (std::int64_t r = 0; r <= 2000; ++r) {
     EXPECT_EQ(b.Bucket(-r), -b.Bucket(r));
-    if (r <= 128) { EXPECT_EQ(b.Bucket(r), r); }
-    if (r > 0) { EXPECT_GE(b.Bucket(r), b.Bucket(r - 1)); }
+    if (r <= 128) {
+      EXPECT_EQ(b.Bucket(r), r);
+    }
+    if (r > 0) {
+      EXPECT_GE(b.Bucket(r), b.Bucket(r - 1));
+    }
   }
   // Disabled: the identity (HF -1, -1).
   const DebertaBucketer id(DebertaBucketParams{});
@@ -163,7 +167,8 @@ TEST(DebertaRelativeTest, ScoresMatchFormulaAndRowForm) {
   for (std::int64_t j = 0; j < sk; ++j) kp[j] = j;
   for (std::int64_t i = 0; i < sq; ++i) {
     std::vector<double> row(sk, 0.0);
-    rel.AddPositionTermsRow(&q[i * d], i, k.data(), d, kp.data(), sk, pk.data(), pq.data(), row.data());
+    rel.AddPositionTermsRow(&q[i * d], i, k.data(), d, kp.data(), sk, pk.data(), pq.data(),
+                            row.data());
     for (std::int64_t j = 0; j < sk; ++j) {
       const std::int64_t ci = std::clamp<std::int64_t>(bucket(i - j) + 4, 0, 7);
       const std::int64_t pi = std::clamp<std::int64_t>(-bucket(j - i) + 4, 0, 7);

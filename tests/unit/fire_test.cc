@@ -138,8 +138,8 @@ std::vector<double> Plain(const FireFixture& f) {
   const FireCase& c = f.c;
   std::vector<double> out;
   const Index g = c.H / c.Hkv;
-  auto at = [&](const std::vector<float>& x, Index b, Index s, Index h, Index S, Index Hh,
-                Index d, Index x_i) {
+  auto at = [&](const std::vector<float>& x, Index b, Index s, Index h, Index S, Index Hh, Index d,
+                Index x_i) {
     return c.layout == AttentionLayout::kBSHD ? x[Z(((b * S + s) * Hh + h) * d + x_i)]
                                               : x[Z(((b * Hh + h) * S + s) * d + x_i)];
   };
@@ -207,12 +207,15 @@ Grads RunBackward(FireFixture& f, bool flash) {
   g.dk = view64(dk, c.Sk, c.Hkv, c.D);
   g.dv = view64(dv, c.Sk, c.Hkv, c.Dv);
   Grads result;
-  result.tables = {std::vector<double>(Z(c.hidden)), std::vector<double>(Z(c.hidden)),
-                   std::vector<double>(Z(c.H * c.hidden)), std::vector<double>(Z(c.H)),
-                   std::vector<double>(1), std::vector<double>(1)};
+  result.tables = {std::vector<double>(Z(c.hidden)),
+                   std::vector<double>(Z(c.hidden)),
+                   std::vector<double>(Z(c.H * c.hidden)),
+                   std::vector<double>(Z(c.H)),
+                   std::vector<double>(1),
+                   std::vector<double>(1)};
   const char* names[] = {"w1", "b1", "w2", "b2", "c", "threshold"};
-  const std::vector<std::vector<Index>> shapes = {
-      {c.hidden}, {c.hidden}, {c.H, c.hidden}, {c.H}, {1}, {1}};
+  const std::vector<std::vector<Index>> shapes = {{c.hidden}, {c.hidden}, {c.H, c.hidden},
+                                                  {c.H},      {1},        {1}};
   for (std::size_t t = 0; t < 6; ++t) {
     TensorView v;
     v.data = result.tables[t].data();

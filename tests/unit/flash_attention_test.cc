@@ -31,7 +31,9 @@
 namespace posenc::flash_test {
 namespace {
 
-TEST(FlashAttention, NoneCausalMatchesReference) { CheckCase(Forward("none causal", Kind::kNone, kCausal)); }
+TEST(FlashAttention, NoneCausalMatchesReference) {
+  CheckCase(Forward("none causal", Kind::kNone, kCausal));
+}
 
 TEST(FlashAttention, NoneBidirectionalFewQueriesBhsdD80) {
   Case c = Forward("none bidir", Kind::kNone, kBidir);
@@ -176,7 +178,8 @@ TEST(FlashAttention, TileSizesOnlyReorderFloat32Sums) {
 
 TEST(FlashAttention, ScalarBackendMatchesReference) {
   for (Kind kind : {Kind::kNone, Kind::kAlibi, Kind::kT5, Kind::kShaw, Kind::kRope}) {
-    Case c = Forward(std::string("scalar ") + std::string(PositionSchemeKindName(kind)), kind, kCausal);
+    Case c =
+        Forward(std::string("scalar ") + std::string(PositionSchemeKindName(kind)), kind, kCausal);
     c.backend = Backend::kScalar;
     c.Sq = 7;
     c.Sk = 217;
@@ -190,7 +193,8 @@ class FlashSimdTarget : public test::PerSimdTarget {};
 
 TEST_P(FlashSimdTarget, MatchesReferenceAndScalarBackend) {
   for (Kind kind : {Kind::kAlibi, Kind::kShaw}) {
-    Case c = Forward(std::string("simd ") + std::string(PositionSchemeKindName(kind)), kind, kBidir);
+    Case c =
+        Forward(std::string("simd ") + std::string(PositionSchemeKindName(kind)), kind, kBidir);
     c.backend = Backend::kSimd;
     c.Sq = 33;
     c.Sk = 217;
@@ -233,13 +237,15 @@ void CheckShift(const ShiftCase& sc) {
   // The cache in its storage dtype, rotated at from + s.
   std::vector<double> cache_store(cache_d.size() * 2);  // room for any dtype
   const TensorView cache = TensorView::Contiguous(cache_store.data(), sc.dtype, {B, S, H, D});
-  for (std::int64_t i = 0; i < cache.NumElements(); ++i) StoreFromDouble(cache.data, sc.dtype, i, cache_d[static_cast<std::size_t>(i)]);
+  for (std::int64_t i = 0; i < cache.NumElements(); ++i)
+    StoreFromDouble(cache.data, sc.dtype, i, cache_d[static_cast<std::size_t>(i)]);
   ApplyRope(r, cache, AttentionLayout::kBSHD, Positions::Offset(sc.from));
   ShiftRopeKeys(r, cache, AttentionLayout::kBSHD, sc.delta);
   ApplyRope(r, scratch64, AttentionLayout::kBSHD, Positions::Offset(sc.from + sc.delta));
   double err = 0.0;
   for (std::int64_t i = 0; i < cache.NumElements(); ++i) {
-    err = std::max(err, std::abs(LoadAsDouble(cache.data, sc.dtype, i) - scratch_d[static_cast<std::size_t>(i)]));
+    err = std::max(err, std::abs(LoadAsDouble(cache.data, sc.dtype, i) -
+                                 scratch_d[static_cast<std::size_t>(i)]));
   }
   EXPECT_LT(err, sc.tol) << DTypeName(sc.dtype) << " from " << sc.from << " delta " << sc.delta;
 }
@@ -365,7 +371,8 @@ TEST(ShiftRopeKeysBadInput, DeltaTooLarge) {
   RopeParams r;
   r.head_dim = 8;
   BadFixture f;
-  ExpectInvalid([&] { ShiftRopeKeys(r, f.K(), AttentionLayout::kBSHD, std::int64_t{1} << 24); }, "delta");
+  ExpectInvalid([&] { ShiftRopeKeys(r, f.K(), AttentionLayout::kBSHD, std::int64_t{1} << 24); },
+                "delta");
 }
 
 TEST(ShiftRopeKeysBadInput, AttentionFactorNotOne) {

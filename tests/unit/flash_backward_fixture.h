@@ -66,9 +66,8 @@ struct GradOutputs {
 
   // All values as doubles, dq / dk / dv in [B, H, S, D] order.
   Grads Values(AttentionLayout layout) const {
-    return {Canonical(dq.view, layout), Canonical(dk.view, layout),
-            Canonical(dv.view, layout), Load(grads.t5_table),
-            Load(grads.shaw_a_key),     Load(grads.shaw_a_value)};
+    return {Canonical(dq.view, layout), Canonical(dk.view, layout), Canonical(dv.view, layout),
+            Load(grads.t5_table),       Load(grads.shaw_a_key),     Load(grads.shaw_a_value)};
   }
 
  private:
@@ -157,9 +156,8 @@ inline Grads NaiveFloat32(Fixture& f, bool k_rotated, const std::vector<double>&
           pj /= sum;
           float d = 0.0f;
           for (Index x = 0; x < Dv; ++x) {
-            const float val = v[V(j) + Z(x)] + (c.kind == Kind::kShaw
-                                                     ? f.tables.a_value[Z(idx(j) * Dv + x)]
-                                                     : 0.0f);
+            const float val = v[V(j) + Z(x)] +
+                              (c.kind == Kind::kShaw ? f.tables.a_value[Z(idx(j) * Dv + x)] : 0.0f);
             d += gi[x] * val;
           }
           dp[Z(j)] = d;

@@ -110,8 +110,8 @@ inline void ExpectWithin2x(const std::vector<double>& flash, const std::vector<d
                            double sanity_bound, const std::string& what) {
   const double err = MaxErr(flash, oracle), naive_err = MaxErr(naive, oracle);
   EXPECT_LE(err, 2.0 * naive_err + rounding_floor)
-      << what << ": flash error " << err << ", plain float32 error " << naive_err
-      << ", max oracle " << MaxAbs(oracle);
+      << what << ": flash error " << err << ", plain float32 error " << naive_err << ", max oracle "
+      << MaxAbs(oracle);
   EXPECT_LT(err, sanity_bound) << what;
   const auto non_finite =
       std::count_if(flash.begin(), flash.end(), [](double x) { return !std::isfinite(x); });
@@ -142,8 +142,8 @@ struct SchemeTables {
   std::unique_ptr<T5BiasTable> t5;
   std::vector<float> a_key, a_value;
 
-  PositionScheme Build(Kind kind, AttentionMask mask, Index heads, Index head_dim,
-                       Index value_dim, Index shaw_clip, std::uint32_t shaw_seed) {
+  PositionScheme Build(Kind kind, AttentionMask mask, Index heads, Index head_dim, Index value_dim,
+                       Index shaw_clip, std::uint32_t shaw_seed) {
     switch (kind) {
       case Kind::kRope: {
         RopeParams r;
@@ -167,8 +167,7 @@ struct SchemeTables {
         a_value = RandomFloats(Z(sp.TableRows() * value_dim), shaw_seed + 1);
         return PositionScheme::FromShaw(
             sp, TensorView::Contiguous(a_key.data(), DType::kFloat32, {sp.TableRows(), head_dim}),
-            TensorView::Contiguous(a_value.data(), DType::kFloat32,
-                                   {sp.TableRows(), value_dim}));
+            TensorView::Contiguous(a_value.data(), DType::kFloat32, {sp.TableRows(), value_dim}));
       }
       case Kind::kAbsolute:
         return PositionScheme::Absolute();

@@ -51,7 +51,8 @@ struct VarFixture {
   SchemeTables tables;
   AttentionParams params;
 
-  explicit VarFixture(const VarCase& cs) : c(cs), cu_q(Offsets(cs.q_lens)), cu_k(Offsets(cs.k_lens)) {
+  explicit VarFixture(const VarCase& cs)
+      : c(cs), cu_q(Offsets(cs.q_lens)), cu_k(Offsets(cs.k_lens)) {
     q = RandomFloats(static_cast<std::size_t>(cu_q.back() * c.H * c.D), 31);
     k = RandomFloats(static_cast<std::size_t>(cu_k.back() * c.Hkv * c.D), 32);
     v = RandomFloats(static_cast<std::size_t>(cu_k.back() * c.Hkv * c.Dv), 33);
@@ -89,9 +90,10 @@ std::vector<float> RunVarlen(VarFixture& f) {
   opt.query_tile = f.c.query_tile;
   opt.key_tile = f.c.key_tile;
   const Context ctx(f.c.threads, f.c.backend);
-  FlashAttentionVarlen(f.params, f.Q(), f.K(), f.V(),
-                       TensorView::Contiguous(out.data(), DType::kFloat32, {f.cu_q.back(), f.c.H, f.c.Dv}),
-                       f.cu_q, f.cu_k, opt, ctx);
+  FlashAttentionVarlen(
+      f.params, f.Q(), f.K(), f.V(),
+      TensorView::Contiguous(out.data(), DType::kFloat32, {f.cu_q.back(), f.c.H, f.c.Dv}), f.cu_q,
+      f.cu_k, opt, ctx);
   return out;
 }
 
@@ -244,7 +246,9 @@ struct BadVarlen {
   std::vector<float> q = std::vector<float>(8 * 2 * 8, 0.5f), k = q, v = q, out = q;
   std::vector<std::int64_t> cu_q{0, 3, 8}, cu_k{0, 3, 8};
   AttentionParams params;
-  TensorView View(std::vector<float>& x) { return TensorView::Contiguous(x.data(), DType::kFloat32, {8, 2, 8}); }
+  TensorView View(std::vector<float>& x) {
+    return TensorView::Contiguous(x.data(), DType::kFloat32, {8, 2, 8});
+  }
   void Run() { FlashAttentionVarlen(params, View(q), View(k), View(v), View(out), cu_q, cu_k); }
 };
 
@@ -318,8 +322,7 @@ TEST(FlashAttentionVarlenBadInput, RankFourQuery) {
   const TensorView q4 = TensorView::Contiguous(f.q.data(), DType::kFloat32, {1, 8, 2, 8});
   flash_test::ExpectInvalid(
       [&] {
-        FlashAttentionVarlen(f.params, q4, f.View(f.k), f.View(f.v), f.View(f.out), f.cu_q,
-                             f.cu_k);
+        FlashAttentionVarlen(f.params, q4, f.View(f.k), f.View(f.v), f.View(f.out), f.cu_q, f.cu_k);
       },
       "q");
 }
@@ -329,8 +332,7 @@ TEST(FlashAttentionVarlenBadInput, OutputHeadDimMismatch) {
   const TensorView out = TensorView::Contiguous(f.out.data(), DType::kFloat32, {8, 2, 4});
   flash_test::ExpectInvalid(
       [&] {
-        FlashAttentionVarlen(f.params, f.View(f.q), f.View(f.k), f.View(f.v), out, f.cu_q,
-                             f.cu_k);
+        FlashAttentionVarlen(f.params, f.View(f.q), f.View(f.k), f.View(f.v), out, f.cu_q, f.cu_k);
       },
       "out");
 }

@@ -32,7 +32,8 @@ void ExpectInvalid(Fn fn, std::initializer_list<const char*> fragments) {
     fn();
     ADD_FAILURE() << "no InvalidArgument";
   } catch (const InvalidArgument& e) {
-    for (const char* f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    for (const char* f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
   }
 }
 
@@ -93,7 +94,8 @@ TEST(LearnedInit, StddevScales) {
   LearnedInitParams p{4, 4, 0.5, 9};
   const LearnedTable big = LearnedTable::RandomNormal(p);
   const LearnedTable small = Random(4, 4, 9);
-  for (std::size_t i = 0; i < 16; ++i) EXPECT_NEAR(big.values()[i], small.values()[i] * 25.0f, 1e-6f);
+  for (std::size_t i = 0; i < 16; ++i)
+    EXPECT_NEAR(big.values()[i], small.values()[i] * 25.0f, 1e-6f);
 }
 
 // --- forward -------------------------------------------------------------------
@@ -102,7 +104,8 @@ TEST(LearnedLookup, GathersRowsByIdsAndOffset) {
   const LearnedTable t = Random(10, 5);
   const std::vector<std::int64_t> ids = {9, 0, 9, 4};
   std::vector<double> out(4 * 5);
-  t.Lookup(Positions::Ids(ids.data(), 4), 4, TensorView::Contiguous(out.data(), DType::kFloat64, {4, 5}));
+  t.Lookup(Positions::Ids(ids.data(), 4), 4,
+           TensorView::Contiguous(out.data(), DType::kFloat64, {4, 5}));
   for (int r = 0; r < 4; ++r) {
     for (int c = 0; c < 5; ++c) EXPECT_EQ(out[r * 5 + c], static_cast<double>(t.At(ids[r], c)));
   }
@@ -118,7 +121,8 @@ TEST(LearnedLookup, StridedOutputAndThreads) {
   std::vector<std::int64_t> ids(200);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 37) % 300);
   std::vector<float> one(200 * 8), four(200 * 16, -1.0f);
-  t.Lookup(Positions::Ids(ids.data(), 200), 200, TensorView::Contiguous(one.data(), DType::kFloat32, {200, 8}), Context(1));
+  t.Lookup(Positions::Ids(ids.data(), 200), 200,
+           TensorView::Contiguous(one.data(), DType::kFloat32, {200, 8}), Context(1));
   t.Lookup(Positions::Ids(ids.data(), 200), 200,
            TensorView::Strided(four.data(), DType::kFloat32, {200, 8}, {16, 2}), Context(4));
   for (int r = 0; r < 200; ++r) {
@@ -135,7 +139,8 @@ TEST(LearnedAdd, AddsRowsPerBatchRow) {
   std::vector<float> x(2 * 2 * 3);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
   const std::vector<float> before = x;
-  t.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32, {2, 2, 3}), Positions::Ids(ids.data(), 4));
+  t.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32, {2, 2, 3}),
+          Positions::Ids(ids.data(), 4));
   for (int k = 0; k < 4; ++k) {
     for (int c = 0; c < 3; ++c) EXPECT_EQ(x[k * 3 + c], before[k * 3 + c] + t.At(ids[k], c));
   }
@@ -154,7 +159,9 @@ TEST(LearnedBackward, ScatterAddMatchesANaiveSum) {
   for (std::size_t i = 0; i < d_out.size(); ++i) d_out[i] = std::sin(0.1f * static_cast<float>(i));
   std::vector<double> want(7 * 70, 0.5);
   for (std::int64_t k = 0; k < batch * seq; ++k) {
-    for (std::int64_t c = 0; c < d; ++c) want[static_cast<std::size_t>(ids[static_cast<std::size_t>(k)] * d + c)] += d_out[static_cast<std::size_t>(k * d + c)];
+    for (std::int64_t c = 0; c < d; ++c)
+      want[static_cast<std::size_t>(ids[static_cast<std::size_t>(k)] * d + c)] +=
+          d_out[static_cast<std::size_t>(k * d + c)];
   }
   std::vector<double> grad(7 * 70, 0.5);  // accumulates into what is there
   t.Backward(TensorView::Contiguous(d_out.data(), DType::kFloat32, {batch, seq, d}),
@@ -173,13 +180,16 @@ TEST(LearnedBackward, Rank2IsTheLookupGradient) {
   const std::vector<std::int64_t> ids = {2, 0, 2};
   const std::vector<float> w = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   std::vector<float> grad(12, 0.0f);
-  t.Backward(TensorView::Contiguous(w.data(), DType::kFloat32, {3, 3}), Positions::Ids(ids.data(), 3),
+  t.Backward(TensorView::Contiguous(w.data(), DType::kFloat32, {3, 3}),
+             Positions::Ids(ids.data(), 3),
              TensorView::Contiguous(grad.data(), DType::kFloat32, {4, 3}));
   auto loss = [&](const LearnedTable& e) {
     std::vector<double> out(9);
-    e.Lookup(Positions::Ids(ids.data(), 3), 3, TensorView::Contiguous(out.data(), DType::kFloat64, {3, 3}));
+    e.Lookup(Positions::Ids(ids.data(), 3), 3,
+             TensorView::Contiguous(out.data(), DType::kFloat64, {3, 3}));
     double l = 0;
-    for (int i = 0; i < 9; ++i) l += w[static_cast<std::size_t>(i)] * out[static_cast<std::size_t>(i)];
+    for (int i = 0; i < 9; ++i)
+      l += w[static_cast<std::size_t>(i)] * out[static_cast<std::size_t>(i)];
     return l;
   };
   const double base = loss(t);
@@ -187,7 +197,8 @@ TEST(LearnedBackward, Rank2IsTheLookupGradient) {
     for (int c = 0; c < 3; ++c) {
       LearnedTable bumped = t;
       bumped.MutableView().As<float>()[p * 3 + c] += 0.25f;
-      EXPECT_NEAR((loss(bumped) - base) / 0.25, grad[static_cast<std::size_t>(p * 3 + c)], 1e-4) << p << "," << c;
+      EXPECT_NEAR((loss(bumped) - base) / 0.25, grad[static_cast<std::size_t>(p * 3 + c)], 1e-4)
+          << p << "," << c;
     }
   }
   EXPECT_EQ(grad[0], 4.0f);                 // id 0 once: w row 1
@@ -203,21 +214,25 @@ TEST(LearnedSgd, StepAndTrainingReducesTheLoss) {
   t.SgdStep(TensorView::Contiguous(g.data(), DType::kFloat32, {5, 4}), 0.01);
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(t.values()[static_cast<std::size_t>(i)],
-              static_cast<float>(static_cast<double>(before[static_cast<std::size_t>(i)]) - 0.01 * g[static_cast<std::size_t>(i)]));
+              static_cast<float>(static_cast<double>(before[static_cast<std::size_t>(i)]) -
+                                 0.01 * g[static_cast<std::size_t>(i)]));
   }
   // Fit rows 1..3 to targets: loss = 0.5 |Lookup - T|^2, gradient = Backward(out - T).
   const std::vector<std::int64_t> ids = {1, 2, 3};
   std::vector<float> target(12);
-  for (int i = 0; i < 12; ++i) target[static_cast<std::size_t>(i)] = 0.1f * static_cast<float>(i % 5);
+  for (int i = 0; i < 12; ++i)
+    target[static_cast<std::size_t>(i)] = 0.1f * static_cast<float>(i % 5);
   auto step = [&]() {
     std::vector<float> out(12), grad(20, 0.0f);
-    t.Lookup(Positions::Ids(ids.data(), 3), 3, TensorView::Contiguous(out.data(), DType::kFloat32, {3, 4}));
+    t.Lookup(Positions::Ids(ids.data(), 3), 3,
+             TensorView::Contiguous(out.data(), DType::kFloat32, {3, 4}));
     double l = 0;
     for (int i = 0; i < 12; ++i) {
       out[static_cast<std::size_t>(i)] -= target[static_cast<std::size_t>(i)];
       l += 0.5 * out[static_cast<std::size_t>(i)] * out[static_cast<std::size_t>(i)];
     }
-    t.Backward(TensorView::Contiguous(out.data(), DType::kFloat32, {3, 4}), Positions::Ids(ids.data(), 3),
+    t.Backward(TensorView::Contiguous(out.data(), DType::kFloat32, {3, 4}),
+               Positions::Ids(ids.data(), 3),
                TensorView::Contiguous(grad.data(), DType::kFloat32, {5, 4}));
     t.SgdStep(TensorView::Contiguous(grad.data(), DType::kFloat32, {5, 4}), 0.5);
     return l;
@@ -314,36 +329,54 @@ TEST(LearnedErrors, PositionPastTheEndNamesPositionAndLimit) {
   const LearnedTable t = Random(512, 4);
   const std::vector<std::int64_t> ids = {0, 511, 512};
   std::vector<float> out(12);
-  ExpectInvalid([&] {
-    t.Lookup(Positions::Ids(ids.data(), 3), 3, TensorView::Contiguous(out.data(), DType::kFloat32, {3, 4}));
-  }, {"positions[2]: got 512", "[0, 511]", "max_positions = 512", "not wrapped or clamped"});
+  ExpectInvalid(
+      [&] {
+        t.Lookup(Positions::Ids(ids.data(), 3), 3,
+                 TensorView::Contiguous(out.data(), DType::kFloat32, {3, 4}));
+      },
+      {"positions[2]: got 512", "[0, 511]", "max_positions = 512", "not wrapped or clamped"});
 }
 TEST(LearnedErrors, NegativePosition) {
   const LearnedTable t = Random(8, 4);
   const std::vector<std::int64_t> ids = {-1};
   std::vector<float> out(4);
-  ExpectInvalid([&] {
-    t.Lookup(Positions::Ids(ids.data(), 1), 1, TensorView::Contiguous(out.data(), DType::kFloat32, {1, 4}));
-  }, {"positions[0]: got -1"});
+  ExpectInvalid(
+      [&] {
+        t.Lookup(Positions::Ids(ids.data(), 1), 1,
+                 TensorView::Contiguous(out.data(), DType::kFloat32, {1, 4}));
+      },
+      {"positions[0]: got -1"});
 }
 TEST(LearnedErrors, OffsetRunsPastTheEnd) {
   const LearnedTable t = Random(8, 4);
   std::vector<float> x(2 * 3 * 4);
-  ExpectInvalid([&] { t.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32, {2, 3, 4}), Positions::Offset(6)); },
-                {"positions.offset: got 6", "seq = 3", "max_positions = 8"});
+  ExpectInvalid(
+      [&] {
+        t.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32, {2, 3, 4}), Positions::Offset(6));
+      },
+      {"positions.offset: got 6", "seq = 3", "max_positions = 8"});
 }
 TEST(LearnedErrors, BackwardPositionPastTheEnd) {
   const LearnedTable t = Random(4, 2);
   const std::vector<std::int64_t> ids = {4};
   std::vector<float> d(2), g(8);
-  ExpectInvalid([&] {
-    t.Backward(TensorView::Contiguous(d.data(), DType::kFloat32, {1, 2}), Positions::Ids(ids.data(), 1),
-               TensorView::Contiguous(g.data(), DType::kFloat32, {4, 2}));
-  }, {"positions[0]: got 4"});
+  ExpectInvalid(
+      [&] {
+        t.Backward(TensorView::Contiguous(d.data(), DType::kFloat32, {1, 2}),
+                   Positions::Ids(ids.data(), 1),
+                   TensorView::Contiguous(g.data(), DType::kFloat32, {4, 2}));
+      },
+      {"positions[0]: got 4"});
 }
-TEST(LearnedErrors, AtPastTheEnd) { ExpectInvalid([] { Random(3, 2).At(3, 0); }, {"position: got 3"}); }
-TEST(LearnedErrors, ZeroMaxPositions) { ExpectInvalid([] { LearnedTable(0, 4); }, {"max_positions: got 0"}); }
-TEST(LearnedErrors, ZeroDim) { ExpectInvalid([] { LearnedTable(4, 0); }, {"dim: got 0"}); }
+TEST(LearnedErrors, AtPastTheEnd) {
+  ExpectInvalid([] { Random(3, 2).At(3, 0); }, {"position: got 3"});
+}
+TEST(LearnedErrors, ZeroMaxPositions) {
+  ExpectInvalid([] { LearnedTable(0, 4); }, {"max_positions: got 0"});
+}
+TEST(LearnedErrors, ZeroDim) {
+  ExpectInvalid([] { LearnedTable(4, 0); }, {"dim: got 0"});
+}
 TEST(LearnedErrors, TooManyElements) {
   ExpectInvalid([] { LearnedTable(1 << 24, 1 << 10); }, {"max_positions * dim", "2^31"});
 }
@@ -354,54 +387,79 @@ TEST(LearnedErrors, BadStddev) {
 TEST(LearnedErrors, LookupOutShapeMismatch) {
   const LearnedTable t = Random(4, 3);
   std::vector<float> out(8);
-  ExpectInvalid([&] { t.Lookup(Positions::Offset(0), 2, TensorView::Contiguous(out.data(), DType::kFloat32, {2, 4})); },
-                {"out.shape[1]: got 4", "dim (3)"});
+  ExpectInvalid(
+      [&] {
+        t.Lookup(Positions::Offset(0), 2,
+                 TensorView::Contiguous(out.data(), DType::kFloat32, {2, 4}));
+      },
+      {"out.shape[1]: got 4", "dim (3)"});
 }
 TEST(LearnedErrors, LookupOutAliasesTable) {
   LearnedTable t = Random(4, 3);
-  ExpectInvalid([&] { t.Lookup(Positions::Offset(0), 4, t.MutableView()); }, {"out: overlaps table"});
+  ExpectInvalid([&] { t.Lookup(Positions::Offset(0), 4, t.MutableView()); },
+                {"out: overlaps table"});
 }
 TEST(LearnedErrors, LookupOutZeroStride) {
   const LearnedTable t = Random(4, 3);
   std::vector<float> out(3);
-  ExpectInvalid([&] { t.Lookup(Positions::Offset(0), 2, TensorView::Strided(out.data(), DType::kFloat32, {2, 3}, {0, 1})); },
-                {"may not alias"});
+  ExpectInvalid(
+      [&] {
+        t.Lookup(Positions::Offset(0), 2,
+                 TensorView::Strided(out.data(), DType::kFloat32, {2, 3}, {0, 1}));
+      },
+      {"may not alias"});
 }
 TEST(LearnedErrors, AddDimMismatch) {
   const LearnedTable t = Random(4, 3);
   std::vector<float> x(8);
-  ExpectInvalid([&] { t.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32, {1, 2, 4}), Positions::Offset(0)); },
-                {"x.shape[2]: got 4"});
+  ExpectInvalid(
+      [&] {
+        t.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32, {1, 2, 4}), Positions::Offset(0));
+      },
+      {"x.shape[2]: got 4"});
 }
 TEST(LearnedErrors, BackwardGradShapeMismatch) {
   const LearnedTable t = Random(4, 2);
   std::vector<float> d(2), g(6);
-  ExpectInvalid([&] {
-    t.Backward(TensorView::Contiguous(d.data(), DType::kFloat32, {1, 2}), Positions::Offset(0),
-               TensorView::Contiguous(g.data(), DType::kFloat32, {3, 2}));
-  }, {"grad.shape[0]: got 3", "max_positions (4)"});
+  ExpectInvalid(
+      [&] {
+        t.Backward(TensorView::Contiguous(d.data(), DType::kFloat32, {1, 2}), Positions::Offset(0),
+                   TensorView::Contiguous(g.data(), DType::kFloat32, {3, 2}));
+      },
+      {"grad.shape[0]: got 3", "max_positions (4)"});
 }
 TEST(LearnedErrors, BackwardDOutRank1) {
   const LearnedTable t = Random(4, 2);
   std::vector<float> d(2), g(8);
-  ExpectInvalid([&] {
-    t.Backward(TensorView::Contiguous(d.data(), DType::kFloat32, {2}), Positions::Offset(0),
-               TensorView::Contiguous(g.data(), DType::kFloat32, {4, 2}));
-  }, {"d_out.rank: got 1"});
+  ExpectInvalid(
+      [&] {
+        t.Backward(TensorView::Contiguous(d.data(), DType::kFloat32, {2}), Positions::Offset(0),
+                   TensorView::Contiguous(g.data(), DType::kFloat32, {4, 2}));
+      },
+      {"d_out.rank: got 1"});
 }
 TEST(LearnedErrors, SgdBadLearningRate) {
   LearnedTable t = Random(2, 2);
   std::vector<float> g(4);
-  ExpectInvalid([&] { t.SgdStep(TensorView::Contiguous(g.data(), DType::kFloat32, {2, 2}), -0.1); },
-                {"learning_rate: got -0.1"});
-  ExpectInvalid([&] { t.SgdStep(TensorView::Contiguous(g.data(), DType::kFloat32, {2, 2}), INFINITY); },
-                {"learning_rate: got inf"});
+  ExpectInvalid(
+      [&] {
+        t.SgdStep(TensorView::Contiguous(g.data(), DType::kFloat32, {2, 2}), -0.1);
+      },
+      {"learning_rate: got -0.1"});
+  ExpectInvalid(
+      [&] {
+        t.SgdStep(TensorView::Contiguous(g.data(), DType::kFloat32, {2, 2}), INFINITY);
+      },
+      {"learning_rate: got inf"});
 }
 TEST(LearnedErrors, SgdGradShapeMismatch) {
   LearnedTable t = Random(2, 2);
   std::vector<float> g(6);
-  ExpectInvalid([&] { t.SgdStep(TensorView::Contiguous(g.data(), DType::kFloat32, {2, 3}), 0.1); },
-                {"grad.shape[1]: got 3"});
+  ExpectInvalid(
+      [&] {
+        t.SgdStep(TensorView::Contiguous(g.data(), DType::kFloat32, {2, 3}), 0.1);
+      },
+      {"grad.shape[1]: got 3"});
 }
 TEST(LearnedErrors, ResizeToZero) {
   ExpectInvalid([] { Random(4, 2).Resized(0); }, {"new_max_positions: got 0"});

@@ -65,7 +65,8 @@ TEST(ModelConfigGolden, EveryCaseThroughTheLoaderBothSchemas) {
                     c["attention_factor"].get<double>(),
                 1e-12);
       for (const json& e : c["evaluations"]) {
-        const RopeScaling se = ModelRopeScaling(cfg, "", e["seq_len_seen_by_forward"].get<std::int64_t>());
+        const RopeScaling se =
+            ModelRopeScaling(cfg, "", e["seq_len_seen_by_forward"].get<std::int64_t>());
         EXPECT_LE(MaxRelErr(se.frequencies.inv_freq, ToDoubles(e["inv_freq_used"])), 1e-6);
       }
       EXPECT_TRUE(cfg.warnings.empty()) << cfg.warnings.front();
@@ -150,7 +151,8 @@ TEST(ModelConfigExamples, SchemaVariants) {
 
 TEST(ModelConfigSchema, GptjRotaryDimAndNestedPerLayerTypes) {
   ModelConfig gptj = ParseModelConfig(
-      R"({"n_embd": 4096, "hidden_size": 4096, "num_attention_heads": 16, "rotary_dim": 64})", "gptj.json");
+      R"({"n_embd": 4096, "hidden_size": 4096, "num_attention_heads": 16, "rotary_dim": 64})",
+      "gptj.json");
   EXPECT_EQ(ModelRopeScaling(gptj, "", 0).rotary_dim, 64);
   // Gemma 4 style nested rope_parameters.
   ModelConfig g4 = ParseModelConfig(R"({"head_dim": 256, "max_position_embeddings": 131072,
@@ -188,14 +190,20 @@ bool HasWarning(const ModelConfig& cfg, const std::string& needle) {
 }
 
 TEST(ModelConfigWarnings, WhereHfOnlyWarns) {
-  const std::string base = R"("head_dim": 64, "max_position_embeddings": 16384, "rope_parameters": )";
-  auto parse = [&](const std::string& rope) { return ParseModelConfig("{" + base + rope + "}", "w.json"); };
-  EXPECT_TRUE(HasWarning(parse(R"({"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 4096,
+  const std::string base =
+      R"("head_dim": 64, "max_position_embeddings": 16384, "rope_parameters": )";
+  auto parse = [&](const std::string& rope) {
+    return ParseModelConfig("{" + base + rope + "}", "w.json");
+  };
+  EXPECT_TRUE(HasWarning(
+      parse(R"({"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 4096,
                                    "beta_fast": 1, "beta_slow": 2})"),
-                         "beta_fast=1 is smaller than beta_slow=2"));
-  EXPECT_TRUE(HasWarning(parse(R"({"rope_type": "yarn", "factor": 8, "original_max_position_embeddings": 4096})"),
-                         "explicit factor 8 differs"));
-  const ModelConfig derived = parse(R"({"rope_type": "yarn", "original_max_position_embeddings": 4096})");
+      "beta_fast=1 is smaller than beta_slow=2"));
+  EXPECT_TRUE(HasWarning(
+      parse(R"({"rope_type": "yarn", "factor": 8, "original_max_position_embeddings": 4096})"),
+      "explicit factor 8 differs"));
+  const ModelConfig derived =
+      parse(R"({"rope_type": "yarn", "original_max_position_embeddings": 4096})");
   EXPECT_TRUE(HasWarning(derived, "derived 4"));
   EXPECT_EQ(ModelRopeScaling(derived, "", 0).factor, 4.0);
   EXPECT_TRUE(HasWarning(parse(R"({"rope_type": "linear", "factor": 2, "low_freq_factor": 1})"),
@@ -203,11 +211,13 @@ TEST(ModelConfigWarnings, WhereHfOnlyWarns) {
   EXPECT_TRUE(HasWarning(parse(R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
                                    "high_freq_factor": 4, "original_max_position_embeddings": 16384})"),
                          "not below max_position_embeddings"));
-  EXPECT_TRUE(HasWarning(parse(R"({"rope_type": "proportional", "rope_theta": 1e6})"), "partial_rotary_factor"));
+  EXPECT_TRUE(HasWarning(parse(R"({"rope_type": "proportional", "rope_theta": 1e6})"),
+                         "partial_rotary_factor"));
   // Each warning-only config still computes.
-  EXPECT_NO_THROW(ModelRopeScaling(parse(R"({"rope_type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 2,
+  EXPECT_NO_THROW(
+      ModelRopeScaling(parse(R"({"rope_type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 2,
                                              "original_max_position_embeddings": 4096})"),
-                                   "", 0));
+                       "", 0));
 }
 
 // ------------------------------------------------------- bad-config suite --
@@ -222,29 +232,47 @@ const BadConfig kBadConfigs[] = {
     {"unknown rope type lists the known ones",
      R"({"head_dim": 64, "rope_scaling": {"type": "ntk-by-parts", "factor": 2}})",
      {"bad.json: rope_scaling.type: got \"ntk-by-parts\"", "default, linear, dynamic", "longrope"}},
-    {"rope type not a string", R"({"head_dim": 64, "rope_parameters": {"rope_type": 3}})",
+    {"rope type not a string",
+     R"({"head_dim": 64, "rope_parameters": {"rope_type": 3}})",
      {"rope_parameters.rope_type: got 3 (number)", "a string"}},
-    {"factor wrong type", R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": "8"}})",
+    {"factor wrong type",
+     R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": "8"}})",
      {"rope_scaling.factor: got \"8\" (string)", "a number >= 1"}},
-    {"factor below one", R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 0.5}})",
+    {"factor below one",
+     R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 0.5}})",
      {"rope_scaling.factor: got 0.5", ">= 1"}},
-    {"factor missing", R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear"}})",
+    {"factor missing",
+     R"({"head_dim": 64, "rope_scaling": {"rope_type": "linear"}})",
      {"rope_scaling.factor: got nothing (missing)"}},
     {"dynamic without max_position_embeddings",
      R"({"head_dim": 64, "rope_scaling": {"rope_type": "dynamic", "factor": 2}})",
      {"max_position_embeddings: got nothing", "dynamic"}},
-    {"theta wrong type", R"({"head_dim": 64, "rope_theta": "1e4"})", {"rope_theta: got \"1e4\" (string)", "a number"}},
-    {"theta not above one", R"({"head_dim": 64, "rope_theta": 0.5})", {"rope_theta: got 0.5", "> 1"}},
-    {"no head dim", R"({"hidden_size": 4096})", {"head_dim: got nothing", "hidden_size and num_attention_heads"}},
-    {"head dim wrong type", R"({"head_dim": "128"})", {"head_dim: got \"128\" (string)", "an integer"}},
-    {"max position not an integer", R"({"head_dim": 64, "max_position_embeddings": 4096.5})",
+    {"theta wrong type",
+     R"({"head_dim": 64, "rope_theta": "1e4"})",
+     {"rope_theta: got \"1e4\" (string)", "a number"}},
+    {"theta not above one",
+     R"({"head_dim": 64, "rope_theta": 0.5})",
+     {"rope_theta: got 0.5", "> 1"}},
+    {"no head dim",
+     R"({"hidden_size": 4096})",
+     {"head_dim: got nothing", "hidden_size and num_attention_heads"}},
+    {"head dim wrong type",
+     R"({"head_dim": "128"})",
+     {"head_dim: got \"128\" (string)", "an integer"}},
+    {"max position not an integer",
+     R"({"head_dim": 64, "max_position_embeddings": 4096.5})",
      {"max_position_embeddings: got 4096.5", "an integer"}},
-    {"partial rotary factor out of range", R"({"head_dim": 64, "partial_rotary_factor": 1.5})",
+    {"partial rotary factor out of range",
+     R"({"head_dim": 64, "partial_rotary_factor": 1.5})",
      {"partial_rotary_factor: got 1.5", "(0, 1]"}},
-    {"partial rotary factor gives odd dim", R"({"head_dim": 64, "partial_rotary_factor": 0.3})",
+    {"partial rotary factor gives odd dim",
+     R"({"head_dim": 64, "partial_rotary_factor": 0.3})",
      {"partial_rotary_factor: got 0.3", "even rotary dim", "= 19"}},
-    {"gptj rotary_dim too large", R"({"head_dim": 64, "rotary_dim": 128})", {"rotary_dim: got 128", "<= head_dim (64)"}},
-    {"rope dict not an object", R"({"head_dim": 64, "rope_scaling": [1, 2]})",
+    {"gptj rotary_dim too large",
+     R"({"head_dim": 64, "rotary_dim": 128})",
+     {"rotary_dim: got 128", "<= head_dim (64)"}},
+    {"rope dict not an object",
+     R"({"head_dim": 64, "rope_scaling": [1, 2]})",
      {"rope_scaling: got [1,2] (array)", "an object"}},
     {"text_config not an object", R"({"text_config": 5})", {"text_config: got 5 (number)"}},
     {"top level not an object", R"([1])", {"(top level): got [1] (array)"}},
@@ -260,7 +288,8 @@ const BadConfig kBadConfigs[] = {
     {"yarn attention factor not positive",
      R"({"head_dim": 64, "max_position_embeddings": 8192, "rope_scaling": {"rope_type": "yarn", "factor": 2, "attention_factor": 0}})",
      {"rope_scaling.attention_factor: got 0", "> 0"}},
-    {"yarn without factor or max", R"({"head_dim": 64, "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 4096}})",
+    {"yarn without factor or max",
+     R"({"head_dim": 64, "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 4096}})",
      {"rope_scaling.factor: got nothing", "max_position_embeddings"}},
     {"yarn derived factor below one",
      R"({"head_dim": 64, "max_position_embeddings": 2048, "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 4096}})",
@@ -289,9 +318,11 @@ const BadConfig kBadConfigs[] = {
     {"longrope list element not positive",
      R"({"head_dim": 8, "max_position_embeddings": 8192, "original_max_position_embeddings": 4096, "rope_scaling": {"type": "longrope", "short_factor": [1, 1, 1, 1], "long_factor": [1, 0, 1, 1]}})",
      {"rope_scaling.long_factor[1]: got 0", "> 0"}},
-    {"mrope_section wrong sum", R"({"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}})",
+    {"mrope_section wrong sum",
+     R"({"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 16]}})",
      {"rope_scaling.mrope_section: got [16,24,16]", "summing to rotary_dim/2 = 64"}},
-    {"mrope_section wrong shape", R"({"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [32, 32]}})",
+    {"mrope_section wrong shape",
+     R"({"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [32, 32]}})",
      {"rope_scaling.mrope_section: got [32,32] (array)", "3 integers"}},
     {"mrope_interleaved wrong type",
      R"({"head_dim": 128, "rope_scaling": {"type": "mrope", "mrope_section": [24, 20, 20], "mrope_interleaved": 1}})",
@@ -302,7 +333,8 @@ const BadConfig kBadConfigs[] = {
     {"deepseek without qk_nope_head_dim",
      R"({"qk_rope_head_dim": 64, "max_position_embeddings": 163840, "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, "mscale": 1, "mscale_all_dim": 1}})",
      {"qk_nope_head_dim: got nothing", "DeepSeek"}},
-    {"text_config errors carry the prefix", R"({"text_config": {"head_dim": 64, "rope_theta": -3}})",
+    {"text_config errors carry the prefix",
+     R"({"text_config": {"head_dim": 64, "rope_theta": -3}})",
      {"text_config.rope_theta: got -3"}},
 };
 
@@ -351,7 +383,8 @@ TEST(ModelConfigBadConfigs, UnreadableOrInvalidJsonIsIoError) {
     ParseModelConfig("{\"head_dim\": 64,", "trunc.json");
     ADD_FAILURE();
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("trunc.json: not valid JSON"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("trunc.json: not valid JSON"), std::string::npos)
+        << e.what();
   }
   const std::string dir = test::TempDir("model_config_bad");
   std::ofstream(dir + "/c.json") << R"({"head_dim": 64, "rope_scaling": {"type": "nope"}})";
@@ -359,7 +392,8 @@ TEST(ModelConfigBadConfigs, UnreadableOrInvalidJsonIsIoError) {
     LoadModelConfig(dir + "/c.json");
     ADD_FAILURE();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(dir + "/c.json: rope_scaling.type"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(dir + "/c.json: rope_scaling.type"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -155,14 +155,15 @@ TEST(Npy, ViewOfAReadArray) {
 
 TEST(Npy, AcceptsDoubleQuotesTrailingSpaceAndNoTrailingComma) {
   const std::string path = TempDir("npy_quotes") + "/q.npy";
-  Spit(path, MakeNpy("{\"shape\": (2,2), \"fortran_order\": False, \"descr\": \"<f4\"}", kGoodData));
+  Spit(path,
+       MakeNpy("{\"shape\": (2,2), \"fortran_order\": False, \"descr\": \"<f4\"}", kGoodData));
   EXPECT_EQ(ReadNpy(path).ToFloat32(), (std::vector<float>{1, 2, 3, 4}));
 }
 
 TEST(Npy, ScalarAndEmptyShapes) {
   const std::string dir = TempDir("npy_shapes");
-  Spit(dir + "/s.npy", MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (), }",
-                               FloatBytes({7})));
+  Spit(dir + "/s.npy",
+       MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", FloatBytes({7})));
   const NpyArray s = ReadNpy(dir + "/s.npy");
   EXPECT_EQ(s.rank(), 0);
   EXPECT_EQ(s.ToFloat32(), std::vector<float>{7});
@@ -186,9 +187,7 @@ TEST(NpyErrors, MissingFile) {
   }
 }
 
-TEST(NpyErrors, EmptyFile) {
-  EXPECT_NE(ReadError("").find("truncated"), std::string::npos);
-}
+TEST(NpyErrors, EmptyFile) { EXPECT_NE(ReadError("").find("truncated"), std::string::npos); }
 
 TEST(NpyErrors, BadMagic) {
   EXPECT_NE(ReadError("PK\x03\x04 not numpy at all").find("magic"), std::string::npos);
@@ -224,20 +223,19 @@ TEST(NpyErrors, HeaderWithoutNewline) {
 }
 
 TEST(NpyErrors, MissingKey) {
-  const std::string msg =
-      ReadError(MakeNpy("{'descr': '<f4', 'shape': (2, 2), }", kGoodData));
+  const std::string msg = ReadError(MakeNpy("{'descr': '<f4', 'shape': (2, 2), }", kGoodData));
   EXPECT_NE(msg.find("missing key(s) 'fortran_order'"), std::string::npos) << msg;
 }
 
 TEST(NpyErrors, DuplicateKey) {
-  const std::string msg = ReadError(
-      MakeNpy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 2)}", kGoodData));
+  const std::string msg = ReadError(MakeNpy(
+      "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 2)}", kGoodData));
   EXPECT_NE(msg.find("duplicate key 'descr'"), std::string::npos) << msg;
 }
 
 TEST(NpyErrors, UnknownKey) {
-  const std::string msg = ReadError(MakeNpy(
-      "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), 'extra': 1}", kGoodData));
+  const std::string msg = ReadError(
+      MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), 'extra': 1}", kGoodData));
   EXPECT_NE(msg.find("unexpected key 'extra'"), std::string::npos) << msg;
 }
 
@@ -247,20 +245,20 @@ TEST(NpyErrors, NotADict) {
 }
 
 TEST(NpyErrors, BadBool) {
-  const std::string msg = ReadError(
-      MakeNpy("{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 2), }", kGoodData));
+  const std::string msg =
+      ReadError(MakeNpy("{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 2), }", kGoodData));
   EXPECT_NE(msg.find("True or False"), std::string::npos) << msg;
 }
 
 TEST(NpyErrors, NegativeShape) {
-  const std::string msg = ReadError(
-      MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 2), }", kGoodData));
+  const std::string msg =
+      ReadError(MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 2), }", kGoodData));
   EXPECT_NE(msg.find("non-negative integer"), std::string::npos) << msg;
 }
 
 TEST(NpyErrors, OneTupleWithoutComma) {
-  const std::string msg = ReadError(
-      MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", kGoodData));
+  const std::string msg =
+      ReadError(MakeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", kGoodData));
   EXPECT_NE(msg.find("trailing comma"), std::string::npos) << msg;
 }
 
@@ -321,8 +319,9 @@ TEST(NpyErrors, WrongDtype) {
 // .npy (no data byte), but View() formed their product (signed overflow)
 // before noticing the zero.
 TEST(NpyErrors, EmptyArrayWithHugeSizesHasNoView) {
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, "
-                     "4611686018427387904), }";
+  std::string dict =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, "
+      "4611686018427387904), }";
   dict.append(118 - dict.size(), ' ');
   dict.push_back('\n');
   std::string file = std::string("\x93NUMPY\x01\x00", 8);

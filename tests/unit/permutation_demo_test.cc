@@ -73,7 +73,8 @@ TEST(PermutationDemoBadInput, EmptySentence) {
 }
 
 TEST(PermutationDemoBadInput, UnknownScheme) {
-  ExpectInvalid([] { RunPermutationDemoScheme(PermutationDemoParams{}, "xpos"); }, "scheme: got xpos");
+  ExpectInvalid([] { RunPermutationDemoScheme(PermutationDemoParams{}, "xpos"); },
+                "scheme: got xpos");
 }
 
 TEST(PermutationDemoBadInput, Dims) {

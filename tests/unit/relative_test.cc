@@ -14,13 +14,12 @@ namespace {
 
 TEST(Relative, LessonSixBySix) {
   const std::vector<std::int64_t> m = RelativePositionMatrix(6);
-  const std::vector<std::int64_t> expected = {
-      0,  -1, -2, -3, -4, -5,  //
-      1,  0,  -1, -2, -3, -4,  //
-      2,  1,  0,  -1, -2, -3,  //
-      3,  2,  1,  0,  -1, -2,  //
-      4,  3,  2,  1,  0,  -1,  //
-      5,  4,  3,  2,  1,  0};
+  const std::vector<std::int64_t> expected = {0, -1, -2, -3, -4, -5,  //
+                                              1, 0,  -1, -2, -3, -4,  //
+                                              2, 1,  0,  -1, -2, -3,  //
+                                              3, 2,  1,  0,  -1, -2,  //
+                                              4, 3,  2,  1,  0,  -1,  //
+                                              5, 4,  3,  2,  1,  0};
   EXPECT_EQ(m, expected);
 }
 
@@ -43,7 +42,8 @@ TEST(Relative, RejectsBadInput) {
                InvalidArgument);
   EXPECT_THROW(RelativePositionMatrix(RelativeMatrixParams{2, 2, -1, RelativeSign::kQueryMinusKey}),
                InvalidArgument);
-  EXPECT_THROW(RelativePositionMatrix(RelativeMatrixParams{2, 2, kMaxPosition, RelativeSign::kQueryMinusKey}),
+  EXPECT_THROW(RelativePositionMatrix(
+                   RelativeMatrixParams{2, 2, kMaxPosition, RelativeSign::kQueryMinusKey}),
                InvalidArgument);
   EXPECT_THROW(ParseRelativeSign("i-j"), InvalidArgument);
   EXPECT_THROW(ParseBiasWrite("set"), InvalidArgument);

@@ -150,8 +150,7 @@ TEST(ReportExperiment, QuickRunIsSaidSo) {
   bool said = false;
   for (const auto& p : s.paragraphs) said = said || p.find("QUICK smoke run") != std::string::npos;
   EXPECT_TRUE(said);
-  EXPECT_NE(RatioCell(options.experiment.get(), "rope", "").find("[quick run]"),
-            std::string::npos);
+  EXPECT_NE(RatioCell(options.experiment.get(), "rope", "").find("[quick run]"), std::string::npos);
 }
 
 TEST(ReportExperiment, WithoutResultsTheSectionSaysHowToProduceThem) {

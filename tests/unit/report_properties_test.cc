@@ -55,8 +55,9 @@ TEST(ReportProperties, ShiftChangeOfRelativeAndAbsoluteScores) {
   EXPECT_EQ(ShiftChange([](std::int64_t i, std::int64_t j) { return double(j - i); }, 8, {1, 5}),
             0.0);
   // s = i * j: s(i+1, j+1) - s(i, j) = i + j + 1, max 15 at i = j = 7; max |s| = 49.
-  EXPECT_DOUBLE_EQ(ShiftChange([](std::int64_t i, std::int64_t j) { return double(i * j); }, 8, {1}),
-                   15.0 / 49.0);
+  EXPECT_DOUBLE_EQ(
+      ShiftChange([](std::int64_t i, std::int64_t j) { return double(i * j); }, 8, {1}),
+      15.0 / 49.0);
 }
 
 TEST(ReportProperties, ShiftChangeRejectsBadArguments) {
@@ -90,8 +91,8 @@ TEST(ReportCompare, SinusoidalIsBoundedUniqueAndRelative) {
   EXPECT_TRUE(m.bounded);
   EXPECT_LE(m.max_abs_at_4l, 1.0);
   EXPECT_GT(m.max_abs_at_l, 0.99);
-  EXPECT_GT(m.min_code_distance, 0.1);        // distinct positions, distinct codes
-  EXPECT_LT(m.shift_change, 1e-12);           // PE(i).PE(j) depends on i - j only
+  EXPECT_GT(m.min_code_distance, 0.1);  // distinct positions, distinct codes
+  EXPECT_LT(m.shift_change, 1e-12);     // PE(i).PE(j) depends on i - j only
   EXPECT_EQ(m.past_end, PastEnd::kContinues);
   EXPECT_EQ(m.attention_bytes, 0.0);
   EXPECT_GT(m.ns_per_token, 0.0);
@@ -101,7 +102,7 @@ TEST(ReportCompare, LearnedIsUniqueButAbsoluteAndErrorsPastItsEnd) {
   const MethodMeasure m = MeasureLearned(SmallSetup());
   EXPECT_EQ(m.extra_params, 512 * 768);
   EXPECT_GT(m.min_code_distance, 0.0);
-  EXPECT_GT(m.shift_change, 1e-3);            // random rows: no relative structure
+  EXPECT_GT(m.shift_change, 1e-3);  // random rows: no relative structure
   EXPECT_EQ(m.past_end, PastEnd::kErrors);
   EXPECT_NE(m.past_end_detail.find("512"), std::string::npos);
 }
@@ -139,7 +140,7 @@ TEST(ReportCompare, FireIsBoundedRelativeBelowLAndInterpolates) {
   EXPECT_EQ(m.extra_params, ((2 + 12) * 32 + 12 + 2) * 12);  // f, c and L per layer
   EXPECT_TRUE(m.bounded);  // every pair within the bound of f on x in [0, 1]
   EXPECT_GT(m.max_abs_at_l, 0.0);
-  EXPECT_EQ(m.shift_change, 0.0);  // positions below |L| = 512: a function of i - j
+  EXPECT_EQ(m.shift_change, 0.0);             // positions below |L| = 512: a function of i - j
   EXPECT_EQ(m.distinct_distances, s.length);  // psi is injective on distances
   EXPECT_EQ(m.past_end, PastEnd::kInterpolates);
   EXPECT_NE(m.past_end_detail.find("2^24 - 1"), std::string::npos);
@@ -155,7 +156,9 @@ TEST(ReportCompare, T5IsRelativeAndSaturates) {
   EXPECT_GT(m.max_abs_at_l, 0.0);
   // One bias value per bucket reached by the distances (-L, L).
   const auto buckets = T5Buckets(T5BucketParams{}, -(s.length - 1), 2 * s.length - 1);
-  EXPECT_EQ(m.distinct_distances, static_cast<std::int64_t>(std::set<std::int64_t>(buckets.begin(), buckets.end()).size()));
+  EXPECT_EQ(
+      m.distinct_distances,
+      static_cast<std::int64_t>(std::set<std::int64_t>(buckets.begin(), buckets.end()).size()));
   EXPECT_EQ(m.shift_change, 0.0);
   EXPECT_EQ(m.past_end, PastEnd::kSaturates);
   EXPECT_EQ(m.attention_bytes, 12.0 * 256 * 256 * 4);
@@ -375,15 +378,17 @@ TEST(ReportSections, AlibiTwelveHeadsInterleaveTheSixteenHeadSeries) {
 TEST(ReportSections, RelativeBucketsAndClipping) {
   const Section s = RelativeSection(Quick());
   for (const auto& r : Find<Chart>(s, "relative_matrix").records) {
-    EXPECT_EQ(r["rel"].get<std::int64_t>(), r["i"].get<std::int64_t>() - r["j"].get<std::int64_t>());
+    EXPECT_EQ(r["rel"].get<std::int64_t>(),
+              r["i"].get<std::int64_t>() - r["j"].get<std::int64_t>());
   }
   std::map<std::pair<std::string, std::int64_t>, std::int64_t> t5;
   for (const auto& r : Find<Chart>(s, "t5_buckets").records) {
-    t5[{r["direction"].get<std::string>(), r["relative"].get<std::int64_t>()}] = r["bucket"].get<std::int64_t>();
+    t5[{r["direction"].get<std::string>(), r["relative"].get<std::int64_t>()}] =
+        r["bucket"].get<std::int64_t>();
   }
   EXPECT_EQ(t5.size(), 2u * 601);
   EXPECT_EQ((t5[{"bidirectional", 0}]), 0);
-  EXPECT_EQ((t5[{"bidirectional", 5}]), 16 + 5);   // exact below max_exact = 8
+  EXPECT_EQ((t5[{"bidirectional", 5}]), 16 + 5);  // exact below max_exact = 8
   EXPECT_EQ((t5[{"bidirectional", -300}]), 15);   // saturated, negative half
   EXPECT_EQ((t5[{"bidirectional", 300}]), 31);    // saturated, positive half
   EXPECT_EQ((t5[{"causal", 300}]), 0);            // future keys: bucket 0
@@ -394,12 +399,12 @@ TEST(ReportSections, RelativeBucketsAndClipping) {
   }
   ASSERT_EQ(deberta.size(), 1201u);
   for (const auto& [rel, b] : deberta) {
-    EXPECT_EQ(b, -deberta[-rel]) << rel;          // odd
+    EXPECT_EQ(b, -deberta[-rel]) << rel;  // odd
     if (std::abs(rel) <= 128) {
       EXPECT_EQ(b, rel);  // exact near
     }
   }
-  EXPECT_LT(deberta[600], 600);                   // logarithmic far
+  EXPECT_LT(deberta[600], 600);  // logarithmic far
   for (const auto& r : Find<Chart>(s, "shaw_clip").records) {
     const auto d = r["j"].get<std::int64_t>() - r["i"].get<std::int64_t>();
     EXPECT_EQ(r["index"].get<std::int64_t>(), std::clamp<std::int64_t>(d, -4, 4) + 4);
@@ -490,12 +495,12 @@ TEST(ReportSections, RopeCosSinErrorByPolicy) {
   const auto acc32 = RopeCosSinError(RopeNumerics::kAccurate, DType::kFloat32, 64, pos);
   for (double e : acc32) EXPECT_LE(e, std::exp2(-24) + 1e-8);  // rope.h: storage rounding only
   for (double e : RopeCosSinError(RopeNumerics::kAccurate, DType::kBFloat16, 64, pos)) {
-    EXPECT_LE(e, std::exp2(-9) + 1e-9);                         // bfloat16: 8 significant bits
+    EXPECT_LE(e, std::exp2(-9) + 1e-9);  // bfloat16: 8 significant bits
     EXPECT_GT(e, 1e-5);
   }
   const auto hf32 = RopeCosSinError(RopeNumerics::kHF, DType::kFloat32, 64, pos);
-  EXPECT_LT(hf32[0], 1e-6);   // small angles: float32 is enough
-  EXPECT_GT(hf32[3], 0.1);    // float32 angle p * inv_freq at p ~ 2^24: O(1) error
+  EXPECT_LT(hf32[0], 1e-6);  // small angles: float32 is enough
+  EXPECT_GT(hf32[3], 0.1);   // float32 angle p * inv_freq at p ~ 2^24: O(1) error
   EXPECT_GT(hf32[2], hf32[1]);
 }
 
@@ -506,7 +511,8 @@ TEST(ReportSections, RopeCosSinErrorRejectsOddHeadDim) {
 TEST(ReportSections, NumericsSectionHasFourSeries) {
   const Section s = NumericsSection(Quick());
   std::set<std::string> series;
-  for (const auto& r : Find<Chart>(s, "rope_numerics").records) series.insert(r["series"].get<std::string>());
+  for (const auto& r : Find<Chart>(s, "rope_numerics").records)
+    series.insert(r["series"].get<std::string>());
   EXPECT_EQ(series, (std::set<std::string>{"accurate, float32", "accurate, bfloat16", "hf, float32",
                                            "hf, bfloat16"}));
 }

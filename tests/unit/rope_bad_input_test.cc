@@ -15,8 +15,8 @@
 namespace posenc {
 namespace {
 
-using test::Params;
 using test::MakeInput;
+using test::Params;
 using test::Tensor4;
 
 // ------------------------------------------------------------- bad input --
@@ -42,7 +42,8 @@ TEST(RopeBadInput, HeadDimTooSmall) {
 TEST(RopeBadInput, RotaryDimOdd) {
   RopeParams p = Good();
   p.rotary_dim = 7;
-  ExpectInvalid([&] { ValidateRopeParams(p); }, "rotary_dim: got 7, expected 0 (meaning head_dim) or an even");
+  ExpectInvalid([&] { ValidateRopeParams(p); },
+                "rotary_dim: got 7, expected 0 (meaning head_dim) or an even");
 }
 
 TEST(RopeBadInput, RotaryDimZeroOrNegative) {
@@ -55,7 +56,9 @@ TEST(RopeBadInput, RotaryDimZeroOrNegative) {
 TEST(RopeBadInput, RotaryDimTooLarge) {
   RopeParams p = Good();
   p.rotary_dim = 10;
-  ExpectInvalid([&] { ValidateRopeParams(p); }, "rotary_dim: got 10, expected 0 (meaning head_dim) or an even number in [2, head_dim=8]");
+  ExpectInvalid(
+      [&] { ValidateRopeParams(p); },
+      "rotary_dim: got 10, expected 0 (meaning head_dim) or an even number in [2, head_dim=8]");
 }
 
 TEST(RopeBadInput, ThetaNaN) {
@@ -65,7 +68,8 @@ TEST(RopeBadInput, ThetaNaN) {
 }
 
 TEST(RopeBadInput, ThetaNegative) {
-  ExpectInvalid([] { RopeDefaultFrequencies(8, -10000.0, RopeNumerics::kAccurate); }, "theta: got -10000");
+  ExpectInvalid([] { RopeDefaultFrequencies(8, -10000.0, RopeNumerics::kAccurate); },
+                "theta: got -10000");
 }
 
 TEST(RopeBadInput, ThetaZero) {
@@ -83,7 +87,8 @@ TEST(RopeBadInput, ThetaAtMostOne) {
 TEST(RopeBadInput, InvFreqWrongLength) {
   RopeParams p = Good();
   p.frequencies.inv_freq = {1.0, 0.1, 0.01};
-  ExpectInvalid([&] { ValidateRopeParams(p); }, "frequencies.inv_freq.size(): got 3, expected rotary_dim/2 = 4");
+  ExpectInvalid([&] { ValidateRopeParams(p); },
+                "frequencies.inv_freq.size(): got 3, expected rotary_dim/2 = 4");
 }
 
 TEST(RopeBadInput, InvFreqNonFinite) {
@@ -113,10 +118,13 @@ TEST(RopeBadInput, AttentionFactorNotPositive) {
 TEST(RopeBadInput, NegativePositionInTable) {
   const std::int64_t ids[] = {0, -1};
   float c[16], s[16];
-  ExpectInvalid([&] {
-    RopeCosSin(Good(), Positions::Ids(ids, 2), 2, TensorView::Contiguous(c, DType::kFloat32, {2, 8}),
-               TensorView::Contiguous(s, DType::kFloat32, {2, 8}));
-  }, "positions[1]: got -1, expected a position in [0, 16777215]");
+  ExpectInvalid(
+      [&] {
+        RopeCosSin(Good(), Positions::Ids(ids, 2), 2,
+                   TensorView::Contiguous(c, DType::kFloat32, {2, 8}),
+                   TensorView::Contiguous(s, DType::kFloat32, {2, 8}));
+      },
+      "positions[1]: got -1, expected a position in [0, 16777215]");
 }
 
 TEST(RopeBadInput, NegativeOffsetForward) {
@@ -129,40 +137,52 @@ TEST(RopeBadInput, NegativeIdForwardLeavesXUntouched) {
   Tensor4 x = MakeInput(DType::kFloat32, AttentionLayout::kBSHD, 1, 1, 3, 8);
   const auto before = x.bytes;
   const std::int64_t ids[] = {0, 1, -5};
-  ExpectInvalid([&] { ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Ids(ids, 3)); },
-                "positions[2]: got -5");
+  ExpectInvalid(
+      [&] { ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Ids(ids, 3)); },
+      "positions[2]: got -5");
   EXPECT_EQ(x.bytes, before);
 }
 
 TEST(RopeBadInput, PositionPast2Pow24) {
   Tensor4 x(DType::kFloat32, 1, 2, 1, 8);
-  ExpectInvalid([&] { ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Offset(kMaxPosition)); },
-                "positions.offset: got 16777215");
+  ExpectInvalid(
+      [&] { ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Offset(kMaxPosition)); },
+      "positions.offset: got 16777215");
 }
 
 TEST(RopeBadInput, PositionIdsCountMismatch) {
   Tensor4 x(DType::kFloat32, 2, 3, 1, 8);
   const std::int64_t ids[] = {0, 1, 2, 3};
-  ExpectInvalid([&] { ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Ids(ids, 4)); },
-                "positions.count: got 4");
+  ExpectInvalid(
+      [&] { ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Ids(ids, 4)); },
+      "positions.count: got 4");
 }
 
 TEST(RopeBadInput, QKBatchMismatch) {
   Tensor4 q(DType::kFloat32, 2, 3, 4, 8), k(DType::kFloat32, 1, 3, 2, 8);
-  ExpectInvalid([&] { ApplyRopeQK(Good(), q.View(), k.View(), AttentionLayout::kBSHD, Positions::Offset(0)); },
-                "k.shape[0] (batch): got 1, expected q's batch (2)");
+  ExpectInvalid(
+      [&] {
+        ApplyRopeQK(Good(), q.View(), k.View(), AttentionLayout::kBSHD, Positions::Offset(0));
+      },
+      "k.shape[0] (batch): got 1, expected q's batch (2)");
 }
 
 TEST(RopeBadInput, QKSeqMismatch) {
   Tensor4 q(DType::kFloat32, 1, 4, 3, 8), k(DType::kFloat32, 1, 2, 5, 8);
-  ExpectInvalid([&] { ApplyRopeQK(Good(), q.View(), k.View(), AttentionLayout::kBHSD, Positions::Offset(0)); },
-                "k.shape[2] (seq): got 5, expected q's seq (3)");
+  ExpectInvalid(
+      [&] {
+        ApplyRopeQK(Good(), q.View(), k.View(), AttentionLayout::kBHSD, Positions::Offset(0));
+      },
+      "k.shape[2] (seq): got 5, expected q's seq (3)");
 }
 
 TEST(RopeBadInput, QKHeadDimMismatch) {
   Tensor4 q(DType::kFloat32, 1, 3, 4, 8), k(DType::kFloat32, 1, 3, 2, 16);
-  ExpectInvalid([&] { ApplyRopeQK(Good(), q.View(), k.View(), AttentionLayout::kBSHD, Positions::Offset(0)); },
-                "k.shape[3] (head_dim): got 16, expected params.head_dim (8)");
+  ExpectInvalid(
+      [&] {
+        ApplyRopeQK(Good(), q.View(), k.View(), AttentionLayout::kBSHD, Positions::Offset(0));
+      },
+      "k.shape[3] (head_dim): got 16, expected params.head_dim (8)");
 }
 
 TEST(RopeBadInput, QKOverlap) {
@@ -184,9 +204,12 @@ TEST(RopeBadInput, EmptyTensor) {
 TEST(RopeBadInput, OutOverlapsX) {
   Tensor4 x(DType::kFloat32, 1, 2, 2, 8);
   const TensorView out = TensorView::Contiguous(x.bytes.data() + 4, DType::kFloat32, {1, 2, 2, 8});
-  ExpectInvalid([&] { ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Offset(0),
-                                RopeDirection::kForward, &out); },
-                "out: overlaps x");
+  ExpectInvalid(
+      [&] {
+        ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Offset(0),
+                  RopeDirection::kForward, &out);
+      },
+      "out: overlaps x");
 }
 
 TEST(RopeBadInput, WrongRank) {
@@ -199,17 +222,23 @@ TEST(RopeBadInput, WrongRank) {
 TEST(RopeBadInput, OutDTypeMismatch) {
   Tensor4 x(DType::kFloat32, 1, 2, 2, 8), out(DType::kBFloat16, 1, 2, 2, 8);
   const TensorView ov = out.View();
-  ExpectInvalid([&] { ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Offset(0),
-                                RopeDirection::kForward, &ov); },
-                "out.dtype: got bfloat16, expected x's dtype (float32)");
+  ExpectInvalid(
+      [&] {
+        ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Offset(0),
+                  RopeDirection::kForward, &ov);
+      },
+      "out.dtype: got bfloat16, expected x's dtype (float32)");
 }
 
 TEST(RopeBadInput, OutShapeMismatch) {
   Tensor4 x(DType::kFloat32, 1, 2, 2, 8), out(DType::kFloat32, 1, 2, 1, 8);
   const TensorView ov = out.View();
-  ExpectInvalid([&] { ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Offset(0),
-                                RopeDirection::kForward, &ov); },
-                "out.shape: got [1, 2, 1, 8] float32");
+  ExpectInvalid(
+      [&] {
+        ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Offset(0),
+                  RopeDirection::kForward, &ov);
+      },
+      "out.shape: got [1, 2, 1, 8] float32");
 }
 
 TEST(RopeBadInput, XHeadDimMismatch) {
@@ -220,45 +249,59 @@ TEST(RopeBadInput, XHeadDimMismatch) {
 
 TEST(RopeBadInput, NullData) {
   TensorView v = TensorView::Contiguous(static_cast<void*>(nullptr), DType::kFloat32, {1, 1, 1, 8});
-  ExpectInvalid([&] { ApplyRope(Good(), v, AttentionLayout::kBHSD, Positions::Offset(0)); }, "x.data");
+  ExpectInvalid([&] { ApplyRope(Good(), v, AttentionLayout::kBHSD, Positions::Offset(0)); },
+                "x.data");
 }
 
 TEST(RopeBadInput, TableShapeWrong) {
   float c[16], s[16];
-  ExpectInvalid([&] {
-    RopeCosSin(Good(), Positions::Offset(0), 2, TensorView::Contiguous(c, DType::kFloat32, {2, 8}),
-               TensorView::Contiguous(s, DType::kFloat32, {4, 4}));
-  }, "sin.shape[0]: got 4, expected count (2 positions)");
+  ExpectInvalid(
+      [&] {
+        RopeCosSin(Good(), Positions::Offset(0), 2,
+                   TensorView::Contiguous(c, DType::kFloat32, {2, 8}),
+                   TensorView::Contiguous(s, DType::kFloat32, {4, 4}));
+      },
+      "sin.shape[0]: got 4, expected count (2 positions)");
 }
 
 TEST(RopeBadInput, TableCosSinOverlap) {
   float c[24];
-  ExpectInvalid([&] {
-    RopeCosSin(Good(), Positions::Offset(0), 2, TensorView::Contiguous(c, DType::kFloat32, {2, 8}),
-               TensorView::Contiguous(c + 8, DType::kFloat32, {2, 8}));
-  }, "sin: overlaps cos");
+  ExpectInvalid(
+      [&] {
+        RopeCosSin(Good(), Positions::Offset(0), 2,
+                   TensorView::Contiguous(c, DType::kFloat32, {2, 8}),
+                   TensorView::Contiguous(c + 8, DType::kFloat32, {2, 8}));
+      },
+      "sin: overlaps cos");
 }
 
 TEST(RopeBadInput, TableCountZero) {
   float c[8], s[8];
-  ExpectInvalid([&] {
-    RopeCosSin(Good(), Positions::Offset(0), 0, TensorView::Contiguous(c, DType::kFloat32, {1, 8}),
-               TensorView::Contiguous(s, DType::kFloat32, {1, 8}));
-  }, "count: got 0");
+  ExpectInvalid(
+      [&] {
+        RopeCosSin(Good(), Positions::Offset(0), 0,
+                   TensorView::Contiguous(c, DType::kFloat32, {1, 8}),
+                   TensorView::Contiguous(s, DType::kFloat32, {1, 8}));
+      },
+      "count: got 0");
 }
 
 TEST(RopeBadInput, TableIdCountMismatch) {
   const std::int64_t ids[] = {0, 1, 2};
   float c[16], s[16];
-  ExpectInvalid([&] {
-    RopeCosSin(Good(), Positions::Ids(ids, 3), 2, TensorView::Contiguous(c, DType::kFloat32, {2, 8}),
-               TensorView::Contiguous(s, DType::kFloat32, {2, 8}));
-  }, "positions.count: got 3, expected count (2)");
+  ExpectInvalid(
+      [&] {
+        RopeCosSin(Good(), Positions::Ids(ids, 3), 2,
+                   TensorView::Contiguous(c, DType::kFloat32, {2, 8}),
+                   TensorView::Contiguous(s, DType::kFloat32, {2, 8}));
+      },
+      "positions.count: got 3, expected count (2)");
 }
 
 TEST(RopeBadInput, UnknownNames) {
   ExpectInvalid([] { ParseRopePairing("neox"); }, "pairing: got neox");
-  ExpectInvalid([] { ParseRopeNumerics("fast", "--numerics"); }, "--numerics: got fast, expected accurate or hf");
+  ExpectInvalid([] { ParseRopeNumerics("fast", "--numerics"); },
+                "--numerics: got fast, expected accurate or hf");
   ExpectInvalid([] { ParseRopeDirection("backward"); }, "direction: got backward");
 }
 

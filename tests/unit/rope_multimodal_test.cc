@@ -22,7 +22,8 @@ const RopeNumerics kBoth[] = {RopeNumerics::kHF, RopeNumerics::kAccurate};
 std::vector<float> Input(std::int64_t n, double seed) {
   std::vector<float> x(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
-    x[static_cast<std::size_t>(i)] = static_cast<float>(std::sin(0.37 * static_cast<double>(i) + seed));
+    x[static_cast<std::size_t>(i)] =
+        static_cast<float>(std::sin(0.37 * static_cast<double>(i) + seed));
   }
   return x;
 }
@@ -43,7 +44,8 @@ TEST(MRope, EqualStreamsArePlainRope) {
       const RopeFrequencies f = RopeDefaultFrequencies(128, 1e6, num);
       const MultiStreamRope m = MakeMRope(128, {f.inv_freq, 1.25}, {16, 24, 24}, layout, num);
       StreamPositions sp{{ids.data(), ids.data(), ids.data()}, n};
-      std::vector<float> c(static_cast<std::size_t>(n * 128)), s(c.size()), c2(c.size()), s2(c.size());
+      std::vector<float> c(static_cast<std::size_t>(n * 128)), s(c.size()), c2(c.size()),
+          s2(c.size());
       MultiStreamRopeCosSin(m, sp, TensorView::Contiguous(c.data(), DType::kFloat32, {n, 128}),
                             TensorView::Contiguous(s.data(), DType::kFloat32, {n, 128}));
       RopeParams rp;
@@ -144,8 +146,8 @@ TEST(AxialRope2D, FrequenciesAndRelativeInBothAxes) {
 }
 
 TEST(MultiStreamApply, InverseUndoesForwardAndOutOfPlaceKeepsTail) {
-  const MultiStreamRope m = MakeMRope(
-      40, RopeDefaultFrequencies(32, 1e4, RopeNumerics::kAccurate), {4, 6, 6}, MRopeLayout::kSectioned);
+  const MultiStreamRope m = MakeMRope(40, RopeDefaultFrequencies(32, 1e4, RopeNumerics::kAccurate),
+                                      {4, 6, 6}, MRopeLayout::kSectioned);
   const std::int64_t t[] = {0, 17, 300}, h[] = {2, 5, 9}, w[] = {1, 8, 4};
   const StreamPositions sp{{t, h, w}, 3};
   const std::vector<double> x0 = [] {
@@ -216,50 +218,60 @@ TEST(MultimodalBadInput, MissingStream) {
   const MultiStreamRope m = MakeMRope(16, kF16, {2, 3, 3}, MRopeLayout::kSectioned);
   const std::int64_t t[] = {1};
   std::vector<float> c(16), s(16);
-  ExpectBad([&] {
-    MultiStreamRopeCosSin(m, StreamPositions{{t, t, nullptr}, 1},
-                          TensorView::Contiguous(c.data(), DType::kFloat32, {1, 16}),
-                          TensorView::Contiguous(s.data(), DType::kFloat32, {1, 16}));
-  }, "positions.ids[2]");
+  ExpectBad(
+      [&] {
+        MultiStreamRopeCosSin(m, StreamPositions{{t, t, nullptr}, 1},
+                              TensorView::Contiguous(c.data(), DType::kFloat32, {1, 16}),
+                              TensorView::Contiguous(s.data(), DType::kFloat32, {1, 16}));
+      },
+      "positions.ids[2]");
 }
 TEST(MultimodalBadInput, NegativePosition) {
   const MultiStreamRope m = MakeMRope(16, kF16, {2, 3, 3}, MRopeLayout::kSectioned);
   const std::int64_t t[] = {1}, h[] = {-4};
   std::vector<float> c(16), s(16);
-  ExpectBad([&] {
-    MultiStreamRopeCosSin(m, StreamPositions{{t, h, t}, 1},
-                          TensorView::Contiguous(c.data(), DType::kFloat32, {1, 16}),
-                          TensorView::Contiguous(s.data(), DType::kFloat32, {1, 16}));
-  }, "positions.ids[1]");
+  ExpectBad(
+      [&] {
+        MultiStreamRopeCosSin(m, StreamPositions{{t, h, t}, 1},
+                              TensorView::Contiguous(c.data(), DType::kFloat32, {1, 16}),
+                              TensorView::Contiguous(s.data(), DType::kFloat32, {1, 16}));
+      },
+      "positions.ids[1]");
 }
 TEST(MultimodalBadInput, CosShape) {
   const MultiStreamRope m = MakeMRope(16, kF16, {2, 3, 3}, MRopeLayout::kSectioned);
   const std::int64_t t[] = {1};
   std::vector<float> c(16), s(16);
-  ExpectBad([&] {
-    MultiStreamRopeCosSin(m, StreamPositions{{t, t, t}, 1},
-                          TensorView::Contiguous(c.data(), DType::kFloat32, {2, 8}),
-                          TensorView::Contiguous(s.data(), DType::kFloat32, {1, 16}));
-  }, "cos.shape");
+  ExpectBad(
+      [&] {
+        MultiStreamRopeCosSin(m, StreamPositions{{t, t, t}, 1},
+                              TensorView::Contiguous(c.data(), DType::kFloat32, {2, 8}),
+                              TensorView::Contiguous(s.data(), DType::kFloat32, {1, 16}));
+      },
+      "cos.shape");
 }
 TEST(MultimodalBadInput, ApplyHeadDimMismatch) {
   const MultiStreamRope m = MakeMRope(16, kF16, {2, 3, 3}, MRopeLayout::kSectioned);
   const std::int64_t t[] = {1};
   std::vector<float> x(32);
-  ExpectBad([&] {
-    ApplyMultiStreamRope(m, TensorView::Contiguous(x.data(), DType::kFloat32, {1, 1, 1, 32}),
-                         AttentionLayout::kBSHD, StreamPositions{{t, t, t}, 1});
-  }, "x head_dim");
+  ExpectBad(
+      [&] {
+        ApplyMultiStreamRope(m, TensorView::Contiguous(x.data(), DType::kFloat32, {1, 1, 1, 32}),
+                             AttentionLayout::kBSHD, StreamPositions{{t, t, t}, 1});
+      },
+      "x head_dim");
 }
 TEST(MultimodalBadInput, ApplyOutOverlapsInput) {
   const MultiStreamRope m = MakeMRope(16, kF16, {2, 3, 3}, MRopeLayout::kSectioned);
   const std::int64_t t[] = {1};
   std::vector<float> x(16);
   const TensorView v = TensorView::Contiguous(x.data(), DType::kFloat32, {1, 1, 1, 16});
-  ExpectBad([&] {
-    ApplyMultiStreamRope(m, v, AttentionLayout::kBSHD, StreamPositions{{t, t, t}, 1},
-                         RopeDirection::kForward, &v);
-  }, "out");
+  ExpectBad(
+      [&] {
+        ApplyMultiStreamRope(m, v, AttentionLayout::kBSHD, StreamPositions{{t, t, t}, 1},
+                             RopeDirection::kForward, &v);
+      },
+      "out");
 }
 TEST(MultimodalBadInput, StreamIndexOutOfRange) {
   MultiStreamRope m = MakeAxialRope2D(16, 16, 1e4);
@@ -269,10 +281,12 @@ TEST(MultimodalBadInput, StreamIndexOutOfRange) {
 TEST(MultimodalBadInput, XPosScaleBase) {
   const std::int64_t ids[] = {0};
   std::vector<double> q(4), k(4);
-  ExpectBad([&] {
-    XPosScales({8, 0.0, 0}, ids, 1, TensorView::Contiguous(q.data(), DType::kFloat64, {1, 4}),
-               TensorView::Contiguous(k.data(), DType::kFloat64, {1, 4}));
-  }, "scale_base");
+  ExpectBad(
+      [&] {
+        XPosScales({8, 0.0, 0}, ids, 1, TensorView::Contiguous(q.data(), DType::kFloat64, {1, 4}),
+                   TensorView::Contiguous(k.data(), DType::kFloat64, {1, 4}));
+      },
+      "scale_base");
 }
 TEST(MultimodalBadInput, XPosOddDim) {
   ExpectBad([] { XPosZeta(7); }, "rotary_dim");

@@ -69,8 +69,9 @@ double MaxRelErr(const std::vector<double>& got, const std::vector<double>& want
 double RelErr(double got, double want) { return std::abs(got - want) / std::abs(want); }
 
 // HF cos/sin tables [positions][rotary_dim] through rope.h with `freq`.
-void Tables(std::int64_t rotary_dim, const RopeFrequencies& freq, const std::vector<std::int64_t>& ids,
-            std::vector<float>* cos, std::vector<float>* sin) {
+void Tables(std::int64_t rotary_dim, const RopeFrequencies& freq,
+            const std::vector<std::int64_t>& ids, std::vector<float>* cos,
+            std::vector<float>* sin) {
   RopeParams rp;
   rp.head_dim = rotary_dim;
   rp.numerics = RopeNumerics::kHF;
@@ -152,7 +153,8 @@ TEST(RopeScalingGolden, DynamicPythonIntSeqLen) {
       const RopeScaling s = ComputeRopeScaling(FromCase(c), std::stoll(len));
       EXPECT_LE(MaxRelErr(s.frequencies.inv_freq, ToDoubles(inv)), 1e-6);
       // kAccurate is the same formula in float64: within float32 rounding.
-      const RopeScaling a = ComputeRopeScaling(FromCase(c, RopeNumerics::kAccurate), std::stoll(len));
+      const RopeScaling a =
+          ComputeRopeScaling(FromCase(c, RopeNumerics::kAccurate), std::stoll(len));
       EXPECT_LE(MaxRelErr(a.frequencies.inv_freq, ToDoubles(inv)), 1e-6);
       ++n;
     }
@@ -180,7 +182,8 @@ TEST(RopeScalingGolden, YarnCorrectionRangeAndDeepSeekSoftmax) {
     EXPECT_NEAR(s.yarn_high, diag["correction_high"].get<double>(), 1e-12);
     if (c["derived_diagnostics"].contains("deepseek_softmax_scale")) {
       const json& ds = c["derived_diagnostics"]["deepseek_softmax_scale"];
-      const double scale = std::pow(ds["qk_head_dim"].get<double>(), -0.5) * s.deepseek_softmax_factor;
+      const double scale =
+          std::pow(ds["qk_head_dim"].get<double>(), -0.5) * s.deepseek_softmax_factor;
       EXPECT_LE(RelErr(scale, ds["value"]), 1e-12);
       EXPECT_NEAR(s.deepseek_softmax_factor, std::pow(0.1 * std::log(40.0) + 1.0, 2), 1e-12);
     } else {
@@ -215,7 +218,7 @@ TEST(RopeScalingGolden, ApplyScaledCasesEndToEnd) {
   int checked = 0;
   for (const json& a : Golden("rope_apply.json")["cases"]) {
     if (a["rope_case"].is_null() || (init[a["rope_case"]]["rope_type"] == "default" &&
-                                         a["variant"] != "neox_partial_rotate_half")) {
+                                     a["variant"] != "neox_partial_rotate_half")) {
       continue;  // GPT-J / plain default: rope_test.cc
     }
     SCOPED_TRACE(a["name"].get<std::string>());
@@ -243,8 +246,9 @@ TEST(RopeScalingGolden, ApplyScaledCasesEndToEnd) {
               AttentionLayout::kBHSD, Positions::Ids(ids.data(), seq));
     if (deepseek) {  // HF de-interleaves: cat(even outputs, odd outputs)
       for (std::size_t row = 0; row < q.size(); row += static_cast<std::size_t>(hd)) {
-        std::vector<float> tmp(q.begin() + static_cast<std::ptrdiff_t>(row),
-                               q.begin() + static_cast<std::ptrdiff_t>(row + static_cast<std::size_t>(hd)));
+        std::vector<float> tmp(
+            q.begin() + static_cast<std::ptrdiff_t>(row),
+            q.begin() + static_cast<std::ptrdiff_t>(row + static_cast<std::size_t>(hd)));
         for (std::int64_t i = 0; i < hd / 2; ++i) {
           q[row + static_cast<std::size_t>(i)] = tmp[static_cast<std::size_t>(2 * i)];
           q[row + static_cast<std::size_t>(hd / 2 + i)] = tmp[static_cast<std::size_t>(2 * i + 1)];
@@ -357,9 +361,10 @@ TEST(RopeScalingProperties, Llama3KeepsHighFrequenciesAndDividesLowExactly) {
         EXPECT_EQ(pi.inv_freq, pi.default_inv_freq);
         ++kept;
       } else if (pi.region == RopePairRegion::kInterpolated) {
-        EXPECT_EQ(pi.inv_freq, n == RopeNumerics::kHF
-                                   ? static_cast<double>(static_cast<float>(pi.default_inv_freq) / 8.0f)
-                                   : pi.default_inv_freq / 8.0);
+        EXPECT_EQ(pi.inv_freq,
+                  n == RopeNumerics::kHF
+                      ? static_cast<double>(static_cast<float>(pi.default_inv_freq) / 8.0f)
+                      : pi.default_inv_freq / 8.0);
         ++interp;
       } else {
         EXPECT_EQ(pi.region, RopePairRegion::kBlended);
@@ -390,7 +395,8 @@ TEST(RopeScalingProperties, DynamicIsDefaultUpToOriginalLengthThenGrows) {
       EXPECT_GT(d.effective_theta, prev_theta) << len;
       prev_theta = d.effective_theta;
       // b' = b * (2L/4096 - 1)^(128/126)
-      const double want = p.theta * std::pow(2.0 * static_cast<double>(len) / 4096.0 - 1.0, 128.0 / 126.0);
+      const double want =
+          p.theta * std::pow(2.0 * static_cast<double>(len) / 4096.0 - 1.0, 128.0 / 126.0);
       EXPECT_LE(RelErr(d.effective_theta, want), n == RopeNumerics::kHF ? 3e-7 : 1e-15);
       EXPECT_EQ(d.pairs[0].region, RopePairRegion::kKept);
       EXPECT_EQ(d.pairs[10].region, RopePairRegion::kBlended);
@@ -399,7 +405,8 @@ TEST(RopeScalingProperties, DynamicIsDefaultUpToOriginalLengthThenGrows) {
 }
 
 TEST(RopeScalingProperties, StaticNtkRescalesBase) {
-  const RopeScaling s = ComputeRopeScaling(Base(RopeScalingType::kNtk, 4.0, RopeNumerics::kAccurate));
+  const RopeScaling s =
+      ComputeRopeScaling(Base(RopeScalingType::kNtk, 4.0, RopeNumerics::kAccurate));
   const double b = 500000.0 * std::pow(4.0, 128.0 / 126.0);
   EXPECT_DOUBLE_EQ(s.effective_theta, b);
   for (const RopePairInfo& pi : s.pairs) {
@@ -452,8 +459,9 @@ TEST(RopeScalingProperties, LongRopeSwitchPolicies) {
   EXPECT_EQ(s.pairs[3].region, RopePairRegion::kBlended);
   // Attention factor: sqrt(1 + ln 32 / ln 4096) for both lists.
   EXPECT_NEAR(s.frequencies.attention_factor, std::sqrt(1.0 + 5.0 / 12.0), 1e-15);
-  EXPECT_EQ(ComputeRopeScaling(LongRopeParams(LongRopeSwitch::kSeqLen), 1).frequencies.attention_factor,
-            s.frequencies.attention_factor);
+  EXPECT_EQ(
+      ComputeRopeScaling(LongRopeParams(LongRopeSwitch::kSeqLen), 1).frequencies.attention_factor,
+      s.frequencies.attention_factor);
 }
 
 TEST(RopeScalingProperties, ProportionalRotatesAFractionOverFullHeadDim) {

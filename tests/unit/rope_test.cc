@@ -30,11 +30,10 @@ using test::MakeInput;
 
 // Float64 reference rotation of a bhsd tensor (values as doubles) with the
 // given frequencies; pos(b, s) gives the position.
-std::vector<double> ReferenceRope(const std::vector<double>& x, std::int64_t batch,
-                                  std::int64_t heads, std::int64_t seq, std::int64_t dim,
-                                  std::int64_t rotary_dim, const std::vector<long double>& inv,
-                                  RopePairing pairing,
-                                  const std::function<std::int64_t(std::int64_t, std::int64_t)>& pos) {
+std::vector<double> ReferenceRope(
+    const std::vector<double>& x, std::int64_t batch, std::int64_t heads, std::int64_t seq,
+    std::int64_t dim, std::int64_t rotary_dim, const std::vector<long double>& inv,
+    RopePairing pairing, const std::function<std::int64_t(std::int64_t, std::int64_t)>& pos) {
   std::vector<double> out = x;
   const std::int64_t half = rotary_dim / 2;
   for (std::int64_t b = 0; b < batch; ++b)
@@ -44,7 +43,8 @@ std::vector<double> ReferenceRope(const std::vector<double>& x, std::int64_t bat
         for (std::int64_t j = 0; j < half; ++j) {
           const std::int64_t ia = pairing == RopePairing::kHalfSplit ? j : 2 * j;
           const std::int64_t ib = pairing == RopePairing::kHalfSplit ? j + half : 2 * j + 1;
-          const long double a = static_cast<long double>(pos(b, s)) * inv[static_cast<std::size_t>(j)];
+          const long double a =
+              static_cast<long double>(pos(b, s)) * inv[static_cast<std::size_t>(j)];
           const long double c = cosl(a), sn = sinl(a);
           const long double xa = x[static_cast<std::size_t>(row + ia)];
           const long double xb = x[static_cast<std::size_t>(row + ib)];
@@ -89,8 +89,8 @@ void CosSinTable(const RopeParams& p, const std::vector<std::int64_t>& ids,
 // Max over elements of |a - b| / (abs_tol + rel_per_pos * |pos of row|):
 // <= 1 means within the position-dependent bound.
 double MaxScaledErr(const std::vector<double>& a, const std::vector<double>& b,
-                    std::int64_t row_len, const std::vector<std::int64_t>& row_pos,
-                    double abs_tol, double per_pos) {
+                    std::int64_t row_len, const std::vector<std::int64_t>& row_pos, double abs_tol,
+                    double per_pos) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -121,9 +121,10 @@ std::vector<ApplyCase> DefaultApplyCases() {
                variant == "deepseek_interleave") {
       const auto& init = RopeInitCase(c["rope_case"]);
       if (init["rope_type"] != "default") continue;  // scaled: rope_scaling tests
-      const RopePairing pairing = variant == "deepseek_interleave" ? RopePairing::kInterleaved
-                                                                   : RopePairing::kHalfSplit;
-      out.push_back({&c, pairing, init["rope_parameters_standardized"]["rope_theta"].get<double>()});
+      const RopePairing pairing =
+          variant == "deepseek_interleave" ? RopePairing::kInterleaved : RopePairing::kHalfSplit;
+      out.push_back(
+          {&c, pairing, init["rope_parameters_standardized"]["rope_theta"].get<double>()});
     }
   }
   return out;
@@ -152,8 +153,8 @@ std::vector<double> FixtureTable(const ApplyCase& ac, const char* which) {
 
 void RunApplyGolden(const ApplyCase& ac, RopeNumerics numerics) {
   const auto& c = *ac.c;
-  SCOPED_TRACE(c["name"].get<std::string>() + " numerics=" +
-               std::string(RopeNumericsName(numerics)));
+  SCOPED_TRACE(c["name"].get<std::string>() +
+               " numerics=" + std::string(RopeNumericsName(numerics)));
   const std::int64_t hd = c["head_dim"], rd = c["rotary_dim"], heads = c["num_heads"];
   const auto ids = c["position_ids"].get<std::vector<std::int64_t>>();
   const std::int64_t seq = static_cast<std::int64_t>(ids.size());
@@ -173,9 +174,9 @@ void RunApplyGolden(const ApplyCase& ac, RopeNumerics numerics) {
   ApplyRope(p, q.View(), AttentionLayout::kBHSD, Positions::Ids(ids.data(), seq));
   // Rows of q_embed are (head, seq) major: row r has position ids[r % seq].
   const double apply_per_pos = tight ? 0.0 : 4e-7 * scaling;
-  EXPECT_LE(MaxScaledErr(q.Values(), test::FlattenDoubles(c["q_embed"]), hd, ids, 4e-6,
-                         apply_per_pos),
-            1.0);
+  EXPECT_LE(
+      MaxScaledErr(q.Values(), test::FlattenDoubles(c["q_embed"]), hd, ids, 4e-6, apply_per_pos),
+      1.0);
 }
 
 TEST(RopeGolden, ApplyHF) {
@@ -221,8 +222,10 @@ TEST(RopeGolden, InitDefaultFrequenciesAndTables) {
       // End to end in both numerics with our own frequencies.
       for (const RopeNumerics n : {RopeNumerics::kHF, RopeNumerics::kAccurate}) {
         CosSinTable(Params(hd, rd, RopePairing::kHalfSplit, n, theta), ids, &cos, &sin);
-        EXPECT_LE(MaxScaledErr(cos, test::FlattenDoubles(ev["cos"]), rd, ids, 2e-6, 2e-7 * scaling), 1.0);
-        EXPECT_LE(MaxScaledErr(sin, test::FlattenDoubles(ev["sin"]), rd, ids, 2e-6, 2e-7 * scaling), 1.0);
+        EXPECT_LE(MaxScaledErr(cos, test::FlattenDoubles(ev["cos"]), rd, ids, 2e-6, 2e-7 * scaling),
+                  1.0);
+        EXPECT_LE(MaxScaledErr(sin, test::FlattenDoubles(ev["sin"]), rd, ids, 2e-6, 2e-7 * scaling),
+                  1.0);
       }
     }
   }
@@ -258,8 +261,8 @@ TEST(RopeProperties, MatchesFloat64ReferenceAndPreservesNorm) {
     for (const std::int64_t rd : {std::int64_t{64}, std::int64_t{24}}) {
       Tensor4 x = MakeInput(DType::kFloat64, AttentionLayout::kBHSD, 1, heads, seq, hd);
       const auto before = x.Values();
-      ApplyRope(Params(hd, rd, pairing, RopeNumerics::kAccurate), x.View(),
-                AttentionLayout::kBHSD, Positions::Ids(ids.data(), seq));
+      ApplyRope(Params(hd, rd, pairing, RopeNumerics::kAccurate), x.View(), AttentionLayout::kBHSD,
+                Positions::Ids(ids.data(), seq));
       const auto after = x.Values();
       const auto ref = ReferenceRope(before, 1, heads, seq, hd, rd, TrueInvFreq(rd, 1e4), pairing,
                                      [&](std::int64_t, std::int64_t s) { return ids[s]; });
@@ -288,8 +291,8 @@ TEST(RopeProperties, DotProductDependsOnlyOnRelativePosition) {
     // Each rotated element is within (Eps + 2^-29 angle error) of exact, so
     // the dot is within 2 * that * |q| |k| (Cauchy-Schwarz).
     for (const auto& [m0, n0] : pairs) {
-      for (const std::int64_t shift : {std::int64_t{0}, std::int64_t{12345},
-                                       big - std::max(m0, n0)}) {
+      for (const std::int64_t shift :
+           {std::int64_t{0}, std::int64_t{12345}, big - std::max(m0, n0)}) {
         const std::int64_t m = m0 + shift, n = n0 + shift;
         Tensor4 q = MakeInput(dt, AttentionLayout::kBHSD, 1, 1, 1, hd);
         Tensor4 k = MakeInput(dt, AttentionLayout::kBHSD, 1, 1, 1, hd);
@@ -339,7 +342,8 @@ TEST(RopeProperties, InverseWithNegativePositionIsForward) {
   Tensor4 a = MakeInput(DType::kFloat32, AttentionLayout::kBHSD, 1, 2, 3, 16);
   Tensor4 b = a;
   const RopeParams p = Params(16, 0, RopePairing::kHalfSplit, RopeNumerics::kAccurate);
-  ApplyRope(p, a.View(), AttentionLayout::kBHSD, Positions::Ids(neg.data(), 3), RopeDirection::kInverse);
+  ApplyRope(p, a.View(), AttentionLayout::kBHSD, Positions::Ids(neg.data(), 3),
+            RopeDirection::kInverse);
   ApplyRope(p, b.View(), AttentionLayout::kBHSD, Positions::Ids(posv.data(), 3));
   EXPECT_EQ(a.Values(), b.Values());
 }
@@ -357,8 +361,10 @@ TEST(RopeProperties, PairingsArePermutationsOfEachOther) {
       for (std::int64_t r = 0; r < heads * seq; ++r)
         for (std::int64_t d = 0; d < hd; ++d) px.Set(r * hd + perm(d), x.Get(r * hd + d));
       const Positions pos = Positions::Ids(ids.data(), seq);
-      ApplyRope(Params(hd, rd, RopePairing::kInterleaved, numerics), x.View(), AttentionLayout::kBHSD, pos);
-      ApplyRope(Params(hd, rd, RopePairing::kHalfSplit, numerics), px.View(), AttentionLayout::kBHSD, pos);
+      ApplyRope(Params(hd, rd, RopePairing::kInterleaved, numerics), x.View(),
+                AttentionLayout::kBHSD, pos);
+      ApplyRope(Params(hd, rd, RopePairing::kHalfSplit, numerics), px.View(),
+                AttentionLayout::kBHSD, pos);
       for (std::int64_t r = 0; r < heads * seq; ++r)
         for (std::int64_t d = 0; d < hd; ++d)
           ASSERT_EQ(x.Get(r * hd + d), px.Get(r * hd + perm(d))) << "r=" << r << " d=" << d;
@@ -380,7 +386,8 @@ TEST(RopeProperties, AccurateCosSinNear2Pow24) {
       double worst = 0;
       for (std::int64_t r = 0; r < n; ++r)
         for (std::int64_t col = 0; col < rd; ++col) {
-          const long double a = static_cast<long double>(ids[r]) * inv[static_cast<std::size_t>(col / 2)];
+          const long double a =
+              static_cast<long double>(ids[r]) * inv[static_cast<std::size_t>(col / 2)];
           const double got_c = LoadAsDouble(c.data(), dt, r * rd + col);
           const double got_s = LoadAsDouble(s.data(), dt, r * rd + col);
           worst = std::max({worst, std::fabs(got_c - static_cast<double>(cosl(a))),
@@ -416,7 +423,8 @@ TEST(RopeProperties, InPlaceEqualsOutOfPlaceAndTailIsUntouched) {
       Tensor4 out(DType::kFloat16, 1, 3, 2, hd);
       const TensorView ov = out.View();
       const RopeParams p = Params(hd, rd, pairing, numerics);
-      ApplyRope(p, x.View(), AttentionLayout::kBSHD, Positions::Offset(5), RopeDirection::kForward, &ov);
+      ApplyRope(p, x.View(), AttentionLayout::kBSHD, Positions::Offset(5), RopeDirection::kForward,
+                &ov);
       EXPECT_EQ(x.bytes, orig.bytes);  // input untouched out of place
       ApplyRope(p, x.View(), AttentionLayout::kBSHD, Positions::Offset(5));
       EXPECT_EQ(x.bytes, out.bytes);
@@ -433,7 +441,8 @@ TEST(RopeProperties, PositionIdsEqualOffsetAndPerRowIds) {
   const RopeParams p = Params(d, 0, RopePairing::kInterleaved, RopeNumerics::kHF);
   Tensor4 a = MakeInput(DType::kFloat32, AttentionLayout::kBHSD, b, h, s, d);
   Tensor4 c = a, e = a;
-  std::vector<std::int64_t> shared(static_cast<std::size_t>(s)), per_row(static_cast<std::size_t>(b * s));
+  std::vector<std::int64_t> shared(static_cast<std::size_t>(s)),
+      per_row(static_cast<std::size_t>(b * s));
   for (std::int64_t i = 0; i < s; ++i) shared[i] = 300 + i;
   for (std::int64_t i = 0; i < b * s; ++i) per_row[i] = 300 + i % s;
   ApplyRope(p, a.View(), AttentionLayout::kBHSD, Positions::Offset(300));
@@ -448,7 +457,8 @@ TEST(RopeProperties, PositionIdsEqualOffsetAndPerRowIds) {
   ApplyRope(p, f.View(), AttentionLayout::kBHSD, Positions::Ids(per_row.data(), b * s));
   ApplyRope(p, g.View(), AttentionLayout::kBHSD, Positions::Offset(0));
   const std::int64_t row1 = h * s * d;
-  EXPECT_TRUE(std::equal(f.bytes.begin() + row1 * 4, f.bytes.end() - 8, g.bytes.begin() + row1 * 4));
+  EXPECT_TRUE(
+      std::equal(f.bytes.begin() + row1 * 4, f.bytes.end() - 8, g.bytes.begin() + row1 * 4));
   EXPECT_FALSE(std::equal(f.bytes.begin(), f.bytes.begin() + row1 * 4, g.bytes.begin()));
 }
 
@@ -513,7 +523,8 @@ TEST(RopeProperties, StridedViewOfFusedBuffer) {
   std::vector<float> fused(static_cast<std::size_t>(b * s * 3 * h * d), -7.0f);
   for (std::int64_t si = 0; si < s; ++si)
     for (std::int64_t i = 0; i < h * d; ++i)
-      fused[static_cast<std::size_t>(si * 3 * h * d + i)] = static_cast<float>(plain.Get(si * h * d + i));
+      fused[static_cast<std::size_t>(si * 3 * h * d + i)] =
+          static_cast<float>(plain.Get(si * h * d + i));
   const TensorView qv = TensorView::Strided(fused.data(), DType::kFloat32, {b, s, h, d},
                                             {s * 3 * h * d, 3 * h * d, d, 1});
   const RopeParams p = Params(d, 0, RopePairing::kInterleaved, RopeNumerics::kAccurate);
@@ -522,8 +533,10 @@ TEST(RopeProperties, StridedViewOfFusedBuffer) {
   for (std::int64_t si = 0; si < s; ++si)
     for (std::int64_t i = 0; i < 3 * h * d; ++i) {
       const float got = fused[static_cast<std::size_t>(si * 3 * h * d + i)];
-      if (i < h * d) ASSERT_EQ(got, static_cast<float>(plain.Get(si * h * d + i)));
-      else ASSERT_EQ(got, -7.0f);  // k and v slots untouched
+      if (i < h * d)
+        ASSERT_EQ(got, static_cast<float>(plain.Get(si * h * d + i)));
+      else
+        ASSERT_EQ(got, -7.0f);  // k and v slots untouched
     }
 }
 
@@ -531,10 +544,12 @@ TEST(RopeProperties, ResolveAndNames) {
   RopeParams p = Params(8, 0, RopePairing::kHalfSplit, RopeNumerics::kHF);
   p.frequencies = {{0.1, 0.2, 0.3, 1.0 / 3.0}, 1.25};
   const RopeFrequencies f = ResolveRopeFrequencies(p);
-  EXPECT_EQ(f.inv_freq[3], static_cast<double>(static_cast<float>(1.0 / 3.0)));  // float32 under kHF
+  EXPECT_EQ(f.inv_freq[3],
+            static_cast<double>(static_cast<float>(1.0 / 3.0)));  // float32 under kHF
   EXPECT_EQ(f.attention_factor, 1.25);
   p.frequencies.inv_freq.clear();
-  EXPECT_EQ(ResolveRopeFrequencies(p).inv_freq, RopeDefaultFrequencies(8, 1e4, RopeNumerics::kHF).inv_freq);
+  EXPECT_EQ(ResolveRopeFrequencies(p).inv_freq,
+            RopeDefaultFrequencies(8, 1e4, RopeNumerics::kHF).inv_freq);
   EXPECT_EQ(ResolveRopeFrequencies(p).attention_factor, 1.25);
   for (const RopePairing x : kPairings) EXPECT_EQ(ParseRopePairing(RopePairingName(x)), x);
   for (const RopeNumerics x : kNumerics) EXPECT_EQ(ParseRopeNumerics(RopeNumericsName(x)), x);
@@ -549,8 +564,8 @@ TEST(RopeProperties, AttentionFactorScalesTable) {
   CosSinTable(p, {0, 2}, &c, &s);
   EXPECT_EQ(c[0], 1.5);
   EXPECT_EQ(s[0], 0.0);
-  EXPECT_EQ(c[4], static_cast<float>(std::cos(2.0) * 1.5));   // column 0: frequency 1
-  EXPECT_EQ(c[6], c[4]);                                       // column 2: the same frequency
+  EXPECT_EQ(c[4], static_cast<float>(std::cos(2.0) * 1.5));         // column 0: frequency 1
+  EXPECT_EQ(c[6], c[4]);                                            // column 2: the same frequency
   EXPECT_EQ(s[7], static_cast<float>(std::sin(2.0 * 0.01) * 1.5));  // column 3: 10000^-0.5
 }
 

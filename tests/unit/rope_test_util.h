@@ -12,7 +12,8 @@ namespace posenc::test {
 // A contiguous rank-4 tensor of any dtype holding [d0, d1, d2, d3].
 struct Tensor4 {
   Tensor4(DType dt, std::int64_t d0, std::int64_t d1, std::int64_t d2, std::int64_t d3)
-      : dtype(dt), shape{d0, d1, d2, d3},
+      : dtype(dt),
+        shape{d0, d1, d2, d3},
         bytes(static_cast<std::size_t>(d0 * d1 * d2 * d3) * DTypeSize(dt) + 8) {}
   DType dtype;
   std::int64_t shape[4];
@@ -34,7 +35,7 @@ struct Tensor4 {
 };
 
 inline RopeParams Params(std::int64_t head_dim, std::int64_t rotary_dim, RopePairing pairing,
-                  RopeNumerics numerics, double theta = 10000.0) {
+                         RopeNumerics numerics, double theta = 10000.0) {
   RopeParams p;
   p.head_dim = head_dim;
   p.rotary_dim = rotary_dim;
@@ -51,7 +52,7 @@ inline double InputValue(std::int64_t b, std::int64_t h, std::int64_t s, std::in
 }
 
 inline Tensor4 MakeInput(DType dt, AttentionLayout layout, std::int64_t batch, std::int64_t heads,
-                  std::int64_t seq, std::int64_t dim) {
+                         std::int64_t seq, std::int64_t dim) {
   const bool bhsd = layout == AttentionLayout::kBHSD;
   Tensor4 t(dt, batch, bhsd ? heads : seq, bhsd ? seq : heads, dim);
   for (std::int64_t b = 0; b < batch; ++b)

@@ -35,8 +35,8 @@ TEST(SchemeRegistry, DeclarationsAreConsistent) {
     }
     EXPECT_EQ(&FindScheme(info->name), info);
   }
-  for (const char* n : {"none", "absolute", "rope", "alibi", "t5", "shaw", "transformer_xl",
-                        "deberta", "fire"}) {
+  for (const char* n :
+       {"none", "absolute", "rope", "alibi", "t5", "shaw", "transformer_xl", "deberta", "fire"}) {
     EXPECT_EQ(names.count(n), 1u) << n;
   }
   EXPECT_EQ(SchemeNames(true), "none, absolute, rope, alibi, t5, shaw, fire");

@@ -30,12 +30,23 @@ std::vector<BFloat16> Values(std::int64_t n, std::uint32_t seed) {
   for (std::int64_t i = 0; i < n; ++i) {
     float x = u(rng);
     switch (i % 23) {
-      case 3: x *= 1e-38f; break;   // near/below the smallest normal
-      case 7: x *= 3e-39f; break;   // denormal input
-      case 11: x *= 1e38f; break;   // huge: products overflow to inf
-      case 13: x = std::numeric_limits<float>::infinity(); break;
-      case 17: x = std::numeric_limits<float>::quiet_NaN(); break;
-      default: break;
+      case 3:
+        x *= 1e-38f;
+        break;  // near/below the smallest normal
+      case 7:
+        x *= 3e-39f;
+        break;  // denormal input
+      case 11:
+        x *= 1e38f;
+        break;  // huge: products overflow to inf
+      case 13:
+        x = std::numeric_limits<float>::infinity();
+        break;
+      case 17:
+        x = std::numeric_limits<float>::quiet_NaN();
+        break;
+      default:
+        break;
     }
     v[static_cast<std::size_t>(i)] = FloatToBF16(x);
   }
@@ -53,7 +64,9 @@ TEST(SimdRopeBf16Hardware, BitIdenticalToPortableRounding) {
   if (!kernels::simd::RopeBf16HardwareAvailable()) GTEST_SKIP() << "CPU without AVX512-BF16";
   ASSERT_EQ(kernels::simd::DispatchedTargetName(), "AVX3");
   std::uint32_t seed = 7;
-  struct Dims { std::int64_t head_dim, rotary_dim; };
+  struct Dims {
+    std::int64_t head_dim, rotary_dim;
+  };
   for (const Dims dims : {Dims{10, 8}, Dims{64, 0}, Dims{80, 0}, Dims{96, 64}, Dims{128, 0},
                           Dims{256, 0}, Dims{70, 66}}) {
     for (const RopePairing pairing : {RopePairing::kHalfSplit, RopePairing::kInterleaved}) {
@@ -73,8 +86,10 @@ TEST(SimdRopeBf16Hardware, BitIdenticalToPortableRounding) {
           auto hw = input, sw = input;
           std::vector<BFloat16> hw_out(input.size()), sw_out(input.size());
           const auto view = [&](std::vector<BFloat16>& v) {
-            return bshd ? TensorView::Contiguous(v.data(), DType::kBFloat16, {batch, seq, heads, dims.head_dim})
-                        : TensorView::Contiguous(v.data(), DType::kBFloat16, {batch, heads, seq, dims.head_dim});
+            return bshd ? TensorView::Contiguous(v.data(), DType::kBFloat16,
+                                                 {batch, seq, heads, dims.head_dim})
+                        : TensorView::Contiguous(v.data(), DType::kBFloat16,
+                                                 {batch, heads, seq, dims.head_dim});
           };
           const TensorView hw_o = view(hw_out), sw_o = view(sw_out);
           ApplyRope(params, view(hw), layout, pos, dir, nullptr, ctx);
@@ -85,11 +100,10 @@ TEST(SimdRopeBf16Hardware, BitIdenticalToPortableRounding) {
             ApplyRope(params, view(sw), layout, pos, dir, nullptr, ctx);
             ApplyRope(params, view(sw), layout, pos, dir, &sw_o, ctx);
           }
-          const std::string what = "head_dim " + std::to_string(dims.head_dim) + " rotary_dim " +
-                                   std::to_string(dims.rotary_dim) + " " +
-                                   std::string(RopePairingName(pairing)) + " " +
-                                   std::string(LayoutName(layout)) + " threads " +
-                                   std::to_string(threads);
+          const std::string what =
+              "head_dim " + std::to_string(dims.head_dim) + " rotary_dim " +
+              std::to_string(dims.rotary_dim) + " " + std::string(RopePairingName(pairing)) + " " +
+              std::string(LayoutName(layout)) + " threads " + std::to_string(threads);
           ASSERT_EQ(0, std::memcmp(hw.data(), sw.data(), hw.size() * 2)) << what << " in place";
           ASSERT_EQ(0, std::memcmp(hw_out.data(), sw_out.data(), hw_out.size() * 2))
               << what << " out of place";

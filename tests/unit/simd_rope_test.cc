@@ -71,7 +71,8 @@ void CheckApply(const Case& c, PosKind pk, RopeDirection dir, std::uint32_t seed
     positions = Positions::Ids(ids.data(), static_cast<std::int64_t>(ids.size()));
   }
   const std::string what = Describe(c, pk, dir);
-  Buffer ref(c.dtype, n, seed), fast(c.dtype, n, seed), src(c.dtype, n, seed), dst(c.dtype, n, seed + 1);
+  Buffer ref(c.dtype, n, seed), fast(c.dtype, n, seed), src(c.dtype, n, seed),
+      dst(c.dtype, n, seed + 1);
   const Context scalar(1, Backend::kScalar), simd(1, Backend::kSimd);
   ApplyRope(params, ref.View(c.layout, c.batch, c.seq, c.heads, c.head_dim), c.layout, positions,
             dir, nullptr, scalar);
@@ -136,8 +137,8 @@ TEST_P(SimdRope, PartialRotaryWithFrequenciesAndAttentionFactor) {
                 RopeDirection::kForward, nullptr, Context(1, Backend::kScalar));
       ApplyRope(params, y.View(layout, 2, 6, 3, 10), layout, Positions::Offset(40),
                 RopeDirection::kForward, nullptr, Context(1, Backend::kSimd));
-      const std::string what = std::string(LayoutName(layout)) + " " +
-                               std::string(RopePairingName(pairing));
+      const std::string what =
+          std::string(LayoutName(layout)) + " " + std::string(RopePairingName(pairing));
       ExpectClose(y.Values(), x.Values(), Tol(DType::kFloat32, 1.25), what);
       const std::vector<double> got = y.Values();
       for (std::size_t i = 0; i < got.size(); ++i) {
@@ -157,8 +158,8 @@ TEST_P(SimdRope, HFNumericsBitIdenticalToScalar) {
   std::uint32_t seed = 300;
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::int64_t> any_pos(0, kMaxPosition);
-  for (const auto& [hd, rd] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-           {64, 0}, {80, 40}, {128, 0}, {10, 8}}) {
+  for (const auto& [hd, rd] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{64, 0}, {80, 40}, {128, 0}, {10, 8}}) {
     for (const RopePairing pairing : {RopePairing::kHalfSplit, RopePairing::kInterleaved}) {
       for (const DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
         RopeParams params;
@@ -193,8 +194,9 @@ TEST_P(SimdRope, LongSequenceSampled) {
   // seq 4099 (not a multiple of any tile), a sample of configurations.
   CheckApply({128, 0, 1, 4099, 1, RopePairing::kHalfSplit, DType::kFloat32, AttentionLayout::kBHSD},
              PosKind::kOffset, RopeDirection::kForward, 7);
-  CheckApply({64, 0, 1, 4099, 1, RopePairing::kInterleaved, DType::kBFloat16, AttentionLayout::kBSHD},
-             PosKind::kSharedIds, RopeDirection::kInverse, 8);
+  CheckApply(
+      {64, 0, 1, 4099, 1, RopePairing::kInterleaved, DType::kBFloat16, AttentionLayout::kBSHD},
+      PosKind::kSharedIds, RopeDirection::kInverse, 8);
   CheckApply({80, 64, 1, 4099, 1, RopePairing::kHalfSplit, DType::kFloat16, AttentionLayout::kBSHD},
              PosKind::kOffset, RopeDirection::kForward, 9);
 }
@@ -207,11 +209,14 @@ TEST_P(SimdRope, QKOnePassMatchesSeparateCalls) {
   const std::int64_t b = 2, s = 33;
   const AttentionLayout layout = AttentionLayout::kBHSD;
   Buffer q(DType::kFloat32, b * 4 * s * 96, 1), k(DType::kBFloat16, b * 2 * s * 96, 2);
-  Buffer q_ref = q, k_ref = k, q_out(DType::kFloat32, q.size(), 3), k_out(DType::kBFloat16, k.size(), 4);
+  Buffer q_ref = q, k_ref = k, q_out(DType::kFloat32, q.size(), 3),
+         k_out(DType::kBFloat16, k.size(), 4);
   const Positions pos = Positions::Offset(12345);
   const Context scalar(1, Backend::kScalar), simd(3, Backend::kSimd);
-  ApplyRope(params, q_ref.View(layout, b, s, 4, 96), layout, pos, RopeDirection::kForward, nullptr, scalar);
-  ApplyRope(params, k_ref.View(layout, b, s, 2, 96), layout, pos, RopeDirection::kForward, nullptr, scalar);
+  ApplyRope(params, q_ref.View(layout, b, s, 4, 96), layout, pos, RopeDirection::kForward, nullptr,
+            scalar);
+  ApplyRope(params, k_ref.View(layout, b, s, 2, 96), layout, pos, RopeDirection::kForward, nullptr,
+            scalar);
   const TensorView qo = q_out.View(layout, b, s, 4, 96), ko = k_out.View(layout, b, s, 2, 96);
   ApplyRopeQK(params, q.View(layout, b, s, 4, 96), k.View(layout, b, s, 2, 96), layout, pos,
               RopeDirection::kForward, &qo, &ko, simd);
@@ -220,7 +225,8 @@ TEST_P(SimdRope, QKOnePassMatchesSeparateCalls) {
   // In place, one dtype, q and k in one pass.
   Buffer q2(DType::kFloat32, q.size(), 1), k2(DType::kFloat32, b * 2 * s * 96, 2);
   Buffer k2_ref = k2;
-  ApplyRope(params, k2_ref.View(layout, b, s, 2, 96), layout, pos, RopeDirection::kForward, nullptr, scalar);
+  ApplyRope(params, k2_ref.View(layout, b, s, 2, 96), layout, pos, RopeDirection::kForward, nullptr,
+            scalar);
   ApplyRopeQK(params, q2.View(layout, b, s, 4, 96), k2.View(layout, b, s, 2, 96), layout, pos,
               RopeDirection::kForward, simd);
   ExpectClose(q2.Values(), q_ref.Values(), Tol(DType::kFloat32, 1.25), "q2 in place");
@@ -254,8 +260,10 @@ TEST_P(SimdRope, UncoveredCallsFallBackToScalar) {
   std::vector<float> a(2 * 3 * 2 * 8 * 2), b;
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(static_cast<float>(i));
   b = a;
-  const TensorView va = TensorView::Strided(a.data(), DType::kFloat32, {2, 3, 2, 8}, {96, 32, 16, 2});
-  const TensorView vb = TensorView::Strided(b.data(), DType::kFloat32, {2, 3, 2, 8}, {96, 32, 16, 2});
+  const TensorView va =
+      TensorView::Strided(a.data(), DType::kFloat32, {2, 3, 2, 8}, {96, 32, 16, 2});
+  const TensorView vb =
+      TensorView::Strided(b.data(), DType::kFloat32, {2, 3, 2, 8}, {96, 32, 16, 2});
   ApplyRope(params, va, AttentionLayout::kBSHD, Positions::Offset(9), RopeDirection::kForward,
             nullptr, Context(1, Backend::kScalar));
   ApplyRope(params, vb, AttentionLayout::kBSHD, Positions::Offset(9), RopeDirection::kForward,

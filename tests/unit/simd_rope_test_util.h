@@ -53,7 +53,8 @@ inline void ExpectClose(const std::vector<double>& a, const std::vector<double>&
                         const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    ASSERT_LE(std::abs(a[i] - b[i]), tol) << what << " index " << i << ": " << a[i] << " vs " << b[i];
+    ASSERT_LE(std::abs(a[i] - b[i]), tol)
+        << what << " index " << i << ": " << a[i] << " vs " << b[i];
   }
 }
 

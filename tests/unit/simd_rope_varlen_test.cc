@@ -42,10 +42,9 @@ void CheckVarlen(const RopeParams& params, DType dtype, const std::vector<std::i
                  RopeDirection dir, std::uint32_t seed) {
   const std::int64_t heads = 3, hd = params.head_dim, total = kCu.back();
   const std::int64_t num_seqs = static_cast<std::int64_t>(kCu.size()) - 1;
-  const std::string what = std::string(DTypeName(dtype)) + " " +
-                           std::string(RopePairingName(params.pairing)) + " rd=" +
-                           std::to_string(params.rotary_dim) + " " +
-                           std::string(RopeDirectionName(dir));
+  const std::string what =
+      std::string(DTypeName(dtype)) + " " + std::string(RopePairingName(params.pairing)) +
+      " rd=" + std::to_string(params.rotary_dim) + " " + std::string(RopeDirectionName(dir));
   // Reference: ApplyRope per sequence, scalar backend.
   Buffer ref(dtype, total * heads * hd, seed);
   for (std::int64_t s = 0; s < num_seqs; ++s) {
@@ -107,11 +106,10 @@ void CheckCache(const RopeParams& params, DType dtype, DType cache_dtype, Attent
                 const Positions& positions, RopeDirection dir, std::uint32_t seed) {
   const std::int64_t b = 2, seq = 19, heads = 2, hd = params.head_dim;
   const std::int64_t rows = 300, rd = params.EffectiveRotaryDim();
-  const std::string what = std::string(DTypeName(dtype)) + " cache " +
-                           std::string(DTypeName(cache_dtype)) + " " +
-                           std::string(RopePairingName(params.pairing)) + " " +
-                           std::string(LayoutName(layout)) + " " +
-                           std::string(RopeDirectionName(dir));
+  const std::string what =
+      std::string(DTypeName(dtype)) + " cache " + std::string(DTypeName(cache_dtype)) + " " +
+      std::string(RopePairingName(params.pairing)) + " " + std::string(LayoutName(layout)) + " " +
+      std::string(RopeDirectionName(dir));
   auto shape = [&](Buffer& buf) {
     return layout == AttentionLayout::kBSHD ? buf.View({b, seq, heads, hd})
                                             : buf.View({b, heads, seq, hd});
@@ -126,8 +124,8 @@ void CheckCache(const RopeParams& params, DType dtype, DType cache_dtype, Attent
   ASSERT_EQ(exact.bytes, ref.bytes) << what << ": scalar cache path differs from ApplyRope";
   // A cache in cache_dtype, column-strided inside a wider buffer.
   Buffer wide(cache_dtype, rows * rd * 2, seed + 7);
-  const TensorView cache = TensorView::Strided(wide.bytes.data(), cache_dtype, {rows, rd},
-                                               {2 * rd, 2});
+  const TensorView cache =
+      TensorView::Strided(wide.bytes.data(), cache_dtype, {rows, rd}, {2 * rd, 2});
   RopeCosSinCache(params, cache, Context(2, Backend::kSimd));
   ApplyRopeWithCache(params, shape(fast), layout, positions, cache, dir, nullptr,
                      Context(2, Backend::kSimd));
@@ -139,7 +137,8 @@ void CheckCache(const RopeParams& params, DType dtype, DType cache_dtype, Attent
 
 TEST_P(SimdRopeVarlen, CacheMatchesApplyRope) {
   std::vector<std::int64_t> shared(19), rows(38);
-  for (std::size_t i = 0; i < shared.size(); ++i) shared[i] = static_cast<std::int64_t>(i * 13 % 300);
+  for (std::size_t i = 0; i < shared.size(); ++i)
+    shared[i] = static_cast<std::int64_t>(i * 13 % 300);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(299 - i * 7);
   RopeParams params;
   params.head_dim = 64;
@@ -206,14 +205,12 @@ struct VarlenBad : testing::Test {
   void Expect(const std::vector<std::int64_t>& cu, std::int64_t num_seqs,
               const std::int64_t* offsets, const std::string& needle,
               RopeDirection dir = RopeDirection::kForward) {
-    ExpectInvalid(
-        [&] { ApplyRopeVarlen(params, x, cu.data(), num_seqs, offsets, dir); }, needle);
+    ExpectInvalid([&] { ApplyRopeVarlen(params, x, cu.data(), num_seqs, offsets, dir); }, needle);
   }
 };
 
 TEST_F(VarlenBad, NullCuSeqlens) {
-  ExpectInvalid(
-      [&] { ApplyRopeVarlen(params, x, nullptr, 1, nullptr); }, "cu_seqlens: got null");
+  ExpectInvalid([&] { ApplyRopeVarlen(params, x, nullptr, 1, nullptr); }, "cu_seqlens: got null");
 }
 TEST_F(VarlenBad, ZeroSequences) { Expect({0}, 0, nullptr, "num_seqs: got 0"); }
 TEST_F(VarlenBad, FirstEntryNotZero) { Expect({1, 6}, 1, nullptr, "cu_seqlens[0]: got 1"); }
@@ -231,8 +228,7 @@ TEST_F(VarlenBad, OffsetRunsPastMaxPosition) {
 TEST_F(VarlenBad, WrongRank) {
   const TensorView x4 = TensorView::Contiguous(data.data(), DType::kFloat32, {1, 6, 2, 8});
   const std::vector<std::int64_t> cu = {0, 6};
-  ExpectInvalid(
-      [&] { ApplyRopeVarlen(params, x4, cu.data(), 1, nullptr); }, "x");
+  ExpectInvalid([&] { ApplyRopeVarlen(params, x4, cu.data(), 1, nullptr); }, "x");
 }
 TEST_F(VarlenBad, HeadDimMismatch) {
   params.head_dim = 4;
@@ -258,8 +254,7 @@ struct CacheBad : testing::Test {
   std::vector<float> cache = std::vector<float>(10 * 8, 0.25f);
   TensorView cv = TensorView::Contiguous(cache.data(), DType::kFloat32, {10, 8});
   void Expect(const Positions& pos, const std::string& needle) {
-    ExpectInvalid(
-        [&] { ApplyRopeWithCache(params, x, AttentionLayout::kBSHD, pos, cv); }, needle);
+    ExpectInvalid([&] { ApplyRopeWithCache(params, x, AttentionLayout::kBSHD, pos, cv); }, needle);
   }
 };
 
@@ -267,7 +262,9 @@ TEST_F(CacheBad, IdBeyondCachedRows) {
   const std::vector<std::int64_t> ids = {0, 1, 10, 2};
   Expect(Positions::Ids(ids.data(), 4), "positions.ids[2]: got 10");
 }
-TEST_F(CacheBad, OffsetBeyondCachedRows) { Expect(Positions::Offset(7), "positions.offset: got 7"); }
+TEST_F(CacheBad, OffsetBeyondCachedRows) {
+  Expect(Positions::Offset(7), "positions.offset: got 7");
+}
 TEST_F(CacheBad, NegativeIdEvenInverse) {
   const std::vector<std::int64_t> ids = {0, -1, 2, 3};
   ExpectInvalid(
@@ -288,8 +285,7 @@ TEST_F(CacheBad, CacheRankNotTwo) {
 }
 TEST_F(CacheBad, BuildCacheWidthNotRotaryDim) {
   params.rotary_dim = 6;
-  ExpectInvalid([&] { RopeCosSinCache(params, cv); },
-                                          "cos_sin_cache.shape[1]: got 8");
+  ExpectInvalid([&] { RopeCosSinCache(params, cv); }, "cos_sin_cache.shape[1]: got 8");
 }
 
 }  // namespace

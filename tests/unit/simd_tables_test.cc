@@ -26,7 +26,8 @@ class SimdTables : public test::PerSimdTarget {};
 
 std::vector<double> Read(const std::vector<unsigned char>& bytes, DType dtype) {
   std::vector<double> v(bytes.size() / DTypeSize(dtype));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = LoadAsDouble(bytes.data(), dtype, static_cast<std::int64_t>(i));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = LoadAsDouble(bytes.data(), dtype, static_cast<std::int64_t>(i));
   return v;
 }
 
@@ -71,9 +72,11 @@ TEST_P(SimdTables, SinusoidalMatchesTruthAndScalar) {
           const SinusoidalParams params{tc.dim, 10000.0, tc.layout};
           const std::size_t bytes = static_cast<std::size_t>(rows * tc.dim) * DTypeSize(dtype);
           std::vector<unsigned char> fast(bytes), ref(bytes);
-          SinusoidalTable(params, offset, rows, TensorView::Contiguous(fast.data(), dtype, {rows, tc.dim}),
+          SinusoidalTable(params, offset, rows,
+                          TensorView::Contiguous(fast.data(), dtype, {rows, tc.dim}),
                           Context(1, Backend::kSimd));
-          SinusoidalTable(params, offset, rows, TensorView::Contiguous(ref.data(), dtype, {rows, tc.dim}),
+          SinusoidalTable(params, offset, rows,
+                          TensorView::Contiguous(ref.data(), dtype, {rows, tc.dim}),
                           Context(1, Backend::kScalar));
           const std::vector<double> f = Read(fast, dtype), r = Read(ref, dtype);
           const std::vector<double> inv = SinusoidalInvFreq(params);
@@ -88,15 +91,18 @@ TEST_P(SimdTables, SinusoidalMatchesTruthAndScalar) {
               const bool inter = tc.layout == SinusoidalLayout::kInterleaved;
               const bool is_cos = inter ? col % 2 == 1 : col >= ns;
               const std::int64_t i = inter ? col / 2 : (is_cos ? col - ns : col);
-              const long double angle = p * static_cast<long double>(inv[static_cast<std::size_t>(i)]);
+              const long double angle =
+                  p * static_cast<long double>(inv[static_cast<std::size_t>(i)]);
               const double truth = static_cast<double>(is_cos ? std::cos(angle) : std::sin(angle));
               const std::size_t k = static_cast<std::size_t>(row * tc.dim + col);
               // Rounded once: half an ulp of the dtype (<= Eps) plus the float64
               // angle's rounding (<= 2^-29 rad).
-              ASSERT_LE(std::fabs(f[k] - truth), test::Eps(dtype) + 1e-8) << what << " at " << row << "," << col;
+              ASSERT_LE(std::fabs(f[k] - truth), test::Eps(dtype) + 1e-8)
+                  << what << " at " << row << "," << col;
               // The scalar reference rounds the same float64 value: at most
               // one ulp apart (a tie flipped by ~1e-15).
-              ASSERT_LE(std::fabs(f[k] - r[k]), 2 * test::Eps(dtype)) << what << " at " << row << "," << col;
+              ASSERT_LE(std::fabs(f[k] - r[k]), 2 * test::Eps(dtype))
+                  << what << " at " << row << "," << col;
             }
           }
         }
@@ -111,9 +117,11 @@ TEST_P(SimdTables, SinusoidalAtIdsAndStridedRows) {
   const std::int64_t n = static_cast<std::int64_t>(ids.size());
   // Rows padded to 100 columns: the kernel must not touch columns 96..99.
   std::vector<float> fast(static_cast<std::size_t>(n * 100), -7.0f), ref(fast.size(), -7.0f);
-  SinusoidalTableAt(params, ids.data(), n, TensorView::Strided(fast.data(), DType::kFloat32, {n, 96}, {100, 1}),
+  SinusoidalTableAt(params, ids.data(), n,
+                    TensorView::Strided(fast.data(), DType::kFloat32, {n, 96}, {100, 1}),
                     Context(2, Backend::kSimd));
-  SinusoidalTableAt(params, ids.data(), n, TensorView::Strided(ref.data(), DType::kFloat32, {n, 96}, {100, 1}),
+  SinusoidalTableAt(params, ids.data(), n,
+                    TensorView::Strided(ref.data(), DType::kFloat32, {n, 96}, {100, 1}),
                     Context(1, Backend::kScalar));
   for (std::size_t i = 0; i < fast.size(); ++i) {
     if (i % 100 >= 96) {
@@ -128,11 +136,14 @@ TEST_P(SimdTables, AddSinusoidalMatchesScalar) {
   const SinusoidalParams params{130, 10000.0, SinusoidalLayout::kInterleaved};
   const std::int64_t batch = 2, seq = 70;
   std::vector<std::int64_t> ids(static_cast<std::size_t>(batch * seq));
-  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = i < 40 ? 1000 + static_cast<std::int64_t>(i) : static_cast<std::int64_t>(i * 9973 % (1 << 24));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    ids[i] = i < 40 ? 1000 + static_cast<std::int64_t>(i)
+                    : static_cast<std::int64_t>(i * 9973 % (1 << 24));
   for (const DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     const std::size_t bytes = static_cast<std::size_t>(batch * seq * 130) * DTypeSize(dtype);
     std::vector<unsigned char> fast(bytes), ref;
-    for (std::int64_t i = 0; i < batch * seq * 130; ++i) StoreFromDouble(fast.data(), dtype, i, std::cos(0.37 * static_cast<double>(i)));
+    for (std::int64_t i = 0; i < batch * seq * 130; ++i)
+      StoreFromDouble(fast.data(), dtype, i, std::cos(0.37 * static_cast<double>(i)));
     ref = fast;
     const Positions pos = Positions::Ids(ids.data(), batch * seq);
     AddSinusoidal(params, TensorView::Contiguous(fast.data(), dtype, {batch, seq, 130}), pos,
@@ -157,18 +168,23 @@ TEST_P(SimdTables, RopeCosSinWithinDocumentedBound) {
       std::vector<std::int64_t> ids = {kMaxPosition, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 123456, 99};
       const std::int64_t n = static_cast<std::int64_t>(ids.size());
       for (const bool use_ids : {true, false}) {
-        const Positions pos = use_ids ? Positions::Ids(ids.data(), n) : Positions::Offset(kMaxPosition + 1 - n);
+        const Positions pos =
+            use_ids ? Positions::Ids(ids.data(), n) : Positions::Offset(kMaxPosition + 1 - n);
         std::vector<float> c(static_cast<std::size_t>(n * rd)), s(c.size());
         RopeCosSin(params, pos, n, TensorView::Contiguous(c.data(), DType::kFloat32, {n, rd}),
-                   TensorView::Contiguous(s.data(), DType::kFloat32, {n, rd}), Context(1, Backend::kSimd));
+                   TensorView::Contiguous(s.data(), DType::kFloat32, {n, rd}),
+                   Context(1, Backend::kSimd));
         for (std::int64_t r = 0; r < n; ++r) {
           const long double p = static_cast<long double>(pos.At(0, r, n));
           for (std::int64_t col = 0; col < rd; ++col) {
             const std::int64_t j = pairing == RopePairing::kHalfSplit ? col % (rd / 2) : col / 2;
-            const long double angle = p * static_cast<long double>(inv[static_cast<std::size_t>(j)]);
+            const long double angle =
+                p * static_cast<long double>(inv[static_cast<std::size_t>(j)]);
             const std::size_t k = static_cast<std::size_t>(r * rd + col);
-            ASSERT_LE(std::fabs(c[k] - 0.75L * std::cos(angle)), std::ldexp(1.0, -24) + 1e-8) << r << "," << col;
-            ASSERT_LE(std::fabs(s[k] - 0.75L * std::sin(angle)), std::ldexp(1.0, -24) + 1e-8) << r << "," << col;
+            ASSERT_LE(std::fabs(c[k] - 0.75L * std::cos(angle)), std::ldexp(1.0, -24) + 1e-8)
+                << r << "," << col;
+            ASSERT_LE(std::fabs(s[k] - 0.75L * std::sin(angle)), std::ldexp(1.0, -24) + 1e-8)
+                << r << "," << col;
           }
         }
         // 16-bit outputs: within one ulp of the scalar reference.
@@ -178,11 +194,15 @@ TEST_P(SimdTables, RopeCosSinWithinDocumentedBound) {
           RopeCosSin(params, pos, n, TensorView::Contiguous(fc.data(), dtype, {n, rd}),
                      TensorView::Contiguous(fs.data(), dtype, {n, rd}), Context(1, Backend::kSimd));
           RopeCosSin(params, pos, n, TensorView::Contiguous(rc.data(), dtype, {n, rd}),
-                     TensorView::Contiguous(rs.data(), dtype, {n, rd}), Context(1, Backend::kScalar));
-          const std::vector<double> a = Read(fc, dtype), b = Read(rc, dtype), x = Read(fs, dtype), y = Read(rs, dtype);
+                     TensorView::Contiguous(rs.data(), dtype, {n, rd}),
+                     Context(1, Backend::kScalar));
+          const std::vector<double> a = Read(fc, dtype), b = Read(rc, dtype), x = Read(fs, dtype),
+                                    y = Read(rs, dtype);
           for (std::size_t i = 0; i < a.size(); ++i) {
-            ASSERT_LE(std::fabs(a[i] - b[i]), 2 * test::Eps(dtype)) << DTypeName(dtype) << " cos " << i;
-            ASSERT_LE(std::fabs(x[i] - y[i]), 2 * test::Eps(dtype)) << DTypeName(dtype) << " sin " << i;
+            ASSERT_LE(std::fabs(a[i] - b[i]), 2 * test::Eps(dtype))
+                << DTypeName(dtype) << " cos " << i;
+            ASSERT_LE(std::fabs(x[i] - y[i]), 2 * test::Eps(dtype))
+                << DTypeName(dtype) << " sin " << i;
           }
         }
       }

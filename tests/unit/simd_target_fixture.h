@@ -40,7 +40,6 @@ inline std::string SimdTargetParamName(const testing::TestParamInfo<std::int64_t
 }  // namespace posenc::test
 
 // Instantiates FIXTURE (derived from posenc::test::PerSimdTarget) for every target.
-#define POSENC_INSTANTIATE_PER_SIMD_TARGET(FIXTURE)                                  \
-  INSTANTIATE_TEST_SUITE_P(Targets, FIXTURE,                                         \
-                           testing::ValuesIn(::posenc::test::SimdTargets()),         \
+#define POSENC_INSTANTIATE_PER_SIMD_TARGET(FIXTURE)                                            \
+  INSTANTIATE_TEST_SUITE_P(Targets, FIXTURE, testing::ValuesIn(::posenc::test::SimdTargets()), \
                            ::posenc::test::SimdTargetParamName)

@@ -46,9 +46,10 @@ long double Truth(const SinusoidalParams& p, std::int64_t pos, std::int64_t c) {
     is_sin = c < num_sin;
     i = is_sin ? c : c - num_sin;
   }
-  const long double exponent = p.layout == SinusoidalLayout::kSplitTensor2Tensor
-                                   ? static_cast<long double>(i) / static_cast<long double>(d / 2 - 1)
-                                   : static_cast<long double>(2 * i) / static_cast<long double>(d);
+  const long double exponent =
+      p.layout == SinusoidalLayout::kSplitTensor2Tensor
+          ? static_cast<long double>(i) / static_cast<long double>(d / 2 - 1)
+          : static_cast<long double>(2 * i) / static_cast<long double>(d);
   const long double angle =
       static_cast<long double>(pos) * powl(static_cast<long double>(p.base), -exponent);
   return is_sin ? sinl(angle) : cosl(angle);
@@ -95,8 +96,8 @@ TEST(SinusoidalGolden, AllSixTables) {
 // --- accuracy up to 2^24 - 1 -------------------------------------------------
 
 TEST(SinusoidalAccuracy, Float32WithinOneMicroOfTruthUpTo2To24) {
-  std::vector<std::int64_t> ids = {0, 1, 4095, 131071, (1 << 23) + 12345, kMaxPosition - 1,
-                                   kMaxPosition};
+  std::vector<std::int64_t> ids = {
+      0, 1, 4095, 131071, (1 << 23) + 12345, kMaxPosition - 1, kMaxPosition};
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<std::int64_t> pick(0, kMaxPosition);
   for (int i = 0; i < 25; ++i) ids.push_back(pick(rng));
@@ -153,8 +154,8 @@ double RotationError(const SinusoidalParams& p, std::int64_t pos, std::int64_t k
   const std::int64_t num_sin = (p.dim + 1) / 2, num_cos = p.dim / 2;
   double worst = 0;
   for (std::int64_t i = 0; i < num_cos; ++i) {
-    const std::size_t s = static_cast<std::size_t>(
-        p.layout == SinusoidalLayout::kInterleaved ? 2 * i : i);
+    const std::size_t s =
+        static_cast<std::size_t>(p.layout == SinusoidalLayout::kInterleaved ? 2 * i : i);
     const std::size_t c = static_cast<std::size_t>(
         p.layout == SinusoidalLayout::kInterleaved ? 2 * i + 1 : num_sin + i);
     const double phi = static_cast<double>(k) * inv[static_cast<std::size_t>(i)];
@@ -174,7 +175,8 @@ TEST(SinusoidalProperty, ShiftIsAFixedRotation) {
     p.layout = layout;
     double worst = 0;
     for (std::int64_t pos : {0, 1, 7, 100, 999, 4096, 50000}) {
-      for (std::int64_t k : {1, 2, 5, 17, 128, 1000}) worst = std::max(worst, RotationError(p, pos, k));
+      for (std::int64_t k : {1, 2, 5, 17, 128, 1000})
+        worst = std::max(worst, RotationError(p, pos, k));
     }
     // Rounding of pos * inv_freq (<= 51000 * 2^-53) dominates.
     EXPECT_LE(worst, 1e-10) << SinusoidalLayoutName(layout);
@@ -192,7 +194,8 @@ TEST(SinusoidalProperty, RotationDependsOnlyOnTheShift) {
     for (std::size_t i = 0; i < 8; ++i) {
       const double delta = std::atan2(b[2 * i] * a[2 * i + 1] - b[2 * i + 1] * a[2 * i],
                                       b[2 * i + 1] * a[2 * i + 1] + b[2 * i] * a[2 * i]);
-      EXPECT_NEAR(delta, std::remainder(5.0 * inv[i], 2 * std::numbers::pi), 1e-10) << pos << " " << i;
+      EXPECT_NEAR(delta, std::remainder(5.0 * inv[i], 2 * std::numbers::pi), 1e-10)
+          << pos << " " << i;
     }
   }
 }
@@ -243,7 +246,8 @@ TEST(Sinusoidal, OffsetFormEqualsIdsForm) {
   for (std::int64_t i = 0; i < 130; ++i) ids.push_back(1000000 + i);
   const std::vector<float> by_ids = Table32At(p, ids);
   std::vector<float> by_offset(by_ids.size());
-  SinusoidalTable(p, 1000000, 130, TensorView::Contiguous(by_offset.data(), DType::kFloat32, {130, 30}));
+  SinusoidalTable(p, 1000000, 130,
+                  TensorView::Contiguous(by_offset.data(), DType::kFloat32, {130, 30}));
   EXPECT_EQ(by_ids, by_offset);
 }
 
@@ -251,8 +255,10 @@ TEST(Sinusoidal, ThreadsGiveTheSameTable) {
   SinusoidalParams p;
   p.dim = 48;
   std::vector<float> one(300 * 48), four(300 * 48);
-  SinusoidalTable(p, 5, 300, TensorView::Contiguous(one.data(), DType::kFloat32, {300, 48}), Context(1));
-  SinusoidalTable(p, 5, 300, TensorView::Contiguous(four.data(), DType::kFloat32, {300, 48}), Context(4));
+  SinusoidalTable(p, 5, 300, TensorView::Contiguous(one.data(), DType::kFloat32, {300, 48}),
+                  Context(1));
+  SinusoidalTable(p, 5, 300, TensorView::Contiguous(four.data(), DType::kFloat32, {300, 48}),
+                  Context(4));
   EXPECT_EQ(one, four);
 }
 
@@ -276,14 +282,17 @@ void CheckAdd(const Positions& pos, const std::vector<std::int64_t>& expect_pos)
   std::vector<float> x(static_cast<std::size_t>(batch * seq * row));
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i);
   const std::vector<float> before = x;
-  AddSinusoidal(p, TensorView::Strided(x.data(), DType::kFloat32, {batch, seq, p.dim}, {seq * row, row, 1}), pos);
+  AddSinusoidal(
+      p, TensorView::Strided(x.data(), DType::kFloat32, {batch, seq, p.dim}, {seq * row, row, 1}),
+      pos);
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t s = 0; s < seq; ++s) {
-      const std::vector<double> pe = Table64(p, expect_pos[static_cast<std::size_t>(b * seq + s)], 1);
+      const std::vector<double> pe =
+          Table64(p, expect_pos[static_cast<std::size_t>(b * seq + s)], 1);
       for (std::int64_t c = 0; c < row; ++c) {
         const std::size_t k = static_cast<std::size_t>((b * seq + s) * row + c);
-        const float want = c < p.dim ? static_cast<float>(before[k] + pe[static_cast<std::size_t>(c)])
-                                     : before[k];
+        const float want =
+            c < p.dim ? static_cast<float>(before[k] + pe[static_cast<std::size_t>(c)]) : before[k];
         EXPECT_EQ(x[k], want) << "b=" << b << " s=" << s << " c=" << c;
       }
     }
@@ -318,7 +327,8 @@ void ExpectInvalid(Fn fn, std::initializer_list<const char*> fragments) {
     fn();
     ADD_FAILURE() << "no InvalidArgument";
   } catch (const InvalidArgument& e) {
-    for (const char* f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    for (const char* f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
   }
 }
 
@@ -335,71 +345,116 @@ SinusoidalParams Dim(std::int64_t d, double base = 10000.0) {
   return p;
 }
 
-TEST(SinusoidalErrors, DimZero) { ExpectInvalid([] { Table(Dim(0), 0, 2, 2, 1); }, {"dim: got 0"}); }
-TEST(SinusoidalErrors, BaseNaN) { ExpectInvalid([] { Table(Dim(4, std::nan("")), 0, 2, 2, 4); }, {"base: got nan", "finite number > 1"}); }
-TEST(SinusoidalErrors, BaseNegative) { ExpectInvalid([] { Table(Dim(4, -2.0), 0, 2, 2, 4); }, {"base: got -2"}); }
-TEST(SinusoidalErrors, BaseZero) { ExpectInvalid([] { Table(Dim(4, 0.0), 0, 2, 2, 4); }, {"base: got 0"}); }
-TEST(SinusoidalErrors, BaseOne) { ExpectInvalid([] { Table(Dim(4, 1.0), 0, 2, 2, 4); }, {"base: got 1,"}); }
-TEST(SinusoidalErrors, BaseInfinite) { ExpectInvalid([] { Table(Dim(4, INFINITY), 0, 2, 2, 4); }, {"base: got inf"}); }
+TEST(SinusoidalErrors, DimZero) {
+  ExpectInvalid([] { Table(Dim(0), 0, 2, 2, 1); }, {"dim: got 0"});
+}
+TEST(SinusoidalErrors, BaseNaN) {
+  ExpectInvalid([] { Table(Dim(4, std::nan("")), 0, 2, 2, 4); },
+                {"base: got nan", "finite number > 1"});
+}
+TEST(SinusoidalErrors, BaseNegative) {
+  ExpectInvalid([] { Table(Dim(4, -2.0), 0, 2, 2, 4); }, {"base: got -2"});
+}
+TEST(SinusoidalErrors, BaseZero) {
+  ExpectInvalid([] { Table(Dim(4, 0.0), 0, 2, 2, 4); }, {"base: got 0"});
+}
+TEST(SinusoidalErrors, BaseOne) {
+  ExpectInvalid([] { Table(Dim(4, 1.0), 0, 2, 2, 4); }, {"base: got 1,"});
+}
+TEST(SinusoidalErrors, BaseInfinite) {
+  ExpectInvalid([] { Table(Dim(4, INFINITY), 0, 2, 2, 4); }, {"base: got inf"});
+}
 TEST(SinusoidalErrors, SplitT2TOddDim) {
   SinusoidalParams p = Dim(5);
   p.layout = SinusoidalLayout::kSplitTensor2Tensor;
   ExpectInvalid([&] { Table(p, 0, 1, 1, 5); }, {"dim: got 5", "split_t2t"});
 }
-TEST(SinusoidalErrors, EmptyTable) { ExpectInvalid([] { Table(Dim(4), 0, 0, 1, 4); }, {"num_positions: got 0"}); }
-TEST(SinusoidalErrors, OffsetNegative) { ExpectInvalid([] { Table(Dim(4), -1, 2, 2, 4); }, {"offset: got -1"}); }
+TEST(SinusoidalErrors, EmptyTable) {
+  ExpectInvalid([] { Table(Dim(4), 0, 0, 1, 4); }, {"num_positions: got 0"});
+}
+TEST(SinusoidalErrors, OffsetNegative) {
+  ExpectInvalid([] { Table(Dim(4), -1, 2, 2, 4); }, {"offset: got -1"});
+}
 TEST(SinusoidalErrors, OffsetPast2To24) {
   Table(Dim(4), kMaxPosition, 1, 1, 4);  // the last valid position
   ExpectInvalid([] { Table(Dim(4), kMaxPosition, 2, 2, 4); }, {"offset: got 16777215", "2^24 - 1"});
 }
-TEST(SinusoidalErrors, OutRowsMismatch) { ExpectInvalid([] { Table(Dim(4), 0, 3, 2, 4); }, {"out.shape[0]: got 2"}); }
-TEST(SinusoidalErrors, OutColsMismatch) { ExpectInvalid([] { Table(Dim(4), 0, 2, 2, 5); }, {"out.shape[1]: got 5", "dim (4)"}); }
+TEST(SinusoidalErrors, OutRowsMismatch) {
+  ExpectInvalid([] { Table(Dim(4), 0, 3, 2, 4); }, {"out.shape[0]: got 2"});
+}
+TEST(SinusoidalErrors, OutColsMismatch) {
+  ExpectInvalid([] { Table(Dim(4), 0, 2, 2, 5); }, {"out.shape[1]: got 5", "dim (4)"});
+}
 TEST(SinusoidalErrors, OutAliasingZeroStride) {
   std::vector<float> out(8);
-  ExpectInvalid([&] {
-    SinusoidalTable(Dim(4), 0, 2, TensorView::Strided(out.data(), DType::kFloat32, {2, 4}, {0, 1}));
-  }, {"out.strides[0]", "may not alias"});
+  ExpectInvalid(
+      [&] {
+        SinusoidalTable(Dim(4), 0, 2,
+                        TensorView::Strided(out.data(), DType::kFloat32, {2, 4}, {0, 1}));
+      },
+      {"out.strides[0]", "may not alias"});
 }
 TEST(SinusoidalErrors, OutNull) {
-  ExpectInvalid([] { SinusoidalTable(Dim(4), 0, 2, TensorView::Contiguous(static_cast<void*>(nullptr), DType::kFloat32, {2, 4})); },
-                {"out.data"});
+  ExpectInvalid(
+      [] {
+        SinusoidalTable(
+            Dim(4), 0, 2,
+            TensorView::Contiguous(static_cast<void*>(nullptr), DType::kFloat32, {2, 4}));
+      },
+      {"out.data"});
 }
 TEST(SinusoidalErrors, PositionIdNegative) {
   const std::vector<std::int64_t> ids = {0, 3, -1};
   std::vector<float> out(12);
-  ExpectInvalid([&] {
-    SinusoidalTableAt(Dim(4), ids.data(), 3, TensorView::Contiguous(out.data(), DType::kFloat32, {3, 4}));
-  }, {"positions[2]: got -1"});
+  ExpectInvalid(
+      [&] {
+        SinusoidalTableAt(Dim(4), ids.data(), 3,
+                          TensorView::Contiguous(out.data(), DType::kFloat32, {3, 4}));
+      },
+      {"positions[2]: got -1"});
 }
 TEST(SinusoidalErrors, PositionIdPast2To24) {
   const std::vector<std::int64_t> ids = {kMaxPosition + 1};
   std::vector<float> out(4);
-  ExpectInvalid([&] {
-    SinusoidalTableAt(Dim(4), ids.data(), 1, TensorView::Contiguous(out.data(), DType::kFloat32, {1, 4}));
-  }, {"positions[0]: got 16777216"});
+  ExpectInvalid(
+      [&] {
+        SinusoidalTableAt(Dim(4), ids.data(), 1,
+                          TensorView::Contiguous(out.data(), DType::kFloat32, {1, 4}));
+      },
+      {"positions[0]: got 16777216"});
 }
 TEST(SinusoidalErrors, AddPositionIdNegative) {
   const std::vector<std::int64_t> ids = {4, -5};
   std::vector<float> x(2 * 4);
-  ExpectInvalid([&] {
-    AddSinusoidal(Dim(4), TensorView::Contiguous(x.data(), DType::kFloat32, {1, 2, 4}), Positions::Ids(ids.data(), 2));
-  }, {"positions[1]: got -5"});
+  ExpectInvalid(
+      [&] {
+        AddSinusoidal(Dim(4), TensorView::Contiguous(x.data(), DType::kFloat32, {1, 2, 4}),
+                      Positions::Ids(ids.data(), 2));
+      },
+      {"positions[1]: got -5"});
 }
 TEST(SinusoidalErrors, AddDimMismatch) {
   std::vector<float> x(2 * 4);
-  ExpectInvalid([&] {
-    AddSinusoidal(Dim(6), TensorView::Contiguous(x.data(), DType::kFloat32, {1, 2, 4}), Positions::Offset(0));
-  }, {"x.shape[2]: got 4"});
+  ExpectInvalid(
+      [&] {
+        AddSinusoidal(Dim(6), TensorView::Contiguous(x.data(), DType::kFloat32, {1, 2, 4}),
+                      Positions::Offset(0));
+      },
+      {"x.shape[2]: got 4"});
 }
 TEST(SinusoidalErrors, AddIdCountMismatch) {
   const std::vector<std::int64_t> ids = {1, 2, 3};
   std::vector<float> x(2 * 2 * 4);
-  ExpectInvalid([&] {
-    AddSinusoidal(Dim(4), TensorView::Contiguous(x.data(), DType::kFloat32, {2, 2, 4}), Positions::Ids(ids.data(), 3));
-  }, {"positions.count: got 3"});
+  ExpectInvalid(
+      [&] {
+        AddSinusoidal(Dim(4), TensorView::Contiguous(x.data(), DType::kFloat32, {2, 2, 4}),
+                      Positions::Ids(ids.data(), 3));
+      },
+      {"positions.count: got 3"});
 }
 TEST(SinusoidalErrors, UnknownLayoutName) {
-  ExpectInvalid([] { ParseSinusoidalLayout("rotary"); }, {"layout: got rotary", "interleaved, split, split_t2t"});
+  ExpectInvalid([] { ParseSinusoidalLayout("rotary"); },
+                {"layout: got rotary", "interleaved, split, split_t2t"});
 }
 
 }  // namespace

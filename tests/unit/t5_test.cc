@@ -23,10 +23,9 @@ TEST(T5Buckets, GoldenAllCases) {
   const auto& cases = test::Golden("t5_buckets.json")["cases"];
   ASSERT_EQ(cases.size(), 3u);
   for (const auto& c : cases) {
-    const T5BucketParams p = Params(c["num_buckets"].get<std::int64_t>(),
-                                    c["max_distance"].get<std::int64_t>(),
-                                    c["bidirectional"].get<bool>() ? T5Direction::kBidirectional
-                                                                   : T5Direction::kCausal);
+    const T5BucketParams p =
+        Params(c["num_buckets"].get<std::int64_t>(), c["max_distance"].get<std::int64_t>(),
+               c["bidirectional"].get<bool>() ? T5Direction::kBidirectional : T5Direction::kCausal);
     const std::int64_t first = c["relative_position_first"].get<std::int64_t>();
     const std::int64_t last = c["relative_position_last"].get<std::int64_t>();
     const auto& expected = c["buckets"];
@@ -73,14 +72,20 @@ TEST(T5Buckets, MonotoneAndSaturating) {
         const std::int64_t past = b.Bucket(-n);
         EXPECT_GE(past, prev_past) << "n=" << n;  // monotone in distance
         prev_past = past;
-        if (n >= md) { EXPECT_EQ(past, half - 1) << "saturates at nb - 1, n=" << n; }
-        if (n < md) { EXPECT_LT(past, half) << n; }
+        if (n >= md) {
+          EXPECT_EQ(past, half - 1) << "saturates at nb - 1, n=" << n;
+        }
+        if (n < md) {
+          EXPECT_LT(past, half) << n;
+        }
         if (dir == T5Direction::kBidirectional) {
           const std::int64_t fut = b.Bucket(n);
           EXPECT_GE(fut, prev_future);
           prev_future = fut;
           EXPECT_EQ(fut, n == 0 ? 0 : past + half) << "future = past + nb, n=" << n;
-          if (n >= md) { EXPECT_EQ(fut, p.num_buckets - 1); }
+          if (n >= md) {
+            EXPECT_EQ(fut, p.num_buckets - 1);
+          }
         } else {
           EXPECT_EQ(b.Bucket(n), 0);
         }

@@ -131,8 +131,8 @@ TEST(TensorView, CountAndSpanBeyond2To48AreRefusedWithoutOverflow) {
   float x = 0;
   const std::int64_t big = std::numeric_limits<std::int64_t>::max();
   for (const TensorView& v :
-       {TensorView::Strided(&x, DType::kFloat32, {2, 2}, {1, big / 2}),           // span
-        TensorView::Strided(&x, DType::kFloat32, {2, 2}, {big, big}),             // sum overflows
+       {TensorView::Strided(&x, DType::kFloat32, {2, 2}, {1, big / 2}),  // span
+        TensorView::Strided(&x, DType::kFloat32, {2, 2}, {big, big}),    // sum overflows
         // The count overflows int64:
         TensorView::Strided(&x, DType::kFloat32, {3037000500, 3037000500}, {0, 0}),
         TensorView::Strided(&x, DType::kFloat64, {std::int64_t{1} << 25, 1},
@@ -167,9 +167,11 @@ TEST(Context, ParallelForRunsEveryTaskOnce) {
 
 TEST(Context, ExceptionsPropagate) {
   Context ctx(2);
-  EXPECT_THROW(ctx.ParallelFor(10, [](std::int64_t t, int) {
-    if (t == 7) throw InvalidArgument("x");
-  }), InvalidArgument);
+  EXPECT_THROW(ctx.ParallelFor(10,
+                               [](std::int64_t t, int) {
+                                 if (t == 7) throw InvalidArgument("x");
+                               }),
+               InvalidArgument);
   EXPECT_THROW(Context(-1), InvalidArgument);
   EXPECT_FALSE(SimdTargetName().empty());
 }

@@ -30,10 +30,14 @@ std::string SourcePath(const std::string& relative) {
 
 double Eps(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return std::ldexp(1.0, -24);
-    case DType::kFloat64: return std::ldexp(1.0, -53);
-    case DType::kBFloat16: return std::ldexp(1.0, -8);
-    case DType::kFloat16: return std::ldexp(1.0, -11);
+    case DType::kFloat32:
+      return std::ldexp(1.0, -24);
+    case DType::kFloat64:
+      return std::ldexp(1.0, -53);
+    case DType::kBFloat16:
+      return std::ldexp(1.0, -8);
+    case DType::kFloat16:
+      return std::ldexp(1.0, -11);
   }
   return 0;
 }
@@ -80,8 +84,8 @@ double MaxAbsDiff(const std::vector<double>& a, const std::vector<double>& b) {
 
 std::string TempDir(const std::string& name) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() /
-                       ("posenc_test_" + name + "_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("posenc_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

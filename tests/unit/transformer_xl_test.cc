@@ -25,9 +25,12 @@ TEST(TransformerXL, PositionEmbeddingDescendingSinCos) {
   std::vector<double> r(3 * 4);
   TransformerXLPositionEmbedding(TransformerXLParams{4, 0, 10000.0}, 3, V2(r, 3, 4));
   // inv_freq = [1, 10000^(-2/4) = 0.01]; row 0 is position 2, row 2 position 0.
-  const std::vector<double> expected = {std::sin(2.0), std::sin(0.02), std::cos(2.0), std::cos(0.02),
-                                        std::sin(1.0), std::sin(0.01), std::cos(1.0), std::cos(0.01),
-                                        0.0,           0.0,            1.0,           1.0};
+  const std::vector<double> expected = {std::sin(2.0), std::sin(0.02),
+                                        std::cos(2.0), std::cos(0.02),
+                                        std::sin(1.0), std::sin(0.01),
+                                        std::cos(1.0), std::cos(0.01),
+                                        0.0,           0.0,
+                                        1.0,           1.0};
   EXPECT_LT(test::MaxAbsDiff(r, expected), 1e-15);
   // clamp_len = 1: position 2 is clamped to 1, so rows 0 and 1 are equal.
   TransformerXLPositionEmbedding(TransformerXLParams{4, 1, 10000.0}, 3, V2(r, 3, 4));
@@ -51,10 +54,15 @@ struct Head {
   std::int64_t qlen, klen, d = 4;
   std::vector<double> q, k, rw, u, v;
   Head(std::int64_t ql, std::int64_t kl) : qlen(ql), klen(kl) {
-    q.resize(qlen * d); k.resize(klen * d); rw.resize(klen * d); u.resize(d); v.resize(d);
+    q.resize(qlen * d);
+    k.resize(klen * d);
+    rw.resize(klen * d);
+    u.resize(d);
+    v.resize(d);
     for (std::size_t e = 0; e < q.size(); ++e) q[e] = std::sin(0.7 * static_cast<double>(e) + 0.3);
     for (std::size_t e = 0; e < k.size(); ++e) k[e] = std::cos(1.3 * static_cast<double>(e));
-    for (std::size_t e = 0; e < rw.size(); ++e) rw[e] = std::sin(2.3 * static_cast<double>(e) - 0.5);
+    for (std::size_t e = 0; e < rw.size(); ++e)
+      rw[e] = std::sin(2.3 * static_cast<double>(e) - 0.5);
     for (std::size_t e = 0; e < u.size(); ++e) u[e] = 0.1 * static_cast<double>(e) - 0.2;
     for (std::size_t e = 0; e < v.size(); ++e) v[e] = 0.05 * static_cast<double>(e) + 0.1;
   }
@@ -67,8 +75,8 @@ struct Head {
 };
 
 TEST(TransformerXL, RelShiftEqualsDirectOnCausalRegion) {
-  for (const auto& [ql, kl] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-           {5, 5}, {3, 8}, {1, 6}, {4, 5}}) {
+  for (const auto& [ql, kl] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{5, 5}, {3, 8}, {1, 6}, {4, 5}}) {
     Head h(ql, kl);
     const std::vector<double> shifted = h.Scores(TransformerXLMethod::kRelShift);
     const std::vector<double> direct = h.Scores(TransformerXLMethod::kDirect);
@@ -95,8 +103,8 @@ TEST(TransformerXL, DirectMatchesFormulaAndRowForm) {
   const std::vector<double> direct = h.Scores(TransformerXLMethod::kDirect);
   for (std::int64_t i = 0; i < 3; ++i) {
     std::vector<double> row(7, 0.0);
-    TransformerXLAddPositionTermsRow(&h.q[i * 4], h.u.data(), h.v.data(), h.k.data(), 4, h.rw.data(), 4, 4, 3,
-                                     7, i, 0.5, row.data());
+    TransformerXLAddPositionTermsRow(&h.q[i * 4], h.u.data(), h.v.data(), h.k.data(), 4,
+                                     h.rw.data(), 4, 4, 3, 7, i, 0.5, row.data());
     for (std::int64_t j = 0; j < 7; ++j) {
       double qk = 0, uk = 0, bd = 0;
       const std::int64_t dist = 4 + i - j;  // mem 4
@@ -113,7 +121,8 @@ TEST(TransformerXL, DirectMatchesFormulaAndRowForm) {
 }
 
 TEST(TransformerXL, RejectsBadInputs) {
-  EXPECT_THROW(ValidateTransformerXLParams(TransformerXLParams{5, 0, 10000.0}), InvalidArgument);  // odd dim
+  EXPECT_THROW(ValidateTransformerXLParams(TransformerXLParams{5, 0, 10000.0}),
+               InvalidArgument);  // odd dim
   EXPECT_THROW(ValidateTransformerXLParams(TransformerXLParams{4, 0, 1.0}), InvalidArgument);
   std::vector<double> r(12);
   EXPECT_THROW(TransformerXLPositionEmbedding(TransformerXLParams{4, 0, 10000.0}, 0, V2(r, 3, 4)),
@@ -122,18 +131,18 @@ TEST(TransformerXL, RejectsBadInputs) {
                InvalidArgument);
   Head h(4, 3);  // qlen > klen
   std::vector<double> out(12);
-  EXPECT_THROW(TransformerXLScores(V2(h.q, 4, 4), V2(h.k, 3, 4), V2(h.rw, 3, 4), V1(h.u, 4), V1(h.v, 4), 0.5,
-                                   TransformerXLMethod::kDirect, V2(out, 4, 3)),
+  EXPECT_THROW(TransformerXLScores(V2(h.q, 4, 4), V2(h.k, 3, 4), V2(h.rw, 3, 4), V1(h.u, 4),
+                                   V1(h.v, 4), 0.5, TransformerXLMethod::kDirect, V2(out, 4, 3)),
                InvalidArgument);
   Head g(2, 3);
-  EXPECT_THROW(TransformerXLScores(V2(g.q, 2, 4), V2(g.k, 3, 4), V2(g.rw, 3, 4), V1(g.u, 3), V1(g.v, 4), 0.5,
-                                   TransformerXLMethod::kDirect, V2(out, 2, 3)),
+  EXPECT_THROW(TransformerXLScores(V2(g.q, 2, 4), V2(g.k, 3, 4), V2(g.rw, 3, 4), V1(g.u, 3),
+                                   V1(g.v, 4), 0.5, TransformerXLMethod::kDirect, V2(out, 2, 3)),
                InvalidArgument);  // mismatched d_head (u)
-  EXPECT_THROW(TransformerXLScores(V2(g.q, 2, 4), V2(g.k, 3, 4), V2(g.rw, 2, 4), V1(g.u, 4), V1(g.v, 4), 0.5,
-                                   TransformerXLMethod::kDirect, V2(out, 2, 3)),
+  EXPECT_THROW(TransformerXLScores(V2(g.q, 2, 4), V2(g.k, 3, 4), V2(g.rw, 2, 4), V1(g.u, 4),
+                                   V1(g.v, 4), 0.5, TransformerXLMethod::kDirect, V2(out, 2, 3)),
                InvalidArgument);  // rw rows != klen
-  EXPECT_THROW(TransformerXLScores(V2(g.q, 2, 4), V2(g.k, 3, 4), V2(g.rw, 3, 4), V1(g.u, 4), V1(g.v, 4), 0.0,
-                                   TransformerXLMethod::kDirect, V2(out, 2, 3)),
+  EXPECT_THROW(TransformerXLScores(V2(g.q, 2, 4), V2(g.k, 3, 4), V2(g.rw, 3, 4), V1(g.u, 4),
+                                   V1(g.v, 4), 0.0, TransformerXLMethod::kDirect, V2(out, 2, 3)),
                InvalidArgument);  // scale
   EXPECT_THROW(ParseTransformerXLMethod("shift"), InvalidArgument);
   EXPECT_EQ(ParseTransformerXLMethod("rel_shift"), TransformerXLMethod::kRelShift);

@@ -31,11 +31,17 @@ const SchemeInfo& Info() {
       .masks = SchemeMasks::kAny,
       .args =
           {
-              {.name = "slopes", .type = SchemeArgType::kTensor, .shape = "[H]",
+              {.name = "slopes",
+               .type = SchemeArgType::kTensor,
+               .shape = "[H]",
                .doc = "explicit slopes m_h (finite, >= 0); default from max_bias"},
-              {.name = "max_bias", .type = SchemeArgType::kNumber, .default_text = "8",
+              {.name = "max_bias",
+               .type = SchemeArgType::kNumber,
+               .default_text = "8",
                .doc = "the paper's 8: m_h = 2^(-8 h / H) for H a power of two"},
-              {.name = "convention", .type = SchemeArgType::kText, .default_text = "reference",
+              {.name = "convention",
+               .type = SchemeArgType::kText,
+               .default_text = "reference",
                .doc = "reference (the paper's slopes) or bloom_float32"},
           },
   };
@@ -81,8 +87,8 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
     AlibiParams p;
     p.num_heads = H;
     p.max_bias = a.Number("max_bias", 8.0);
-    p.convention = ParseAlibiSlopeConvention(a.Text("convention", "reference"),
-                                             a.Name("convention"));
+    p.convention =
+        ParseAlibiSlopeConvention(a.Text("convention", "reference"), a.Name("convention"));
     slopes = AlibiSlopes(p);
   }
   return std::make_unique<AlibiScheme>(std::move(slopes));

@@ -29,18 +29,31 @@ const SchemeInfo& Info() {
       .masks = SchemeMasks::kAny,
       .args =
           {
-              {.name = "pos_key", .type = SchemeArgType::kTensor, .shape = "[2 att_span, H, D]",
-               .grad = SchemeArgGrad::kTrainable, .doc = "Kr (required with c2p)"},
-              {.name = "pos_query", .type = SchemeArgType::kTensor,
-               .shape = "[2 att_span, H, D]", .grad = SchemeArgGrad::kTrainable,
+              {.name = "pos_key",
+               .type = SchemeArgType::kTensor,
+               .shape = "[2 att_span, H, D]",
+               .grad = SchemeArgGrad::kTrainable,
+               .doc = "Kr (required with c2p)"},
+              {.name = "pos_query",
+               .type = SchemeArgType::kTensor,
+               .shape = "[2 att_span, H, D]",
+               .grad = SchemeArgGrad::kTrainable,
                .doc = "Qr (required with p2c)"},
-              {.name = "position_buckets", .type = SchemeArgType::kInteger,
-               .default_text = "256", .doc = "log buckets (<= 0: none)"},
-              {.name = "max_relative_positions", .type = SchemeArgType::kInteger,
-               .default_text = "512", .doc = "k of the paper"},
-              {.name = "pos_att_type", .type = SchemeArgType::kText, .default_text = "c2p|p2c",
+              {.name = "position_buckets",
+               .type = SchemeArgType::kInteger,
+               .default_text = "256",
+               .doc = "log buckets (<= 0: none)"},
+              {.name = "max_relative_positions",
+               .type = SchemeArgType::kInteger,
+               .default_text = "512",
+               .doc = "k of the paper"},
+              {.name = "pos_att_type",
+               .type = SchemeArgType::kText,
+               .default_text = "c2p|p2c",
                .doc = "none, c2p, p2c or c2p|p2c"},
-              {.name = "head_dim", .type = SchemeArgType::kInteger, .default_text = "D",
+              {.name = "head_dim",
+               .type = SchemeArgType::kInteger,
+               .default_text = "D",
                .doc = "head dimension; must equal q's"},
           },
   };
@@ -51,8 +64,8 @@ DebertaParams ParamsOf(const SchemeArgReader& a, std::int64_t head_dim) {
   DebertaParams d;
   d.position_buckets = a.Integer("position_buckets", 256);
   d.max_relative_positions = a.Integer("max_relative_positions", 512);
-  d.pos_att_type = ParseDebertaPosAttType(a.Text("pos_att_type", "c2p|p2c"),
-                                          a.Name("pos_att_type"));
+  d.pos_att_type =
+      ParseDebertaPosAttType(a.Text("pos_att_type", "c2p|p2c"), a.Name("pos_att_type"));
   d.head_dim = a.Integer("head_dim", head_dim);
   return d;
 }
@@ -61,8 +74,12 @@ class DebertaScheme final : public SchemeImpl<DebertaScheme> {
  public:
   DebertaScheme(const DebertaParams& params, const Dims& d, std::vector<double> pos_key,
                 std::vector<double> pos_query)
-      : SchemeImpl(Info()), rel_(params), H_(d.heads), D_(d.head_dim),
-        pos_key_(std::move(pos_key)), pos_query_(std::move(pos_query)) {}
+      : SchemeImpl(Info()),
+        rel_(params),
+        H_(d.heads),
+        D_(d.head_dim),
+        pos_key_(std::move(pos_key)),
+        pos_query_(std::move(pos_query)) {}
 
   void Record(const SchemeArgReader& a) {
     // Gradient slots for both tables (an absent table's stays unused).

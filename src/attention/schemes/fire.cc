@@ -32,34 +32,56 @@ const SchemeInfo& Info() {
   static const SchemeInfo info{
       .name = "fire",
       .title = "FIRE (functional interpolation for relative positions)",
-      .paper = "Li et al. 2024, Functional Interpolation for Relative Positions Improves Long "
-               "Context Transformers",
-      .formula = "logit = scale * q . k + f_h(psi(p - r) / (psi(max(p, |L|)) + eps)), "
-                 "psi(d) = log(|c d| + 1)",
+      .paper =
+          "Li et al. 2024, Functional Interpolation for Relative Positions Improves Long "
+          "Context Transformers",
+      .formula =
+          "logit = scale * q . k + f_h(psi(p - r) / (psi(max(p, |L|)) + eps)), "
+          "psi(d) = log(|c d| + 1)",
       .terms = static_cast<std::uint8_t>(SchemeTerm::kBias),
       .kernels = SchemeKernels::kReferenceFused,
       .masks = SchemeMasks::kCausalOnly,
       .args =
           {
-              {.name = "w1", .type = SchemeArgType::kTensor, .shape = "[hidden]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "w1",
+               .type = SchemeArgType::kTensor,
+               .shape = "[hidden]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "first layer weights (Linear(1, hidden).weight)"},
-              {.name = "b1", .type = SchemeArgType::kTensor, .shape = "[hidden]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "b1",
+               .type = SchemeArgType::kTensor,
+               .shape = "[hidden]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "first layer bias"},
-              {.name = "w2", .type = SchemeArgType::kTensor, .shape = "[H, hidden]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "w2",
+               .type = SchemeArgType::kTensor,
+               .shape = "[H, hidden]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "output weights, one row per head (Linear(hidden, H).weight)"},
-              {.name = "b2", .type = SchemeArgType::kTensor, .shape = "[H]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "b2",
+               .type = SchemeArgType::kTensor,
+               .shape = "[H]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "output bias per head"},
-              {.name = "c", .type = SchemeArgType::kTensor, .shape = "[]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "c",
+               .type = SchemeArgType::kTensor,
+               .shape = "[]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "scale of the log transform (paper init 0.1)"},
-              {.name = "threshold", .type = SchemeArgType::kTensor, .shape = "[]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "threshold",
+               .type = SchemeArgType::kTensor,
+               .shape = "[]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "L: the normaliser is max(p, |L|) (paper init 512)"},
-              {.name = "eps", .type = SchemeArgType::kNumber, .default_text = "1e-6",
+              {.name = "eps",
+               .type = SchemeArgType::kNumber,
+               .default_text = "1e-6",
                .doc = "added to the normaliser"},
           },
   };
@@ -74,7 +96,11 @@ T Sign(T v) {
 class FireScheme final : public SchemeImpl<FireScheme> {
  public:
   FireScheme(std::int64_t heads, std::int64_t hidden, std::vector<double> values, double eps)
-      : SchemeImpl(Info()), H_(heads), hidden_(hidden), eps_(eps), d_(std::move(values)),
+      : SchemeImpl(Info()),
+        H_(heads),
+        hidden_(hidden),
+        eps_(eps),
+        d_(std::move(values)),
         f_(d_.begin(), d_.end()) {}
 
   void Record(const SchemeArgReader& a) {
@@ -125,8 +151,10 @@ class FireScheme final : public SchemeImpl<FireScheme> {
 
   template <typename T>
   const T* Param() const {
-    if constexpr (std::is_same_v<T, float>) return f_.data();
-    else return d_.data();
+    if constexpr (std::is_same_v<T, float>)
+      return f_.data();
+    else
+      return d_.data();
   }
   // psi(max(p, |L|)) + eps.
   template <typename T>
@@ -146,7 +174,8 @@ class FireScheme final : public SchemeImpl<FireScheme> {
     const T* w2 = w + W2() + static_cast<std::size_t>(h * hidden_);
     T b = w[B2() + static_cast<std::size_t>(h)];
     for (std::int64_t u = 0; u < hidden_; ++u) {
-      const T pre = w[W1() + static_cast<std::size_t>(u)] * x + w[B1() + static_cast<std::size_t>(u)];
+      const T pre =
+          w[W1() + static_cast<std::size_t>(u)] * x + w[B1() + static_cast<std::size_t>(u)];
       if (pre > T(0)) b += w2[u] * pre;
     }
     return b;

@@ -15,8 +15,9 @@ const SchemeInfo& NoneInfo() {
   static const SchemeInfo info{
       .name = "none",
       .title = "no positional encoding (NoPE)",
-      .paper = "Kazemnejad et al. 2023, The Impact of Positional Encoding on Length "
-               "Generalization in Transformers",
+      .paper =
+          "Kazemnejad et al. 2023, The Impact of Positional Encoding on Length "
+          "Generalization in Transformers",
       .formula = "logit = scale * q . k",
       .terms = 0,
       .kernels = SchemeKernels::kReferenceFused,

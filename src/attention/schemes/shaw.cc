@@ -36,15 +36,25 @@ const SchemeInfo& Info() {
       .masks = SchemeMasks::kAny,
       .args =
           {
-              {.name = "clip", .type = SchemeArgType::kInteger, .default_text = "16",
+              {.name = "clip",
+               .type = SchemeArgType::kInteger,
+               .default_text = "16",
                .doc = "clip distance k; tables have 2k + 1 rows"},
-              {.name = "a_key", .type = SchemeArgType::kTensor, .shape = "[2 clip + 1, D]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "a_key",
+               .type = SchemeArgType::kTensor,
+               .shape = "[2 clip + 1, D]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "a^K"},
-              {.name = "a_value", .type = SchemeArgType::kTensor, .shape = "[2 clip + 1, Dv]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "a_value",
+               .type = SchemeArgType::kTensor,
+               .shape = "[2 clip + 1, Dv]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "a^V"},
-              {.name = "head_dim", .type = SchemeArgType::kInteger, .default_text = "D",
+              {.name = "head_dim",
+               .type = SchemeArgType::kInteger,
+               .default_text = "D",
                .doc = "head dimension; must equal q's"},
           },
   };
@@ -64,8 +74,14 @@ class ShawScheme final : public SchemeImpl<ShawScheme> {
  public:
   ShawScheme(std::int64_t clip, std::int64_t D, std::int64_t Dv, const std::vector<double>& a_key,
              const std::vector<double>& a_value)
-      : SchemeImpl(Info()), clip_(clip), D_(D), Dv_(Dv), key_d_(a_key), value_d_(a_value),
-        key_f_(a_key.begin(), a_key.end()), value_f_(a_value.begin(), a_value.end()) {}
+      : SchemeImpl(Info()),
+        clip_(clip),
+        D_(D),
+        Dv_(Dv),
+        key_d_(a_key),
+        value_d_(a_value),
+        key_f_(a_key.begin(), a_key.end()),
+        value_f_(a_value.begin(), a_value.end()) {}
 
   void Record(const TensorView& a_key, const TensorView& a_value) {
     AddTrainable("a_key", a_key);
@@ -123,8 +139,8 @@ class ShawScheme final : public SchemeImpl<ShawScheme> {
   // dS and P summed per index, then one axpy per index: dq += gs a^K
   // (unscaled, like the caller's dS k), da^K += scale gs q, da^V += gp dO.
   template <typename T>
-  void Backward(const SchemeRow<T>& row, const T* probs, const T* ds, const T* dout, T scale,
-                T* dq, T* /*dk*/, SchemeGradSums& sums) const {
+  void Backward(const SchemeRow<T>& row, const T* probs, const T* ds, const T* dout, T scale, T* dq,
+                T* /*dk*/, SchemeGradSums& sums) const {
     std::vector<T>& w_ds = Scratch<T>(1, Rows());
     std::vector<T>& w_p = Scratch<T>(2, Rows());
     std::int64_t lo = Rows(), hi = -1;
@@ -172,13 +188,17 @@ class ShawScheme final : public SchemeImpl<ShawScheme> {
   }
   template <typename T>
   const T* Key() const {
-    if constexpr (std::is_same_v<T, float>) return key_f_.data();
-    else return key_d_.data();
+    if constexpr (std::is_same_v<T, float>)
+      return key_f_.data();
+    else
+      return key_d_.data();
   }
   template <typename T>
   const T* Value() const {
-    if constexpr (std::is_same_v<T, float>) return value_f_.data();
-    else return value_d_.data();
+    if constexpr (std::is_same_v<T, float>)
+      return value_f_.data();
+    else
+      return value_d_.data();
   }
 
   std::int64_t clip_, D_, Dv_;

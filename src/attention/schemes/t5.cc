@@ -21,20 +21,28 @@ const SchemeInfo& Info() {
   static const SchemeInfo info{
       .name = "t5",
       .title = "T5 relative buckets",
-      .paper = "Raffel et al. 2020, Exploring the Limits of Transfer Learning with a Unified "
-               "Text-to-Text Transformer",
+      .paper =
+          "Raffel et al. 2020, Exploring the Limits of Transfer Learning with a Unified "
+          "Text-to-Text Transformer",
       .formula = "logit = scale * q . k + table[bucket(r - p), h]",
       .terms = static_cast<std::uint8_t>(SchemeTerm::kBias),
       .kernels = SchemeKernels::kReferenceFused,
       .masks = SchemeMasks::kAny,
       .args =
           {
-              {.name = "table", .type = SchemeArgType::kTensor, .shape = "[num_buckets, H]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "table",
+               .type = SchemeArgType::kTensor,
+               .shape = "[num_buckets, H]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "learned bias per bucket and head"},
-              {.name = "max_distance", .type = SchemeArgType::kInteger, .default_text = "128",
+              {.name = "max_distance",
+               .type = SchemeArgType::kInteger,
+               .default_text = "128",
                .doc = "distance where the last logarithmic bucket starts"},
-              {.name = "bidirectional", .type = SchemeArgType::kFlag, .default_text = "true",
+              {.name = "bidirectional",
+               .type = SchemeArgType::kFlag,
+               .default_text = "true",
                .doc = "encoder buckets (both signs) or causal buckets (decoder)"},
           },
   };

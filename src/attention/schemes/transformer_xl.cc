@@ -20,22 +20,32 @@ const SchemeInfo& Info() {
   static const SchemeInfo info{
       .name = "transformer_xl",
       .title = "Transformer-XL relative attention",
-      .paper = "Dai et al. 2019, Transformer-XL: Attentive Language Models Beyond a "
-               "Fixed-Length Context",
+      .paper =
+          "Dai et al. 2019, Transformer-XL: Attentive Language Models Beyond a "
+          "Fixed-Length Context",
       .formula = "logit = scale * ((q + u) . k + (q + v) . RW[p - r])",
       .terms = static_cast<std::uint8_t>(SchemeTerm::kLogit),
       .kernels = SchemeKernels::kReferenceOnly,
       .masks = SchemeMasks::kAny,
       .args =
           {
-              {.name = "r_w_bias", .type = SchemeArgType::kTensor, .shape = "[H, D]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "r_w_bias",
+               .type = SchemeArgType::kTensor,
+               .shape = "[H, D]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "u, the content bias"},
-              {.name = "r_r_bias", .type = SchemeArgType::kTensor, .shape = "[H, D]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "r_r_bias",
+               .type = SchemeArgType::kTensor,
+               .shape = "[H, D]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "v, the position bias"},
-              {.name = "rw", .type = SchemeArgType::kTensor, .shape = "[R, H, D]",
-               .grad = SchemeArgGrad::kTrainable, .presence = SchemeArgPresence::kRequired,
+              {.name = "rw",
+               .type = SchemeArgType::kTensor,
+               .shape = "[R, H, D]",
+               .grad = SchemeArgGrad::kTrainable,
+               .presence = SchemeArgPresence::kRequired,
                .doc = "W_R R, row R - 1 - d for distance d"},
           },
   };
@@ -53,11 +63,17 @@ class XlScheme final : public SchemeImpl<XlScheme> {
  public:
   XlScheme(const Dims& d, std::vector<double> u, std::vector<double> v, std::vector<double> rw,
            std::int64_t rows)
-      : SchemeImpl(Info()), H_(d.heads), D_(d.head_dim), u_(std::move(u)), v_(std::move(v)),
-        rw_(std::move(rw)), rows_(rows) {}
+      : SchemeImpl(Info()),
+        H_(d.heads),
+        D_(d.head_dim),
+        u_(std::move(u)),
+        v_(std::move(v)),
+        rw_(std::move(rw)),
+        rows_(rows) {}
 
   void Record(const SchemeArgReader& a) {
-    for (const char* name : {"r_w_bias", "r_r_bias", "rw"}) AddTrainable(name, a.RequiredTensor(name));
+    for (const char* name : {"r_w_bias", "r_r_bias", "rw"})
+      AddTrainable(name, a.RequiredTensor(name));
   }
 
   void CheckPair(std::int64_t p, std::int64_t r) const override {

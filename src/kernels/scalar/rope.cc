@@ -50,10 +50,13 @@ inline typename HfMath<T>::type RoundTo(typename HfMath<T>::type v) {
 
 inline float RoundToDType(float v, DType dtype) {
   switch (dtype) {
-    case DType::kBFloat16: return BF16ToFloat(FloatToBF16(v));
-    case DType::kFloat16: return F16ToFloat(FloatToF16(v));
+    case DType::kBFloat16:
+      return BF16ToFloat(FloatToBF16(v));
+    case DType::kFloat16:
+      return F16ToFloat(FloatToF16(v));
     case DType::kFloat32:
-    case DType::kFloat64: return v;
+    case DType::kFloat64:
+      return v;
   }
   return v;
 }
@@ -93,8 +96,7 @@ void RotateRowT(const RopeRowSpec& spec, const double* cos, const double* sin, c
       Store(out, ib * out_stride, static_cast<double>(RoundTo<T>(yc + xs)));
     }
   }
-  if (static_cast<const void*>(in) != static_cast<const void*>(out) ||
-      in_stride != out_stride) {
+  if (static_cast<const void*>(in) != static_cast<const void*>(out) || in_stride != out_stride) {
     for (std::int64_t k = 2 * spec.half; k < spec.head_dim; ++k) {
       out[k * out_stride] = in[k * in_stride];
     }
@@ -124,13 +126,12 @@ void RopeTrig(const RopeTrigSpec& spec, std::int64_t pos, double* cos, double* s
   }
 }
 
-void RopeRotateRow(const RopeRowSpec& spec, const double* cos, const double* sin,
-                   const void* in, std::int64_t in_stride, void* out,
-                   std::int64_t out_stride) {
+void RopeRotateRow(const RopeRowSpec& spec, const double* cos, const double* sin, const void* in,
+                   std::int64_t in_stride, void* out, std::int64_t out_stride) {
   switch (spec.dtype) {
     case DType::kFloat32:
-      RotateRowT(spec, cos, sin, static_cast<const float*>(in), in_stride,
-                 static_cast<float*>(out), out_stride);
+      RotateRowT(spec, cos, sin, static_cast<const float*>(in), in_stride, static_cast<float*>(out),
+                 out_stride);
       break;
     case DType::kFloat64:
       RotateRowT(spec, cos, sin, static_cast<const double*>(in), in_stride,

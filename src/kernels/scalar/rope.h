@@ -60,8 +60,7 @@ struct RopeRowSpec {
 // Rotates the row at `in` (elements in * k * in_stride, k < head_dim) into
 // `out` (stride out_stride). in == out with equal strides works in place.
 // cos/sin have spec.half entries (a negated sin gives the inverse rotation).
-void RopeRotateRow(const RopeRowSpec& spec, const double* cos, const double* sin,
-                   const void* in, std::int64_t in_stride, void* out,
-                   std::int64_t out_stride);
+void RopeRotateRow(const RopeRowSpec& spec, const double* cos, const double* sin, const void* in,
+                   std::int64_t in_stride, void* out, std::int64_t out_stride);
 
 }  // namespace posenc::kernels::scalar

@@ -4,8 +4,8 @@
 
 namespace posenc::kernels::scalar {
 
-void SinusoidalRow(const SinusoidalRowSpec& spec, std::int64_t pos, void* out,
-                   DType dtype, std::int64_t col_stride, bool add) {
+void SinusoidalRow(const SinusoidalRowSpec& spec, std::int64_t pos, void* out, DType dtype,
+                   std::int64_t col_stride, bool add) {
   const double p = static_cast<double>(pos);
   auto put = [&](std::int64_t col, double v) {
     const std::int64_t i = col * col_stride;

@@ -135,9 +135,9 @@ std::int64_t BucketArray(const T5BucketSpec& s, const std::int64_t* rel, std::in
     const auto bucket = hn::Add(base, hn::IfThenElse(exact, nabs, large));
     hn::StoreU(hn::ConvertTo(di, bucket), di, out + t);
     const auto nearest = hn::Round(scaled);
-    const auto near = hn::And(
-        hn::Le(hn::Abs(hn::Sub(scaled, nearest)), hn::Mul(hn::Max(scaled, one), margin)),
-        hn::Le(nearest, cap));
+    const auto near =
+        hn::And(hn::Le(hn::Abs(hn::Sub(scaled, nearest)), hn::Mul(hn::Max(scaled, one), margin)),
+                hn::Le(nearest, cap));
     const auto redo = hn::AndNot(exact, near);
     if (hn::AllFalse(df, redo)) continue;
     std::uint8_t bits[(kPadLanes + 7) / 8] = {};
@@ -228,9 +228,8 @@ void WriteRows(const char* line, std::int64_t m, std::int64_t cw, char* out0,
 // of head h. Cell (h, r, c) is out + ((h - h0) * hs + r * rs + c) elements.
 template <DType kT, class Prepare, class MakeLine>
 void ToeplitzBlock(const std::int64_t* qp, std::int64_t nq, std::int64_t key_first,
-                   std::int64_t cols, std::int64_t h0, std::int64_t h1, char* out,
-                   std::int64_t hs, std::int64_t rs, TileWrite write, Prepare&& prepare,
-                   MakeLine&& make_line) {
+                   std::int64_t cols, std::int64_t h0, std::int64_t h1, char* out, std::int64_t hs,
+                   std::int64_t rs, TileWrite write, Prepare&& prepare, MakeLine&& make_line) {
   alignas(64) char line[kLineMax * kBytes<kT>];
   for (std::int64_t a = 0; a < nq;) {
     std::int64_t b = a + 1;
@@ -283,8 +282,8 @@ struct BucketLine {
 
 template <DType kT>
 void T5Block(const T5TableSpec& spec, const std::int64_t* qp, std::int64_t nq,
-             std::int64_t key_first, std::int64_t cols, std::int64_t h0, std::int64_t h1,
-             char* out, std::int64_t hs, std::int64_t rs, TileWrite write) {
+             std::int64_t key_first, std::int64_t cols, std::int64_t h0, std::int64_t h1, char* out,
+             std::int64_t hs, std::int64_t rs, TileWrite write) {
   BucketLine bl;
   ToeplitzBlock<kT>(
       qp, nq, key_first, cols, h0, h1, out, hs, rs, write,
@@ -360,10 +359,18 @@ void AlibiRowsImpl(const AlibiRowsSpec& spec, void* out, DType dtype, std::int64
                    std::int64_t row_stride, const Context& ctx) {
   using bias_detail::AlibiRowsTyped;
   switch (dtype) {
-    case DType::kFloat32: AlibiRowsTyped<DType::kFloat32>(spec, out, head_stride, row_stride, ctx); break;
-    case DType::kFloat64: AlibiRowsTyped<DType::kFloat64>(spec, out, head_stride, row_stride, ctx); break;
-    case DType::kBFloat16: AlibiRowsTyped<DType::kBFloat16>(spec, out, head_stride, row_stride, ctx); break;
-    case DType::kFloat16: AlibiRowsTyped<DType::kFloat16>(spec, out, head_stride, row_stride, ctx); break;
+    case DType::kFloat32:
+      AlibiRowsTyped<DType::kFloat32>(spec, out, head_stride, row_stride, ctx);
+      break;
+    case DType::kFloat64:
+      AlibiRowsTyped<DType::kFloat64>(spec, out, head_stride, row_stride, ctx);
+      break;
+    case DType::kBFloat16:
+      AlibiRowsTyped<DType::kBFloat16>(spec, out, head_stride, row_stride, ctx);
+      break;
+    case DType::kFloat16:
+      AlibiRowsTyped<DType::kFloat16>(spec, out, head_stride, row_stride, ctx);
+      break;
   }
 }
 
@@ -386,16 +393,20 @@ void T5FillRowsImpl(const T5TableSpec& spec, const Positions& query_positions, s
   using bias_detail::T5FillRowsTyped;
   switch (dtype) {
     case DType::kFloat32:
-      T5FillRowsTyped<DType::kFloat32>(spec, query_positions, rows, cols, out, head_stride, row_stride, ctx);
+      T5FillRowsTyped<DType::kFloat32>(spec, query_positions, rows, cols, out, head_stride,
+                                       row_stride, ctx);
       break;
     case DType::kFloat64:
-      T5FillRowsTyped<DType::kFloat64>(spec, query_positions, rows, cols, out, head_stride, row_stride, ctx);
+      T5FillRowsTyped<DType::kFloat64>(spec, query_positions, rows, cols, out, head_stride,
+                                       row_stride, ctx);
       break;
     case DType::kBFloat16:
-      T5FillRowsTyped<DType::kBFloat16>(spec, query_positions, rows, cols, out, head_stride, row_stride, ctx);
+      T5FillRowsTyped<DType::kBFloat16>(spec, query_positions, rows, cols, out, head_stride,
+                                        row_stride, ctx);
       break;
     case DType::kFloat16:
-      T5FillRowsTyped<DType::kFloat16>(spec, query_positions, rows, cols, out, head_stride, row_stride, ctx);
+      T5FillRowsTyped<DType::kFloat16>(spec, query_positions, rows, cols, out, head_stride,
+                                       row_stride, ctx);
       break;
   }
 }

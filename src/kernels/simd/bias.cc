@@ -32,23 +32,21 @@ void T5BucketRange(const T5BucketSpec& spec, std::int64_t first, std::int64_t co
   HWY_DYNAMIC_DISPATCH(T5BucketRangeImpl)(spec, first, count, out);
 }
 
-std::int64_t T5BucketFallbacks(const T5BucketSpec& spec, std::int64_t first,
-                               std::int64_t count) {
+std::int64_t T5BucketFallbacks(const T5BucketSpec& spec, std::int64_t first, std::int64_t count) {
   return HWY_DYNAMIC_DISPATCH(T5BucketRangeImpl)(spec, first, count, nullptr);
 }
 
 void T5FillRows(const T5TableSpec& spec, const Positions& query_positions, std::int64_t rows,
                 std::int64_t cols, void* out, DType dtype, std::int64_t head_stride,
                 std::int64_t row_stride, const Context& ctx) {
-  HWY_DYNAMIC_DISPATCH(T5FillRowsImpl)(spec, query_positions, rows, cols, out, dtype,
-                                       head_stride, row_stride, ctx);
+  HWY_DYNAMIC_DISPATCH(T5FillRowsImpl)
+  (spec, query_positions, rows, cols, out, dtype, head_stride, row_stride, ctx);
 }
 
 void T5Tile(const T5TableSpec& spec, std::int64_t head, const std::int64_t* query_pos,
-            std::int64_t nq, const std::int64_t* key_pos, std::int64_t nk, void* out,
-            DType dtype, std::int64_t ld, TileWrite write) {
-  HWY_DYNAMIC_DISPATCH(T5TileImpl)(spec, head, query_pos, nq, key_pos, nk, out, dtype, ld,
-                                   write);
+            std::int64_t nq, const std::int64_t* key_pos, std::int64_t nk, void* out, DType dtype,
+            std::int64_t ld, TileWrite write) {
+  HWY_DYNAMIC_DISPATCH(T5TileImpl)(spec, head, query_pos, nq, key_pos, nk, out, dtype, ld, write);
 }
 
 }  // namespace posenc::kernels::simd

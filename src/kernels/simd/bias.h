@@ -97,8 +97,7 @@ void T5BucketRange(const T5BucketSpec& spec, std::int64_t first, std::int64_t co
 
 // Number of boundary lanes the vector path handed to scalar_bucket over the
 // same range (diagnostics: shows the fallback is rare and exercised).
-std::int64_t T5BucketFallbacks(const T5BucketSpec& spec, std::int64_t first,
-                               std::int64_t count);
+std::int64_t T5BucketFallbacks(const T5BucketSpec& spec, std::int64_t first, std::int64_t count);
 
 // The T5 bias table [num_buckets, heads] float32 row-major.
 struct T5TableSpec {
@@ -120,7 +119,7 @@ void T5FillRows(const T5TableSpec& spec, const Positions& query_positions, std::
 // Runs on the calling thread, allocates nothing.
 enum class TileWrite : std::uint8_t { kOverwrite, kAdd };
 void T5Tile(const T5TableSpec& spec, std::int64_t head, const std::int64_t* query_pos,
-            std::int64_t nq, const std::int64_t* key_pos, std::int64_t nk, void* out,
-            DType dtype, std::int64_t ld, TileWrite write);
+            std::int64_t nq, const std::int64_t* key_pos, std::int64_t nk, void* out, DType dtype,
+            std::int64_t ld, TileWrite write);
 
 }  // namespace posenc::kernels::simd

@@ -98,8 +98,8 @@ float FlashScaleRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scal
 // ALiBi: row[j] = row[j] * scale - slope * |qpos - kpos[j]| for j < nk
 // (positions as float32: exact below 2^24), -inf for nk <= j < ld; returns
 // the max of the first nk entries. kpos holds ld entries.
-float FlashScaleAlibiRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scale,
-                             float slope, float qpos, const float* kpos) {
+float FlashScaleAlibiRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scale, float slope,
+                             float qpos, const float* kpos) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
@@ -140,8 +140,8 @@ HWY_INLINE V ExpNonPositive(D d, V y) {
   poly = hn::MulAdd(poly, r, hn::Set(d, 1.6666665459e-1f));
   poly = hn::MulAdd(poly, r, hn::Set(d, 5.0000001201e-1f));
   const auto e = hn::Add(hn::MulAdd(hn::Mul(r, r), poly, r), hn::Set(d, 1.0f));
-  const auto pow2n = hn::BitCast(
-      d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
+  const auto pow2n =
+      hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
   return hn::Mul(e, pow2n);
 }
 
@@ -167,9 +167,8 @@ float FlashExpRowImpl(float* row, std::int64_t n, float max) {
 // m_new = max(m[i], max_j x); alpha[i] = exp(m[i] - m_new) (0 when m[i] was
 // -inf); s = exp(x - m_new); l[i] = l[i] * alpha[i] + sum_j s. A row with no
 // finite x is zeroed with alpha 1 and m, l unchanged.
-void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk,
-                          float scale, const float* const* bias, float* m, float* l,
-                          float* alpha) {
+void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
+                          const float* const* bias, float* m, float* l, float* alpha) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   const float kInf = std::numeric_limits<float>::infinity();
@@ -196,8 +195,7 @@ void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64
       continue;
     }
     const float m_new = m[i] > row_max ? m[i] : row_max;
-    alpha[i] = m[i] == -kInf ? 0.0f
-                             : hn::GetLane(ExpNonPositive(d, hn::Set(d, m[i] - m_new)));
+    alpha[i] = m[i] == -kInf ? 0.0f : hn::GetLane(ExpNonPositive(d, hn::Set(d, m[i] - m_new)));
     m[i] = m_new;
     const auto vm = hn::Set(d, m_new);
     auto sum = hn::Zero(d);
@@ -253,9 +251,9 @@ HWY_INLINE void PVRows(const float* p, std::int64_t ldp, const float* v, std::in
 }
 
 // v rows at stride ldvr (>= ldv), accumulator rows at stride ldv.
-void FlashAccumulatePVRowsImpl(const float* p, std::int64_t ldp, const float* v,
-                               std::int64_t ldvr, std::int64_t nq, std::int64_t nk,
-                               std::int64_t ldv, const float* alpha, float* acc) {
+void FlashAccumulatePVRowsImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                               std::int64_t nq, std::int64_t nk, std::int64_t ldv,
+                               const float* alpha, float* acc) {
   std::int64_t i = 0;
   for (; i + 4 <= nq; i += 4) {
     PVRows<4>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
@@ -265,9 +263,9 @@ void FlashAccumulatePVRowsImpl(const float* p, std::int64_t ldp, const float* v,
   }
 }
 
-void FlashAccumulatePVScaledImpl(const float* p, std::int64_t ldp, const float* v,
-                                 std::int64_t nq, std::int64_t nk, std::int64_t ldv,
-                                 const float* alpha, float* acc) {
+void FlashAccumulatePVScaledImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
+                                 std::int64_t nk, std::int64_t ldv, const float* alpha,
+                                 float* acc) {
   FlashAccumulatePVRowsImpl(p, ldp, v, ldv, nq, nk, ldv, alpha, acc);
 }
 
@@ -427,8 +425,8 @@ void FlashDecodeLogitsImpl(const float* q, std::int64_t ldq, std::int64_t R, con
       for (std::int64_t x = 0; x < dim; x += static_cast<std::int64_t>(kN)) {
         const V qv = hn::LoadU(d, qr + x);
         for (std::size_t jj = 0; jj < kN; ++jj) {
-          acc[jj] = hn::MulAdd(qv, hn::LoadU(d, kj + static_cast<std::int64_t>(jj) * ldkr + x),
-                               acc[jj]);
+          acc[jj] =
+              hn::MulAdd(qv, hn::LoadU(d, kj + static_cast<std::int64_t>(jj) * ldkr + x), acc[jj]);
         }
       }
       hn::StoreU(SumLanesOfEach<kN>(d, acc), d, s + r * lds + j0);

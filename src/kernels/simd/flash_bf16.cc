@@ -95,8 +95,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512 DecodeGroup
     const __m512bh qv = (__m512bh)_mm512_maskz_loadu_epi16(m, q + 32 * x);
 #pragma GCC unroll 16
     for (int jj = 0; jj < kKeys; ++jj) {
-      acc[jj] = _mm512_dpbf16_ps(
-          acc[jj], qv, (__m512bh)_mm512_maskz_loadu_epi16(m, k + jj * ldk_rows + 32 * x));
+      acc[jj] = _mm512_dpbf16_ps(acc[jj], qv,
+                                 (__m512bh)_mm512_maskz_loadu_epi16(m, k + jj * ldk_rows + 32 * x));
     }
   }
   return SumLanesOf16(acc);
@@ -110,8 +110,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void FlashDecodeLogitsBf1
   std::int64_t j0 = 0;
   for (; j0 + 16 <= nk; j0 += 16) {
     for (std::int64_t r = 0; r < rows; ++r) {
-      _mm512_storeu_ps(s + r * lds + j0, DecodeGroup<16>(q + r * ldq, k + j0 * ldk_rows,
-                                                         ldk_rows, dim));
+      _mm512_storeu_ps(s + r * lds + j0,
+                       DecodeGroup<16>(q + r * ldq, k + j0 * ldk_rows, ldk_rows, dim));
     }
   }
   if (j0 < nk) {  // the last keys of the cache, one at a time (rows past nk are not read)

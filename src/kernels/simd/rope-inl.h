@@ -69,8 +69,8 @@ HWY_INLINE void ForChunks(std::int64_t n, Fn&& fn) {
 //  kInterleaved: c[2j] = c[2j+1] = af cos, s[2j] = -sign af sin,
 //    s[2j+1] = +sign af sin; out = v*c + swap_pairs(v)*s.
 template <Store S, RopePairs P>
-HWY_INLINE void RotateRow(const float* HWY_RESTRICT c, const float* HWY_RESTRICT s,
-                          const char* in, char* out, std::int64_t half) {
+HWY_INLINE void RotateRow(const float* HWY_RESTRICT c, const float* HWY_RESTRICT s, const char* in,
+                          char* out, std::int64_t half) {
   constexpr std::int64_t kB = kStoreBytes<S>;
   if constexpr (P == RopePairs::kHalfSplit) {
     const std::int64_t yo = half * kB;
@@ -88,16 +88,15 @@ HWY_INLINE void RotateRow(const float* HWY_RESTRICT c, const float* HWY_RESTRICT
     for (std::int64_t j = 0; j < 2 * half; j += 2) {
       const auto x = LoadF<S>(d1, in + j * kB);
       const auto y = LoadF<S>(d1, in + (j + 1) * kB);
-      StoreF<S>(d1, hn::MulAdd(y, hn::Set(d1, s[j]), hn::Mul(x, hn::Set(d1, c[j]))),
-                out + j * kB);
+      StoreF<S>(d1, hn::MulAdd(y, hn::Set(d1, s[j]), hn::Mul(x, hn::Set(d1, c[j]))), out + j * kB);
       StoreF<S>(d1, hn::MulAdd(x, hn::Set(d1, s[j + 1]), hn::Mul(y, hn::Set(d1, c[j + 1]))),
                 out + (j + 1) * kB);
     }
 #else
     ForChunks<2>(2 * half, [&](auto d, std::int64_t j) HWY_ATTR {
       const auto v = LoadF<S>(d, in + j * kB);
-      const auto r = hn::MulAdd(hn::Reverse2(d, v), hn::LoadU(d, s + j),
-                                hn::Mul(v, hn::LoadU(d, c + j)));
+      const auto r =
+          hn::MulAdd(hn::Reverse2(d, v), hn::LoadU(d, s + j), hn::Mul(v, hn::LoadU(d, c + j)));
       StoreF<S>(d, r, out + j * kB);
     });
 #endif
@@ -166,8 +165,8 @@ HWY_INLINE void RotateRowHF(const float* HWY_RESTRICT c, const float* HWY_RESTRI
 // call per run of rows; the row body is inlined into this loop.
 template <Store S, RopePairs P, bool kHF>
 HWY_NOINLINE void RotateRows(const float* HWY_RESTRICT c, const float* HWY_RESTRICT s,
-                             std::int64_t cs_step, const char* in, std::int64_t in_step,
-                             char* out, std::int64_t out_step, std::int64_t n, std::int64_t half,
+                             std::int64_t cs_step, const char* in, std::int64_t in_step, char* out,
+                             std::int64_t out_step, std::int64_t n, std::int64_t half,
                              std::int64_t tail_bytes) {
   const std::int64_t rot_bytes = 2 * half * kStoreBytes<S>;
   const std::int64_t row_bytes = rot_bytes + tail_bytes;
@@ -182,7 +181,8 @@ HWY_NOINLINE void RotateRows(const float* HWY_RESTRICT c, const float* HWY_RESTR
       for (std::int64_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(ahead + off);
       if (pi != po) {  // out of place: fetch the destination lines for writing
         char* ahead_out = po + ahead_rows * out_step;
-        for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead_out + off, 1);
+        for (std::int64_t off = 0; off < row_bytes; off += 64)
+          __builtin_prefetch(ahead_out + off, 1);
       }
     }
     if constexpr (kHF) {
@@ -257,11 +257,11 @@ void MakeApplyColumns(const RopeApplySpec& spec, Tables& t) {
   for (std::int64_t c = 0; c < ncols; ++c) {
     const std::int64_t j = inter ? c / 2 : c;
     t.freq[c] = spec.inv_freq[j];
-    t.wc0[c] = af;                                             // output 0: cos
+    t.wc0[c] = af;                                                         // output 0: cos
     t.ws1[c] = af * spec.sin_sign * ((inter && c % 2 == 0) ? -1.0 : 1.0);  // output 1: sin
   }
   t.cols = TrigCols{t.freq.data(), t.wc0.data(), t.ws0.data(), t.wc1.data(), t.ws1.data(),
-                    ncols, pad, nullptr, nullptr};
+                    ncols,         pad,          nullptr,      nullptr};
   AttachSmallTable(t.cols, t.small_cos, t.small_sin);
 }
 
@@ -319,8 +319,8 @@ ApplyTasks SplitApplyTasks(const RopeApplySpec& spec, const RopeTensor* tensors,
   const std::int64_t batch = spec.batch, seq = spec.seq;
   t.shared = spec.positions.ids == nullptr || spec.positions.count == seq;
   for (int i = 0; i < num_tensors; ++i) t.total_heads += tensors[i].heads;
-  t.serial = ctx.num_threads() == 1 ||
-             batch * seq * t.total_heads * spec.half * 2 < kSerialElements;
+  t.serial =
+      ctx.num_threads() == 1 || batch * seq * t.total_heads * spec.half * 2 < kSerialElements;
   const std::int64_t want = t.serial ? 1 : 4 * static_cast<std::int64_t>(ctx.num_threads());
   // The longest tile that still gives `want` token tasks (never below
   // kMinTokenTile: head groups split the work further instead).
@@ -350,7 +350,9 @@ class ApplyRun {
  public:
   ApplyRun(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
            const Context& ctx)
-      : spec_(spec), tensors_(tensors), num_tensors_(num_tensors),
+      : spec_(spec),
+        tensors_(tensors),
+        num_tensors_(num_tensors),
         from_cache_(spec.cache.data != nullptr),
         pad_(PadCols(spec.pairs == RopePairs::kInterleaved ? 2 * spec.half : spec.half)),
         tail_bytes_((spec.head_dim - 2 * spec.half) * kStoreBytes<S>),
@@ -373,7 +375,8 @@ class ApplyRun {
 
   void RunTask(std::int64_t task, int worker) {
     auto& buf = scratch_[static_cast<std::size_t>(worker)];
-    if (!buf) buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * tasks_.tile_len * pad_));
+    if (!buf)
+      buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * tasks_.tile_len * pad_));
     float* c = buf.get();
     float* s = c + tasks_.tile_len * pad_;
     const std::int64_t token_task = task / tasks_.groups, group = task % tasks_.groups;
@@ -402,9 +405,9 @@ class ApplyRun {
         const std::int64_t p0 = pos_of(r0);
         std::int64_t r1 = r0 + 1;
         while (r1 < n && pos_of(r1) == p0 + (r1 - r0)) ++r1;
-        FillTrigRows(tables_.cols, r1 - r0, /*consecutive=*/r1 - r0 > 1,
-                     [&](std::int64_t r) { return pos_of(r0 + r); }, c + r0 * pad_,
-                     s + r0 * pad_);
+        FillTrigRows(
+            tables_.cols, r1 - r0, /*consecutive=*/r1 - r0 > 1,
+            [&](std::int64_t r) { return pos_of(r0 + r); }, c + r0 * pad_, s + r0 * pad_);
         r0 = r1;
       }
     }
@@ -413,10 +416,9 @@ class ApplyRun {
   void Rotate(const float* rc, const float* rs, std::int64_t cs_step, const char* in,
               std::int64_t in_step, char* out, std::int64_t out_step, std::int64_t rows) const {
     if (hw_bf16_) {
-      RotateRowsBf16Avx512(rc, rs, cs_step, in, in_step, out, out_step, rows, spec_.half,
-                           tail_bytes_,
-                           P == RopePairs::kHalfSplit ? RopeBf16Pairs::kHalfSplit
-                                                      : RopeBf16Pairs::kInterleaved);
+      RotateRowsBf16Avx512(
+          rc, rs, cs_step, in, in_step, out, out_step, rows, spec_.half, tail_bytes_,
+          P == RopePairs::kHalfSplit ? RopeBf16Pairs::kHalfSplit : RopeBf16Pairs::kInterleaved);
     } else {
       RotateRows<S, P, kHF>(rc, rs, cs_step, in, in_step, out, out_step, rows, spec_.half,
                             tail_bytes_);
@@ -479,7 +481,8 @@ void ApplyTyped(const RopeApplySpec& spec, const RopeTensor* tensors, int num_te
   if (run.serial()) {
     for (std::int64_t task = 0; task < run.num_tasks(); ++task) run.RunTask(task, 0);
   } else {
-    ctx.ParallelFor(run.num_tasks(), [&](std::int64_t task, int worker) { run.RunTask(task, worker); });
+    ctx.ParallelFor(run.num_tasks(),
+                    [&](std::int64_t task, int worker) { run.RunTask(task, worker); });
   }
 }
 
@@ -505,10 +508,17 @@ void ApplyPairs(const RopeApplySpec& spec, const RopeTensor* tensors, int num_te
 void ApplyOneDType(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
                    const Context& ctx) {
   switch (tensors[0].dtype) {
-    case DType::kFloat32: ApplyPairs<Store::kF32>(spec, tensors, num_tensors, ctx); break;
-    case DType::kBFloat16: ApplyPairs<Store::kBF16>(spec, tensors, num_tensors, ctx); break;
-    case DType::kFloat16: ApplyPairs<Store::kF16>(spec, tensors, num_tensors, ctx); break;
-    case DType::kFloat64: break;  // not a fast dtype: RopeApplySupported is false
+    case DType::kFloat32:
+      ApplyPairs<Store::kF32>(spec, tensors, num_tensors, ctx);
+      break;
+    case DType::kBFloat16:
+      ApplyPairs<Store::kBF16>(spec, tensors, num_tensors, ctx);
+      break;
+    case DType::kFloat16:
+      ApplyPairs<Store::kF16>(spec, tensors, num_tensors, ctx);
+      break;
+    case DType::kFloat64:
+      break;  // not a fast dtype: RopeApplySupported is false
   }
 }
 
@@ -542,7 +552,7 @@ void CosSinTyped(const RopeTableSpec& spec, const RopeTableOut& cos, const RopeT
     t.ws1[col] = spec.attention_factor;
   }
   t.cols = TrigCols{t.freq.data(), t.wc0.data(), t.ws0.data(), t.wc1.data(), t.ws1.data(),
-                    ncols, pad, nullptr, nullptr};
+                    ncols,         pad,          nullptr,      nullptr};
   AttachSmallTable(t.cols, t.small_cos, t.small_sin);
   const TrigCols& cols = t.cols;
 
@@ -572,10 +582,17 @@ template <Store S0>
 void CosSinSecond(const RopeTableSpec& spec, const RopeTableOut& cos, const RopeTableOut& sin,
                   const Context& ctx) {
   switch (sin.dtype) {
-    case DType::kFloat32: CosSinTyped<S0, Store::kF32>(spec, cos, sin, ctx); break;
-    case DType::kBFloat16: CosSinTyped<S0, Store::kBF16>(spec, cos, sin, ctx); break;
-    case DType::kFloat16: CosSinTyped<S0, Store::kF16>(spec, cos, sin, ctx); break;
-    case DType::kFloat64: break;  // not supported: RopeCosSinSupported is false
+    case DType::kFloat32:
+      CosSinTyped<S0, Store::kF32>(spec, cos, sin, ctx);
+      break;
+    case DType::kBFloat16:
+      CosSinTyped<S0, Store::kBF16>(spec, cos, sin, ctx);
+      break;
+    case DType::kFloat16:
+      CosSinTyped<S0, Store::kF16>(spec, cos, sin, ctx);
+      break;
+    case DType::kFloat64:
+      break;  // not supported: RopeCosSinSupported is false
   }
 }
 
@@ -595,10 +612,17 @@ void RopeCosSinImpl(const RopeTableSpec& spec, const RopeTableOut& cos, const Ro
                     const Context& ctx) {
   using rope_detail::CosSinSecond;
   switch (cos.dtype) {
-    case DType::kFloat32: CosSinSecond<Store::kF32>(spec, cos, sin, ctx); break;
-    case DType::kBFloat16: CosSinSecond<Store::kBF16>(spec, cos, sin, ctx); break;
-    case DType::kFloat16: CosSinSecond<Store::kF16>(spec, cos, sin, ctx); break;
-    case DType::kFloat64: break;  // not supported: RopeCosSinSupported is false
+    case DType::kFloat32:
+      CosSinSecond<Store::kF32>(spec, cos, sin, ctx);
+      break;
+    case DType::kBFloat16:
+      CosSinSecond<Store::kBF16>(spec, cos, sin, ctx);
+      break;
+    case DType::kFloat16:
+      CosSinSecond<Store::kF16>(spec, cos, sin, ctx);
+      break;
+    case DType::kFloat64:
+      break;  // not supported: RopeCosSinSupported is false
   }
 }
 

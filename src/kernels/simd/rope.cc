@@ -47,8 +47,8 @@ bool RopeCosSinSupported(const RopeTableSpec& spec, const RopeTableOut& cos,
          FreqsInRange(spec.inv_freq, spec.half);
 }
 
-void RopeCosSinTable(const RopeTableSpec& spec, const RopeTableOut& cos,
-                     const RopeTableOut& sin, const Context& ctx) {
+void RopeCosSinTable(const RopeTableSpec& spec, const RopeTableOut& cos, const RopeTableOut& sin,
+                     const Context& ctx) {
   HWY_DYNAMIC_DISPATCH(RopeCosSinImpl)(spec, cos, sin, ctx);
 }
 

@@ -69,10 +69,10 @@ struct RopeApplySpec {
   std::int64_t half = 0;             // rotary_dim / 2
   std::int64_t head_dim = 0;
   double attention_factor = 1.0;
-  double sin_sign = 1.0;             // -1: inverse rotation
+  double sin_sign = 1.0;  // -1: inverse rotation
   scalar::RopePairs pairs = scalar::RopePairs::kHalfSplit;
   std::int64_t batch = 0, seq = 0;
-  Positions positions;               // validated for [batch, seq]
+  Positions positions;  // validated for [batch, seq]
   // Non-null data: cos/sin of position p are cache row p (validated rows),
   // times sin_sign; attention_factor is not applied (the cache holds it).
   RopeCacheSource cache;
@@ -132,7 +132,7 @@ bool RopeCosSinSupported(const RopeTableSpec& spec, const RopeTableOut& cos,
 // views have unit column stride; else returns false.
 bool TryRopeCosSin(const RopeTableSpec& spec, const TensorView& cos, const TensorView& sin,
                    const Context& ctx);
-void RopeCosSinTable(const RopeTableSpec& spec, const RopeTableOut& cos,
-                     const RopeTableOut& sin, const Context& ctx);
+void RopeCosSinTable(const RopeTableSpec& spec, const RopeTableOut& cos, const RopeTableOut& sin,
+                     const Context& ctx);
 
 }  // namespace posenc::kernels::simd

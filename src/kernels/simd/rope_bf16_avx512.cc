@@ -29,7 +29,8 @@ void SetRopeBf16HardwareEnabled(bool enabled) { g_enabled.store(enabled); }
 
 bool RopeBf16HardwareAvailable() {
   static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512dq") &&
                           __builtin_cpu_supports("avx512bf16");
   return cpu && g_enabled.load(std::memory_order_relaxed);
 }
@@ -149,7 +150,8 @@ POSENC_AVX512BF16_ATTR void RotateRowsBf16Avx512(const float* c, const float* s,
       for (std::int64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
       if (pi != po) {
         char* ahead_out = po + ahead_rows * out_step;
-        for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead_out + off, 1);
+        for (std::int64_t off = 0; off < row_bytes; off += 64)
+          __builtin_prefetch(ahead_out + off, 1);
       }
     }
     if (pairs == RopeBf16Pairs::kHalfSplit) {

@@ -62,14 +62,16 @@ HWY_INLINE void SinCos(DD dd, VD a, VD& sin_out, VD& cos_out) {
   r = hn::Sub(r, hn::Mul(k, hn::Set(dd, -0x1.676733ae8fe48p-60)));
   const VD z = hn::Mul(r, r);
   // fdlibm __kernel_sin: r + r^3 (S1 + z (S2 + ... + z S6)).
-  VD ps = hn::MulAdd(z, hn::Set(dd, 1.58969099521155010221e-10), hn::Set(dd, -2.50507602534068634195e-08));
+  VD ps = hn::MulAdd(z, hn::Set(dd, 1.58969099521155010221e-10),
+                     hn::Set(dd, -2.50507602534068634195e-08));
   ps = hn::MulAdd(z, ps, hn::Set(dd, 2.75573137070700676789e-06));
   ps = hn::MulAdd(z, ps, hn::Set(dd, -1.98412698298579493134e-04));
   ps = hn::MulAdd(z, ps, hn::Set(dd, 8.33333333332248946124e-03));
   ps = hn::MulAdd(z, ps, hn::Set(dd, -1.66666666666666324348e-01));
   const VD s = hn::MulAdd(hn::Mul(r, z), ps, r);
   // fdlibm __kernel_cos: 1 - z/2 + z^2 (C1 + z (C2 + ... + z C6)).
-  VD pc = hn::MulAdd(z, hn::Set(dd, -1.13596475577881948265e-11), hn::Set(dd, 2.08757232129817482790e-09));
+  VD pc = hn::MulAdd(z, hn::Set(dd, -1.13596475577881948265e-11),
+                     hn::Set(dd, 2.08757232129817482790e-09));
   pc = hn::MulAdd(z, pc, hn::Set(dd, -2.75573143513906633035e-07));
   pc = hn::MulAdd(z, pc, hn::Set(dd, 2.48015872894767294178e-05));
   pc = hn::MulAdd(z, pc, hn::Set(dd, -1.38888888888741095749e-03));
@@ -78,8 +80,9 @@ HWY_INLINE void SinCos(DD dd, VD a, VD& sin_out, VD& cos_out) {
   const VD c = hn::MulAdd(hn::Mul(z, z), pc, w);
   // Quadrant q = k mod 4 in {0, 1, 2, 3} (exact in float64, any sign of k).
   const VD q = hn::Sub(k, hn::Mul(hn::Set(dd, 4.0), hn::Floor(hn::Mul(k, hn::Set(dd, 0.25)))));
-  const auto odd = hn::Eq(hn::Sub(q, hn::Mul(hn::Set(dd, 2.0), hn::Floor(hn::Mul(q, hn::Set(dd, 0.5))))),
-                          hn::Set(dd, 1.0));
+  const auto odd =
+      hn::Eq(hn::Sub(q, hn::Mul(hn::Set(dd, 2.0), hn::Floor(hn::Mul(q, hn::Set(dd, 0.5))))),
+             hn::Set(dd, 1.0));
   const auto sin_neg = hn::Ge(q, hn::Set(dd, 2.0));
   const auto cos_neg = hn::Eq(hn::Abs(hn::Sub(q, hn::Set(dd, 1.5))), hn::Set(dd, 0.5));
   const VD ss = hn::IfThenElse(odd, c, s);
@@ -96,10 +99,10 @@ struct TrigCols {
   const double* freq = nullptr;  // radians per position
   const double* wc0 = nullptr;   // weights of output 0
   const double* ws0 = nullptr;
-  const double* wc1 = nullptr;   // weights of output 1 (null: one output)
+  const double* wc1 = nullptr;  // weights of output 1 (null: one output)
   const double* ws1 = nullptr;
   std::int64_t ncols = 0;
-  std::int64_t pad = 0;          // PadCols(ncols)
+  std::int64_t pad = 0;  // PadCols(ncols)
   // cos/sin(t * freq[c]) for t < kSmallRows, row-major [kSmallRows][pad].
   const double* small_cos = nullptr;
   const double* small_sin = nullptr;
@@ -230,9 +233,9 @@ HWY_INLINE hn::Vec<DF> F16BitsToF32(DF df, hn::Vec<hn::Rebind<std::uint16_t, DF>
   const auto is_special = hn::Eq(exp, hn::Set(du32, 0x0f800000u));
   o = hn::IfThenElse(is_special, hn::Add(o, hn::Set(du32, 0x38000000u)), o);
   const auto is_small = hn::Eq(exp, hn::Zero(du32));
-  const auto small = hn::BitCast(
-      du32, hn::Sub(hn::BitCast(df, hn::Add(o, hn::Set(du32, 0x00800000u))),
-                    hn::BitCast(df, hn::Set(du32, 0x38800000u))));
+  const auto small =
+      hn::BitCast(du32, hn::Sub(hn::BitCast(df, hn::Add(o, hn::Set(du32, 0x00800000u))),
+                                hn::BitCast(df, hn::Set(du32, 0x38800000u))));
   o = hn::IfThenElse(is_small, small, o);
   return hn::BitCast(df, hn::Or(o, hn::ShiftLeft<16>(hn::And(h, hn::Set(du32, 0x8000u)))));
 #endif
@@ -262,8 +265,7 @@ HWY_INLINE hn::Vec<hn::Rebind<std::uint16_t, DF>> F32ToF16Bits(DF df, hn::Vec<DF
   const auto small_bits =
       hn::Sub(hn::BitCast(du32, hn::Add(hn::BitCast(df, a), hn::BitCast(df, magic))), magic);
   const auto odd = hn::And(hn::ShiftRight<13>(a), hn::Set(du32, 1u));
-  const auto normal_bits =
-      hn::ShiftRight<13>(hn::Add(hn::Add(a, hn::Set(du32, 0xc8000fffu)), odd));
+  const auto normal_bits = hn::ShiftRight<13>(hn::Add(hn::Add(a, hn::Set(du32, 0xc8000fffu)), odd));
   auto bits = hn::IfThenElse(small, small_bits, normal_bits);
   bits = hn::IfThenElse(big, big_bits, bits);
   bits = hn::Or(bits, hn::ShiftRight<16>(sign));

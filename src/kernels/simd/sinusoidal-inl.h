@@ -43,7 +43,7 @@ void MakeColumns(const scalar::SinusoidalRowSpec& spec, Columns& t) {
     }
   }
   t.cols = TrigCols{t.freq.data(), t.wc.data(), t.ws.data(), nullptr, nullptr,
-                    ncols, pad, nullptr, nullptr};
+                    ncols,         pad,         nullptr,     nullptr};
   AttachSmallTable(t.cols, t.small_cos, t.small_sin);
 }
 
@@ -98,9 +98,9 @@ void TableTyped(const scalar::SinusoidalRowSpec& spec, const Positions& position
 }
 
 template <Store S>
-void AddTyped(const scalar::SinusoidalRowSpec& spec, const Positions& positions,
-              std::int64_t batch, std::int64_t seq, void* x, std::int64_t stride_batch,
-              std::int64_t stride_seq, const Context& ctx) {
+void AddTyped(const scalar::SinusoidalRowSpec& spec, const Positions& positions, std::int64_t batch,
+              std::int64_t seq, void* x, std::int64_t stride_batch, std::int64_t stride_seq,
+              const Context& ctx) {
   Columns t;
   MakeColumns(spec, t);
   const std::int64_t tiles = (seq + kRowTile - 1) / kRowTile;
@@ -122,17 +122,23 @@ void SinusoidalRowsImpl(const scalar::SinusoidalRowSpec& spec, const Positions& 
                         const Context& ctx) {
   using sin_detail::TableTyped;
   switch (dtype) {
-    case DType::kFloat32: TableTyped<Store::kF32>(spec, positions, rows, out, row_stride, ctx); break;
-    case DType::kBFloat16: TableTyped<Store::kBF16>(spec, positions, rows, out, row_stride, ctx); break;
-    case DType::kFloat16: TableTyped<Store::kF16>(spec, positions, rows, out, row_stride, ctx); break;
-    case DType::kFloat64: break;  // not supported: SinusoidalSupported is false
+    case DType::kFloat32:
+      TableTyped<Store::kF32>(spec, positions, rows, out, row_stride, ctx);
+      break;
+    case DType::kBFloat16:
+      TableTyped<Store::kBF16>(spec, positions, rows, out, row_stride, ctx);
+      break;
+    case DType::kFloat16:
+      TableTyped<Store::kF16>(spec, positions, rows, out, row_stride, ctx);
+      break;
+    case DType::kFloat64:
+      break;  // not supported: SinusoidalSupported is false
   }
 }
 
 void AddSinusoidalRowsImpl(const scalar::SinusoidalRowSpec& spec, const Positions& positions,
                            std::int64_t batch, std::int64_t seq, void* x, DType dtype,
-                           std::int64_t stride_batch, std::int64_t stride_seq,
-                           const Context& ctx) {
+                           std::int64_t stride_batch, std::int64_t stride_seq, const Context& ctx) {
   using sin_detail::AddTyped;
   switch (dtype) {
     case DType::kFloat32:
@@ -144,7 +150,8 @@ void AddSinusoidalRowsImpl(const scalar::SinusoidalRowSpec& spec, const Position
     case DType::kFloat16:
       AddTyped<Store::kF16>(spec, positions, batch, seq, x, stride_batch, stride_seq, ctx);
       break;
-    case DType::kFloat64: break;  // not supported: SinusoidalSupported is false
+    case DType::kFloat64:
+      break;  // not supported: SinusoidalSupported is false
   }
 }
 

@@ -34,8 +34,8 @@ void SinusoidalRows(const scalar::SinusoidalRowSpec& spec, const Positions& posi
 void AddSinusoidalRows(const scalar::SinusoidalRowSpec& spec, const Positions& positions,
                        std::int64_t batch, std::int64_t seq, void* x, DType dtype,
                        std::int64_t stride_batch, std::int64_t stride_seq, const Context& ctx) {
-  HWY_DYNAMIC_DISPATCH(AddSinusoidalRowsImpl)(spec, positions, batch, seq, x, dtype,
-                                              stride_batch, stride_seq, ctx);
+  HWY_DYNAMIC_DISPATCH(AddSinusoidalRowsImpl)
+  (spec, positions, batch, seq, x, dtype, stride_batch, stride_seq, ctx);
 }
 
 }  // namespace posenc::kernels::simd

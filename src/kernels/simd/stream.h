@@ -20,7 +20,6 @@ enum class StreamOp : std::uint8_t {
 };
 
 // Runs `op` over i < n.
-void Stream(StreamOp op, float* a, const float* b, std::int64_t n, float scale,
-            const Context& ctx);
+void Stream(StreamOp op, float* a, const float* b, std::int64_t n, float scale, const Context& ctx);
 
 }  // namespace posenc::kernels::simd
