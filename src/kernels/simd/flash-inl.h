@@ -95,29 +95,6 @@ float FlashScaleRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scal
   return hn::GetLane(hn::MaxOfLanes(d, vmax));
 }
 
-// ALiBi: row[j] = row[j] * scale - slope * |qpos - kpos[j]| for j < nk
-// (positions as float32: exact below 2^24), -inf for nk <= j < ld; returns
-// the max of the first nk entries. kpos holds ld entries.
-float FlashScaleAlibiRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scale, float slope,
-                             float qpos, const float* kpos) {
-  const hn::ScalableTag<float> d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
-  const auto vscale = hn::Set(d, scale), vslope = hn::Set(d, slope), vq = hn::Set(d, qpos);
-  auto vmax = neg_inf;
-  for (std::int64_t j = 0; j < ld; j += N) {
-    const auto dist = hn::Abs(hn::Sub(vq, hn::LoadU(d, kpos + j)));
-    auto x = hn::NegMulAdd(vslope, dist, hn::Mul(hn::LoadU(d, row + j), vscale));
-    if (j + N > nk) {
-      const std::int64_t valid = nk > j ? nk - j : 0;
-      x = hn::IfThenElse(hn::FirstN(d, static_cast<std::size_t>(valid)), x, neg_inf);
-    }
-    hn::StoreU(x, d, row + j);
-    vmax = hn::Max(vmax, x);
-  }
-  return hn::GetLane(hn::MaxOfLanes(d, vmax));
-}
-
 // exp(y) for y <= 0 (softmax arguments x - max), Cephes expf (S. Moshier):
 // n = round(y log2 e), r = y - n ln 2 (two-constant Cody-Waite split,
 // |r| <= ln2 / 2), exp(r) = 1 + r + r^2 P(r) with the degree-5 Cephes

@@ -18,7 +18,6 @@ HWY_EXPORT(FlashAccumulatePVImpl);
 HWY_EXPORT(FlashAccumulatePVScaledImpl);
 HWY_EXPORT(FlashAccumulatePVRowsImpl);
 HWY_EXPORT(FlashScaleRowImpl);
-HWY_EXPORT(FlashScaleAlibiRowImpl);
 HWY_EXPORT(FlashAccumulatePTVImpl);
 HWY_EXPORT(FlashBackwardRowImpl);
 HWY_EXPORT(FlashAddRowImpl);
@@ -83,11 +82,6 @@ void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, s
 
 float FlashScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale, const float* bias) {
   return HWY_DYNAMIC_DISPATCH(FlashScaleRowImpl)(row, nk, ld, scale, bias);
-}
-
-float FlashScaleAlibiRow(float* row, std::int64_t nk, std::int64_t ld, float scale, float slope,
-                         float qpos, const float* kpos) {
-  return HWY_DYNAMIC_DISPATCH(FlashScaleAlibiRowImpl)(row, nk, ld, scale, slope, qpos, kpos);
 }
 
 }  // namespace posenc::kernels::simd

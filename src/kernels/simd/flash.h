@@ -113,12 +113,6 @@ void FlashAccumulatePVRows(const float* p, std::int64_t ldp, const float* v, std
 // none is finite).
 float FlashScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale, const float* bias);
 
-// ALiBi in the row: row[j] = row[j] * scale - slope * |qpos - kpos[j]| for
-// j < nk, -inf above; kpos holds ld float32 positions (exact below 2^24, so
-// the distance is exact); returns the max of the first nk entries.
-float FlashScaleAlibiRow(float* row, std::int64_t nk, std::int64_t ld, float scale, float slope,
-                         float qpos, const float* kpos);
-
 // bfloat16 logits with AVX512_BF16 dot products (kernels/simd/flash_bf16.cc;
 // Highway 1.0.3 cannot emit them). Available when the CPU has AVX512_BF16
 // and Highway currently dispatches to an AVX-512 target.
