@@ -195,6 +195,12 @@ std::vector<double> AttentionMap(PositionScheme::Kind kind, const AttentionMapSe
           TensorView::Contiguous(t2.data(), DType::kFloat64, {rows, 1, d}));
       break;
     }
+    case K::kRegistered:
+      // Plug-in schemes (FIRE) have learned parameters and no canonical
+      // initialisation to draw; they are not among AttentionMapKinds().
+      throw InvalidArgument(
+          "kind: a registered (plug-in) scheme has no attention-map figure; "
+          "allowed: the kinds of AttentionMapKinds()");
   }
   const TensorView pv = TensorView::Contiguous(probs.data(), DType::kFloat64, {1, 1, n, n});
   AttentionReference(params, TensorView::Contiguous(q.data(), DType::kFloat64, {1, n, 1, d}),

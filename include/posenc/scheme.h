@@ -71,16 +71,18 @@ enum class SchemeArgPresence : std::uint8_t { kOptional, kRequired };
 
 // One argument of a scheme.
 struct SchemeArgDecl {
-  std::string_view name;
+  // Every member has a default so that designated initializers may omit any
+  // (GCC 12's -Wmissing-field-initializers warns about members without one).
+  std::string_view name = {};
   SchemeArgType type = SchemeArgType::kNumber;
   // Tensors: symbolic shape with H (query heads), D (head dim), Dv (value
   // dim) and the scheme's own symbols, e.g. "[num_buckets, H]"; "[]" is a
   // scalar-shaped tensor. Scalars: "".
-  std::string_view shape;
+  std::string_view shape = {};
   SchemeArgGrad grad = SchemeArgGrad::kConstant;
   SchemeArgPresence presence = SchemeArgPresence::kOptional;
-  std::string_view default_text;  // the default as text ("" when none)
-  std::string_view doc;
+  std::string_view default_text = {};  // the default as text ("" when none)
+  std::string_view doc = {};
 };
 
 // The declaration of one registered scheme.

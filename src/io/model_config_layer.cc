@@ -17,7 +17,6 @@ using T = RopeScalingType;
 // Keys each rope type reads (HF's required + optional keys), plus the ones
 // every type may carry.
 const std::set<std::string>& AllowedKeys(RopeScalingType type) {
-  using T = RopeScalingType;
   static const std::set<std::string> common = {"rope_type",     "type",
                                                "rope_theta",    "partial_rotary_factor",
                                                "mrope_section", "mrope_interleaved"};

@@ -276,9 +276,15 @@ TEST(ComputeCeilings, EveryAvailableKernelCountsItsFlops) {
     const double flops = RunComputeKernel(k, 1000, ctx);
     EXPECT_GT(flops, 0.0);
     const double per_step = flops / (16 * 125);
-    if (k == ComputeKernel::kBFloat16Dot) EXPECT_EQ(per_step, 1024.0);
-    if (k == ComputeKernel::kAmxBFloat16) EXPECT_EQ(per_step, 65536.0);
-    if (k == ComputeKernel::kFloat32Fma) EXPECT_GE(per_step, 16.0);
+    if (k == ComputeKernel::kBFloat16Dot) {
+      EXPECT_EQ(per_step, 1024.0);
+    }
+    if (k == ComputeKernel::kAmxBFloat16) {
+      EXPECT_EQ(per_step, 65536.0);
+    }
+    if (k == ComputeKernel::kFloat32Fma) {
+      EXPECT_GE(per_step, 16.0);
+    }
   }
   EXPECT_THROW(RunComputeKernel(ComputeKernel::kFloat32Fma, 0, ctx), InvalidArgument);
 }
