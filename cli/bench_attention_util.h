@@ -18,6 +18,7 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "bench_attention.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
+#include "posenc/t5.h"
 
 namespace posenc::cli::bench_attention {
 
@@ -68,6 +70,35 @@ inline std::vector<double> BenchSlopes(std::int64_t heads) {
     slopes.push_back(std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(heads)));
   }
   return slopes;
+}
+
+// The scheme of a benchmark case ("none", "alibi", "t5", "rope"): the
+// parameters every part of `bench attention` times, and the T5 table they
+// point to (kept alive with them).
+struct BenchScheme {
+  PositionScheme scheme;
+  std::unique_ptr<T5BiasTable> t5;
+};
+
+inline BenchScheme MakeBenchScheme(const std::string& name, std::int64_t heads,
+                                   std::int64_t head_dim) {
+  BenchScheme b;
+  if (name == "alibi") {
+    b.scheme = PositionScheme::FromAlibi(BenchSlopes(heads));
+  } else if (name == "t5") {
+    T5BucketParams tp;
+    tp.direction = T5Direction::kCausal;
+    b.t5 = std::make_unique<T5BiasTable>(tp, heads);
+    b.t5->InitNormal(7, 1.0);
+    b.scheme = PositionScheme::FromT5(*b.t5);
+  } else if (name == "rope") {
+    RopeParams rp;
+    rp.head_dim = head_dim;
+    b.scheme = PositionScheme::FromRope(rp);
+  } else if (name != "none") {
+    throw InvalidArgument("scheme: got '" + name + "', expected none, alibi, t5 or rope");
+  }
+  return b;
 }
 
 // Runs `measure` in a forked child and returns its Reply (a trivially

@@ -84,20 +84,9 @@ ChildReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType dty
   const TensorView q = view(qb), k = view(kb), v = view(vb), out = view(ob);
   AttentionParams params;
   params.mask = AttentionMask::kCausal;
-  std::unique_ptr<T5BiasTable> t5;
-  if (scheme == "alibi") {
-    params.scheme = PositionScheme::FromAlibi(bench_attention::BenchSlopes(kHeads));
-  } else if (scheme == "t5") {
-    T5BucketParams tp;
-    tp.direction = T5Direction::kCausal;
-    t5 = std::make_unique<T5BiasTable>(tp, kHeads);
-    t5->InitNormal(7, 1.0);
-    params.scheme = PositionScheme::FromT5(*t5);
-  } else if (scheme == "rope") {
-    RopeParams rp;
-    rp.head_dim = kHeadDim;
-    params.scheme = PositionScheme::FromRope(rp);
-  }
+  const bench_attention::BenchScheme bs =
+      bench_attention::MakeBenchScheme(scheme, kHeads, kHeadDim);
+  params.scheme = bs.scheme;
   const Context ctx(o.threads);
   const long before = MaxRssKiB();
   auto call = [&] { FlashAttention(params, q, k, v, out, FlashAttentionOptions{}, ctx); };

@@ -56,21 +56,10 @@ DecodeReply MeasureInChild(const std::string& scheme, std::int64_t seq,
   AttentionParams params;
   params.mask = AttentionMask::kCausal;
   FlashAttentionOptions options;
-  std::unique_ptr<T5BiasTable> t5;
-  if (scheme == "alibi") {
-    params.scheme = PositionScheme::FromAlibi(bench_attention::BenchSlopes(kHeads));
-  } else if (scheme == "t5") {
-    T5BucketParams tp;
-    tp.direction = T5Direction::kCausal;
-    t5 = std::make_unique<T5BiasTable>(tp, kHeads);
-    t5->InitNormal(7, 1.0);
-    params.scheme = PositionScheme::FromT5(*t5);
-  } else if (scheme == "rope") {
-    RopeParams rp;
-    rp.head_dim = kHeadDim;
-    params.scheme = PositionScheme::FromRope(rp);
-    options.rope_keys = FlashRopeKeys::kPreRotated;
-  }
+  const bench_attention::BenchScheme bs =
+      bench_attention::MakeBenchScheme(scheme, kHeads, kHeadDim);
+  params.scheme = bs.scheme;
+  if (scheme == "rope") options.rope_keys = FlashRopeKeys::kPreRotated;
   const TensorView q = TensorView::Contiguous(qb.data(), dtype, {1, 1, kHeads, kHeadDim});
   const TensorView k = TensorView::Contiguous(kb.data(), dtype, {1, seq, kKvHeads, kHeadDim});
   const TensorView v = TensorView::Contiguous(vb.data(), dtype, {1, seq, kKvHeads, kHeadDim});
