@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -82,12 +83,43 @@ double MaxAbsDiff(const std::vector<double>& a, const std::vector<double>& b) {
   return m;
 }
 
+namespace {
+
+// The directories TempDir made in this process, removed at exit (the test
+// programs do not fork; a forked child would run this too).
+class TempDirs {
+ public:
+  void Add(const std::filesystem::path& dir) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& d : dirs_)
+      if (d == dir) return;
+    dirs_.push_back(dir);
+  }
+  ~TempDirs() {
+    if (std::getenv("POSENC_KEEP_TEST_DIRS") != nullptr) return;
+    std::error_code ec;
+    for (const auto& d : dirs_) std::filesystem::remove_all(d, ec);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::filesystem::path> dirs_;
+};
+
+TempDirs& Made() {
+  static TempDirs dirs;
+  return dirs;
+}
+
+}  // namespace
+
 std::string TempDir(const std::string& name) {
   namespace fs = std::filesystem;
   const fs::path dir =
       fs::temp_directory_path() / ("posenc_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
+  Made().Add(dir);
   return dir.string();
 }
 

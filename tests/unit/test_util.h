@@ -32,7 +32,8 @@ std::vector<double> FlattenDoubles(const nlohmann::json& nested);
 // Max |a[i] - b[i]|; fails the test if sizes differ.
 double MaxAbsDiff(const std::vector<double>& a, const std::vector<double>& b);
 
-// A scratch directory for the test (created fresh).
+// A scratch directory for the test (created fresh; removed when the test
+// program exits, unless POSENC_KEEP_TEST_DIRS is set to inspect it).
 std::string TempDir(const std::string& name);
 
 }  // namespace posenc::test
