@@ -101,6 +101,17 @@ def timed(run, warmup, reps):
     return statistics.median(times)
 
 
+def eager_attention(q, k, v, cos, sin, bias, scale, dt):
+    """HF's eager attention: optional RoPE (half split), scores + materialised bias, float32
+    softmax, P . V."""
+    if cos is not None:
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+    scores = torch.matmul(q, k.transpose(2, 3)) * scale + bias
+    probs = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(dt)
+    return torch.matmul(probs, v)
+
+
 def main_backward(c):
     scheme, s, h, d = c["scheme"], int(c["seq"]), int(c["heads"]), int(c["head_dim"])
     dt = torch.bfloat16 if c.get("dtype", "bfloat16") == "bfloat16" else torch.float32
@@ -116,13 +127,7 @@ def main_backward(c):
     scale = 1.0 / math.sqrt(d)
 
     def run():
-        qq, kk = q, k
-        if cos is not None:
-            qq = q * cos + rotate_half(q) * sin
-            kk = k * cos + rotate_half(k) * sin
-        scores = torch.matmul(qq, kk.transpose(2, 3)) * scale + bias
-        probs = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(dt)
-        out = torch.matmul(probs, v)
+        out = eager_attention(q, k, v, cos, sin, bias, scale, dt)
         out.backward(dout)
         q.grad = k.grad = v.grad = None
 
@@ -195,13 +200,7 @@ def main():
         scale = 1.0 / math.sqrt(d)
 
         def run():
-            qq, kk = q, k
-            if cos is not None:
-                qq = q * cos + rotate_half(q) * sin
-                kk = k * cos + rotate_half(k) * sin
-            scores = torch.matmul(qq, kk.transpose(2, 3)) * scale + bias
-            probs = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(dt)
-            return torch.matmul(probs, v)
+            return eager_attention(q, k, v, cos, sin, bias, scale, dt)
 
         for _ in range(int(c["warmup"])):
             run()
