@@ -26,7 +26,8 @@
 // Position terms, value terms and masks go through the scheme's policy
 // exactly as in the prefill forward (attention/flash_internal.h).
 // Memory: per call B * chunks * H * Sq * (Dv + 2) floats of partials; per
-// worker O(32 * (D + Dv) + G * Sq * (32 + Dv)) floats.
+// thread that runs a task, O(32 * Hkv * (D + Dv) + H * Sq * (D + Dv)) floats,
+// kept from call to call (thread_local, see PrepareWork).
 // Numerics: float32 tiles and sums like FlashAttention (same error rule:
 // within 2x a plain float32 attention's error against float64); the
 // partials are merged in float32 in chunk order. Positions [0, 2^24).
@@ -79,7 +80,15 @@ struct BlockRows {
   Index v_stride = 0;
 };
 
+// The sizes a Work's buffers were laid out for (PrepareWork).
+struct WorkShape {
+  Index kv_heads = -1, D = 0, Dv = 0, ldd = 0, ldv = 0, ldk = 0, R = 0, Sq = 0;
+  bool bf16_keys = false, block_rows = false;
+  bool operator==(const WorkShape&) const = default;
+};
+
 struct Work {
+  WorkShape shape;  // of the buffers below (kv_heads -1: none yet)
   std::vector<float> q, k, v, s, m, l, alpha, acc, terms, tmp;
   std::vector<std::uint16_t> q16;  // bf16_keys: q rows as bfloat16 bits [Hkv * R, D]
   std::vector<float> kall, vall;   // block_rows: the block's K / V rows of every kv head
@@ -362,6 +371,49 @@ void Merge(const Problem& p, const DecodePlan& plan, const float* part_ml, const
   }
 }
 
+// Sizes the worker's buffers for this call. The buffers live in a
+// thread_local Work of the thread that runs the task and keep their capacity
+// from call to call: a serving loop calls decode once per token and layer, and
+// fresh buffers would cost a first touch of every page each time (measured:
+// 1.3 ms -> 0.55 ms per call at 2048 keys once glibc had returned the freed
+// pages to the system). RunChunk does not re-enter decode on its thread
+// (its only Context is the serial one), so one Work per thread suffices.
+// Buffers of the same shape as the last call's are kept as they are (every
+// task rewrites what it reads; the zero padding past D, Dv and nk is never
+// written), else laid out afresh and zeroed.
+void PrepareWork(const Problem& p, const DecodePlan& plan, const Context& ctx, Work& w) {
+  const auto& d = p.dims;
+  w.tile_terms.Reset(*p.scheme, 4 * (plan.Sq + kBlock), plan.ldk);
+  w.serial = Context(1, ctx.backend());
+  const WorkShape shape{d.kv_heads, plan.D, plan.Dv, plan.ldd,       plan.ldv,
+                        plan.ldk,   plan.R, plan.Sq, plan.bf16_keys, plan.block_rows};
+  if (w.shape == shape) return;
+  w.shape = shape;
+  const Index rows = d.kv_heads * plan.R;  // every query row of the batch row
+  w.q.assign(Z(rows * plan.ldd), 0.0f);
+  w.q16.assign(plan.bf16_keys ? Z(rows * plan.D) : 0, 0);
+  w.k.assign(Z(kBlock * plan.ldd), 0.0f);
+  w.v.assign(Z(kBlock * plan.ldv), 0.0f);
+  w.s.assign(Z(plan.R * plan.ldk), 0.0f);
+  w.m.assign(Z(rows), kNegInf);
+  w.l.assign(Z(rows), 0.0f);
+  w.alpha.assign(Z(plan.R), 1.0f);
+  w.acc.assign(Z(rows * plan.ldv), 0.0f);
+  w.terms.assign(Z(plan.ldk), 0.0f);
+  w.tmp.assign(Z(std::max(plan.Sq, kBlock) * std::max(plan.D, plan.Dv)), 0.0f);
+  w.kpos.assign(Z(kBlock), 0);
+  if (plan.block_rows) {
+    w.kall.assign(plan.bf16_keys ? 0 : Z(kBlock * d.kv_heads * plan.ldd), 0.0f);
+    w.k16.assign(plan.bf16_keys ? Z(kBlock * d.kv_heads * plan.D) : 0, 0);
+    w.vall.assign(Z(kBlock * d.kv_heads * plan.ldv), 0.0f);
+  }
+}
+
+Work& ThreadWork() {
+  thread_local Work work;
+  return work;
+}
+
 }  // namespace
 
 void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, const TensorView& k,
@@ -404,40 +456,24 @@ void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, co
   std::vector<float> part_ml(Z(2 * slots)), part_acc(Z(slots * plan.Dv));
   const bool simd = ctx.backend() != Backend::kScalar;
   const DecodeOps ops{simd, flash_internal::TileOps{simd}};
-  std::vector<Work> work(Z(ctx.num_threads()));
-  for (Work& w : work) {
-    const Index rows = d.kv_heads * plan.R;  // every query row of the batch row
-    w.q.assign(Z(rows * plan.ldd), 0.0f);
-    w.q16.assign(plan.bf16_keys ? Z(rows * plan.D) : 0, 0);
-    w.k.assign(Z(kBlock * plan.ldd), 0.0f);
-    w.v.assign(Z(kBlock * plan.ldv), 0.0f);
-    w.s.assign(Z(plan.R * plan.ldk), 0.0f);
-    w.m.assign(Z(rows), kNegInf);
-    w.l.assign(Z(rows), 0.0f);
-    w.alpha.assign(Z(plan.R), 1.0f);
-    w.acc.assign(Z(rows * plan.ldv), 0.0f);
-    w.terms.assign(Z(plan.ldk), 0.0f);
-    w.tmp.assign(Z(std::max(plan.Sq, kBlock) * std::max(plan.D, plan.Dv)), 0.0f);
-    w.kpos.assign(Z(kBlock), 0);
-    if (plan.block_rows) {
-      w.kall.assign(plan.bf16_keys ? 0 : Z(kBlock * d.kv_heads * plan.ldd), 0.0f);
-      w.k16.assign(plan.bf16_keys ? Z(kBlock * d.kv_heads * plan.D) : 0, 0);
-      w.vall.assign(Z(kBlock * d.kv_heads * plan.ldv), 0.0f);
-    }
-    w.tile_terms.Reset(*p.scheme, 4 * (plan.Sq + kBlock), plan.ldk);
-    w.serial = Context(1, ctx.backend());
-  }
-  ctx.ParallelFor(d.batch * plan.chunks, [&](Index task, int worker) {
+  ctx.ParallelFor(d.batch * plan.chunks, [&](Index task, int) {
+    Work& w = ThreadWork();
+    PrepareWork(p, plan, ctx, w);
     RunChunk(p, plan, ops, q, k, v, qpos, qranges, task / plan.chunks, task % plan.chunks,
-             part_ml.data(), part_acc.data(), work[Z(worker)]);
+             part_ml.data(), part_acc.data(), w);
   });
+  // The merge reads chunks * Dv floats per query row: below ~2^14 of them in
+  // all it runs on the calling thread (waking the pool costs more, ~20 us).
   const Index merges = d.batch * d.heads * plan.Sq;
-  const Index per_task = std::max<Index>(1, merges / (4 * ctx.num_threads()));
-  ctx.ParallelFor((merges + per_task - 1) / per_task, [&](Index task, int worker) {
+  const Index per_task = merges * plan.chunks * plan.Dv <= (Index{1} << 14)
+                             ? merges
+                             : std::max<Index>(1, merges / (4 * ctx.num_threads()));
+  ctx.ParallelFor((merges + per_task - 1) / per_task, [&](Index task, int) {
+    std::vector<float> row(Z(plan.Dv));
     for (Index x = task * per_task; x < std::min(merges, (task + 1) * per_task); ++x) {
       const Index i = x % plan.Sq, bh = x / plan.Sq;
       Merge(p, plan, part_ml.data(), part_acc.data(), out, p.lse, bh / d.heads, bh % d.heads, i,
-            work[Z(worker)].tmp.data());
+            row.data());
     }
   });
 }

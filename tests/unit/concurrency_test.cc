@@ -1,7 +1,7 @@
 // The kernels called from several std::threads at once (include/posenc/
 // context.h, "Thread safety"): RoPE (ApplyRope, float32 and bfloat16), ALiBi
 // and T5 bias matrices (the bias tile kernels), flash attention forward
-// (with lse) and backward, and the reference attention; once with every
+// (with lse) and backward, decode, and the reference attention; once with every
 // thread sharing ONE Context, once with a Context per thread. Every result
 // must be bit-identical to the same call made serially. The tsan preset runs
 // this test under ThreadSanitizer, which also reports any data race inside
@@ -159,6 +159,24 @@ std::vector<Job> Jobs() {
          }
          return b;
        }});
+  jobs.push_back({"flash_decode_alibi", [](const Context& ctx) {
+                    // 3 queries against 600 keys: 2 chunks, thread-local buffers.
+                    constexpr std::int64_t kSq = 3, kSk = 600;
+                    const std::vector<float> q = Random(kB * kSq * kH * kD, 15),
+                                             k = Random(kB * kSk * 2 * kD, 16),
+                                             v = Random(kB * kSk * 2 * kD, 17);
+                    std::vector<float> out(q.size());
+                    AttentionParams a;
+                    a.scheme = PositionScheme::FromAlibi(Slopes());
+                    a.query_positions = Positions::Offset(kSk - kSq);
+                    const auto at = [](const std::vector<float>& x, std::int64_t s,
+                                       std::int64_t h) {
+                      return TensorView::Contiguous(x.data(), DType::kFloat32, {kB, s, h, kD});
+                    };
+                    FlashAttentionDecode(a, at(q, kSq, kH), at(k, kSk, 2), at(v, kSk, 2),
+                                         at(out, kSq, kH), TensorView{}, {}, ctx);
+                    return AsBytes(out);
+                  }});
   jobs.push_back({"reference_alibi", [=](const Context& ctx) {
                     const auto in = attention_inputs();
                     std::vector<float> out(kB * kS * kH * kD);

@@ -153,6 +153,45 @@ TEST(FlashAttentionDecode, LongCacheMatchesDenseKernel) {
   EXPECT_LT(lse_err, 1e-5 * std::max(1.0f, std::abs(lse_dense[0])));
 }
 
+// The decode's buffers live per thread and keep their capacity between calls
+// (a serving loop calls it once per token): a call of another shape in
+// between (float32, one kv head, odd D, 16 queries, T5) must not change the
+// bits of the next call, and that call must match a fresh context's.
+TEST(FlashAttentionDecode, BuffersReusedAcrossShapesGiveTheSameBits) {
+  const Index sk = 3001, H = 8;
+  Tensor q(DType::kBFloat16, AttentionLayout::kBSHD, 1, 1, H, 128, 1);
+  Tensor k(DType::kBFloat16, AttentionLayout::kBSHD, 1, sk, 2, 128, 2);
+  Tensor v(DType::kBFloat16, AttentionLayout::kBSHD, 1, sk, 2, 128, 3);
+  Tensor q2(DType::kFloat32, AttentionLayout::kBSHD, 2, 16, 4, 48, 4);
+  Tensor k2(DType::kFloat32, AttentionLayout::kBSHD, 2, 700, 1, 48, 5);
+  Tensor v2(DType::kFloat32, AttentionLayout::kBSHD, 2, 700, 1, 48, 6);
+  AttentionParams alibi;
+  alibi.scheme = PositionScheme::FromAlibi(AlibiSlopes(H));
+  T5BucketParams tp;
+  tp.direction = T5Direction::kCausal;
+  T5BiasTable t5(tp, 4);
+  t5.InitNormal(3, 1.0);
+  AttentionParams t5_params;
+  t5_params.scheme = PositionScheme::FromT5(t5);
+  const auto run = [](const AttentionParams& params, const Tensor& qt, const Tensor& kt,
+                      const Tensor& vt, const Context& ctx) {
+    const Index b = qt.view.shape[0], sq = qt.view.shape[1], h = qt.view.shape[2];
+    const Index d = qt.view.shape[3];
+    std::vector<float> out(Z(b * sq * h * d));
+    FlashAttentionDecode(params, qt.view, kt.view, vt.view,
+                         TensorView::Contiguous(out.data(), DType::kFloat32, {b, sq, h, d}), {}, {},
+                         ctx);
+    return out;
+  };
+  const Context ctx(2);
+  const std::vector<float> first = run(alibi, q, k, v, ctx);
+  const std::vector<float> other = run(t5_params, q2, k2, v2, ctx);
+  EXPECT_EQ(first, run(alibi, q, k, v, ctx));
+  const Context fresh(3);
+  EXPECT_EQ(other, run(t5_params, q2, k2, v2, fresh));
+  EXPECT_EQ(first, run(alibi, q, k, v, fresh));
+}
+
 TEST(FlashAttentionDecodeBadInput, SeventeenQueries) {
   Tensor q(DType::kFloat32, AttentionLayout::kBSHD, 1, 17, 2, 8, 1);
   Tensor k(DType::kFloat32, AttentionLayout::kBSHD, 1, 40, 2, 8, 2);
