@@ -23,7 +23,8 @@ inline constexpr int kMaxRank = 6;
 
 // Largest element count and byte span (last element's offset + 1, times the
 // dtype size) of a valid view: 2^48, beyond any address space a process has,
-// so that sizes and offsets of validated views never overflow int64.
+// so that sizes and offsets of validated views never overflow int64. Every
+// stride is below 2^48 bytes too, so stride x dtype size never overflows.
 inline constexpr std::int64_t kMaxViewBytes = std::int64_t{1} << 48;
 
 struct TensorView {
@@ -58,7 +59,8 @@ struct TensorView {
 
 // Throws InvalidArgument naming `arg` if the view is malformed: null data,
 // rank outside [1, kMaxRank] or != expected_rank (when >= 0), a size < 1, a
-// negative stride, more than kMaxViewBytes elements or bytes spanned, or
+// negative stride, a stride of kMaxViewBytes bytes or more (also on a size-1
+// dimension), more than kMaxViewBytes elements or bytes spanned, or
 // (when `writable`) a zero stride on a dimension of size > 1 (two elements
 // at one address).
 void ValidateView(const TensorView& view, std::string_view arg, int expected_rank = -1,

@@ -108,6 +108,15 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
             "a size >= 1 (empty tensors are not accepted)");
     Require(view.strides[d] >= 0, a + ".strides[" + std::to_string(d) + "]", view.strides[d],
             "a non-negative stride in elements");
+    // Also for size-1 dimensions, whose stride addresses nothing: kernels
+    // still scale every stride to bytes (fuzz_rope_views found
+    // stride * 2 overflowing int64 on a size-1 dimension).
+    Require(view.strides[d] < kMaxViewBytes / static_cast<std::int64_t>(DTypeSize(view.dtype)),
+            a + ".strides[" + std::to_string(d) + "]", view.strides[d],
+            "a stride below 2^48 bytes (" +
+                std::to_string(kMaxViewBytes / static_cast<std::int64_t>(DTypeSize(view.dtype))) +
+                " elements of " + std::string(DTypeName(view.dtype)) +
+                "), size-1 dimensions included");
   }
   // Element count and byte span within kMaxViewBytes, computed without
   // overflow: past that no memory can back the view and the index

@@ -158,6 +158,26 @@ TEST(RopeBadInput, PositionIdsCountMismatch) {
       "positions.count: got 4");
 }
 
+// fuzz_rope_views (2026-12-02): an out-of-place output whose seq dimension
+// has size 1 and a stride near 2^62 reached the kernel, whose stride-to-bytes
+// product overflowed int64 (UBSan). Refused at the boundary now; the input is
+// not touched and nothing is written.
+TEST(RopeBadInput, HugeStrideOfASizeOneOutputDimension) {
+  Tensor4 x = MakeInput(DType::kBFloat16, AttentionLayout::kBSHD, 1, 1, 2, 8);
+  const auto before = x.bytes;
+  std::vector<std::uint16_t> out(16, 0x7fc0);
+  const TensorView o = TensorView::Strided(out.data(), DType::kBFloat16, {1, 1, 2, 8},
+                                           {16, 6484326861776993725, 8, 1});
+  ExpectInvalid(
+      [&] {
+        ApplyRope(Good(), x.View(), AttentionLayout::kBSHD, Positions::Offset(0),
+                  RopeDirection::kForward, &o);
+      },
+      "out.strides[1]: got 6484326861776993725");
+  EXPECT_EQ(x.bytes, before);
+  EXPECT_EQ(out, std::vector<std::uint16_t>(16, 0x7fc0));
+}
+
 TEST(RopeBadInput, QKBatchMismatch) {
   Tensor4 q(DType::kFloat32, 2, 3, 4, 8), k(DType::kFloat32, 1, 3, 2, 8);
   ExpectInvalid(

@@ -143,13 +143,41 @@ TEST(TensorView, CountAndSpanBeyond2To48AreRefusedWithoutOverflow) {
       ValidateView(v, "x");
       FAIL() << v.Describe() << " accepted";
     } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("at most 2^48"), std::string::npos) << e.what();
+      // The span rule, or the stride rule first for strides of 2^48 bytes and more.
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("at most 2^48") != std::string::npos ||
+                  what.find("below 2^48 bytes") != std::string::npos)
+          << what;
     }
   }
   // Broadcast inputs below the limit are fine; as outputs they alias.
   const TensorView wide = TensorView::Strided(&x, DType::kFloat32, {1 << 20, 1 << 20}, {0, 0});
   EXPECT_NO_THROW(ValidateView(wide, "x"));
   EXPECT_THROW(ValidateView(wide, "x", -1, /*writable=*/true), InvalidArgument);
+}
+
+// fuzz_rope_views (2026-12-02): a size-1 dimension's stride addresses no
+// element, so the span check let 6484326861776993725 through, and the RoPE
+// kernel's stride-to-bytes product overflowed int64 (UBSan). Every stride is
+// now below 2^48 bytes, size-1 dimensions included.
+TEST(TensorView, HugeStrideOfASizeOneDimensionIsRefused) {
+  std::uint16_t x[8] = {};
+  const std::int64_t huge = 6484326861776993725;
+  for (const TensorView& v :
+       {TensorView::Strided(x, DType::kBFloat16, {1, 1, 2, 4}, {8, huge, 4, 1}),
+        TensorView::Strided(x, DType::kBFloat16, {1, 8}, {std::int64_t{1} << 47, 1})}) {
+    try {
+      ValidateView(v, "q");
+      FAIL() << v.Describe() << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("q.strides["), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("below 2^48 bytes"), std::string::npos) << e.what();
+    }
+  }
+  // The largest stride allowed for bfloat16 (2^47 - 1 elements) on a size-1
+  // dimension is fine.
+  EXPECT_NO_THROW(ValidateView(
+      TensorView::Strided(x, DType::kBFloat16, {1, 8}, {(std::int64_t{1} << 47) - 1, 1}), "q"));
 }
 
 TEST(Context, ParallelForRunsEveryTaskOnce) {
