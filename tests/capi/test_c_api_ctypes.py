@@ -61,6 +61,15 @@ class AttentionParams(ctypes.Structure):
 lib.posenc_last_error.restype = ctypes.c_char_p
 lib.posenc_status_name.restype = ctypes.c_char_p
 lib.posenc_version.restype = ctypes.c_char_p
+# Prototypes of the calls with int64_t parameters: without them ctypes passes a
+# Python int as a 32-bit C int, and an int64_t passed on the stack (the 7th
+# argument of posenc_rope_from_config) gets whatever the upper 4 bytes of its
+# slot held (this test failed now and then: "inv_freq: got NULL" with capacity 0).
+lib.posenc_rope_from_config.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p,
+                                        ctypes.c_int, ctypes.POINTER(ModelRope),
+                                        ctypes.POINTER(ctypes.c_double), ctypes.c_int64]
+lib.posenc_alibi_slopes.argtypes = [ctypes.c_int64, ctypes.c_double, ctypes.c_int,
+                                    ctypes.POINTER(ctypes.c_double), ctypes.c_int64]
 
 
 def last_error():
