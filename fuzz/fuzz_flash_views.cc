@@ -1,5 +1,5 @@
 // libFuzzer target: the public validation of FlashAttention,
-// FlashAttentionWithLse and FlashAttentionBackward
+// FlashAttentionWithLse, FlashAttentionBackward and FlashAttentionDecode
 // (include/posenc/flash_attention.h) on random TensorViews over a guarded
 // buffer, with random masks, windows, scales, positions, tiles and schemes
 // (none, absolute, RoPE, ALiBi, T5, Shaw; Transformer-XL / DeBERTa must be
@@ -173,15 +173,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const TensorView k = vm.Make(shape(B, Sk, Hkv, D), pick());
   const TensorView v = vm.Make(shape(B, Sk, Hkv, Dv), pick());
   const TensorView out = vm.Make(shape(B, Sq, H, Dv), pick());
-  const int call = fdp.ConsumeIntegralInRange<int>(0, 2);  // forward, with lse, backward
+  // forward, with lse, backward, decode (lse optional)
+  const int call = fdp.ConsumeIntegralInRange<int>(0, 3);
   TensorView lse, dout;
   AttentionGrads grads;
   std::vector<const TensorView*> outputs = {&out};
   if (call >= 1) {
     lse = vm.Make(std::array<std::int64_t, 3>{B, H, Sq},
                   fdp.ConsumeBool() ? DType::kFloat32 : vm.PickDType());
-    if (call == 2 && fdp.ConsumeBool()) lse.data = nullptr;  // recompute it
-    if (call == 1) outputs.push_back(&lse);
+    if (call >= 2 && fdp.ConsumeBool()) lse.data = nullptr;  // recompute it / no lse
+    if (call == 1 || (call == 3 && lse.data != nullptr)) outputs.push_back(&lse);
   }
   if (call == 2) {
     dout = vm.Make(shape(B, Sq, H, Dv), pick());
@@ -232,6 +233,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 1:
         FlashAttentionWithLse(params, q, k, v, out, lse, options, ctx);
+        break;
+      case 3:
+        FlashAttentionDecode(params, q, k, v, out, lse.data != nullptr ? lse : TensorView{},
+                             options, ctx);
         break;
       default:
         FlashAttentionBackward(params, q, k, v, out, dout, lse, grads, options, ctx);
