@@ -80,9 +80,10 @@ struct BlockRows {
   Index v_stride = 0;
 };
 
-// The sizes a Work's buffers were laid out for (PrepareWork).
+// The sizes a Work's buffers were laid out for (PrepareWork; the padded
+// strides follow from D, Dv and kBlock).
 struct WorkShape {
-  Index kv_heads = -1, D = 0, Dv = 0, ldd = 0, ldv = 0, ldk = 0, R = 0, Sq = 0;
+  Index kv_heads = -1, D = 0, Dv = 0, R = 0, Sq = 0;
   bool bf16_keys = false, block_rows = false;
   bool operator==(const WorkShape&) const = default;
 };
@@ -385,8 +386,8 @@ void PrepareWork(const Problem& p, const DecodePlan& plan, const Context& ctx, W
   const auto& d = p.dims;
   w.tile_terms.Reset(*p.scheme, 4 * (plan.Sq + kBlock), plan.ldk);
   w.serial = Context(1, ctx.backend());
-  const WorkShape shape{d.kv_heads, plan.D, plan.Dv, plan.ldd,       plan.ldv,
-                        plan.ldk,   plan.R, plan.Sq, plan.bf16_keys, plan.block_rows};
+  const WorkShape shape{d.kv_heads, plan.D,         plan.Dv,        plan.R,
+                        plan.Sq,    plan.bf16_keys, plan.block_rows};
   if (w.shape == shape) return;
   w.shape = shape;
   const Index rows = d.kv_heads * plan.R;  // every query row of the batch row

@@ -103,6 +103,7 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
     Require(view.rank == expected_rank, a + ".rank", view.rank,
             "rank " + std::to_string(expected_rank));
   }
+  const std::int64_t max_stride = kMaxViewBytes / static_cast<std::int64_t>(DTypeSize(view.dtype));
   for (int d = 0; d < view.rank; ++d) {
     Require(view.shape[d] >= 1, a + ".shape[" + std::to_string(d) + "]", view.shape[d],
             "a size >= 1 (empty tensors are not accepted)");
@@ -110,13 +111,14 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
             "a non-negative stride in elements");
     // Also for size-1 dimensions, whose stride addresses nothing: kernels
     // still scale every stride to bytes (fuzz_rope_views found
-    // stride * 2 overflowing int64 on a size-1 dimension).
-    Require(view.strides[d] < kMaxViewBytes / static_cast<std::int64_t>(DTypeSize(view.dtype)),
-            a + ".strides[" + std::to_string(d) + "]", view.strides[d],
-            "a stride below 2^48 bytes (" +
-                std::to_string(kMaxViewBytes / static_cast<std::int64_t>(DTypeSize(view.dtype))) +
-                " elements of " + std::string(DTypeName(view.dtype)) +
-                "), size-1 dimensions included");
+    // stride * 2 overflowing int64 on a size-1 dimension). The message is
+    // built only on failure (every public call validates its views).
+    if (view.strides[d] >= max_stride) {
+      throw InvalidArgument(ArgMessage(a + ".strides[" + std::to_string(d) + "]", view.strides[d],
+                                       "a stride below 2^48 bytes (" + std::to_string(max_stride) +
+                                           " elements of " + std::string(DTypeName(view.dtype)) +
+                                           "), size-1 dimensions included"));
+    }
   }
   // Element count and byte span within kMaxViewBytes, computed without
   // overflow: past that no memory can back the view and the index
