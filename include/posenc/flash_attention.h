@@ -12,7 +12,12 @@
 // [Sq, Sk] array is ever allocated: extra memory is the float32 K/V tiles
 // packed once per call (converted, RoPE-rotated, transposed; at most 16 MiB
 // per group of kv heads, or one (batch, kv head)'s K/V if larger) plus
-// O(query_tile * (key_tile + D + Dv)) floats per worker.
+// O(query_tile * (key_tile + D + Dv)) floats per worker. These buffers
+// belong to the calling thread and keep their capacity from call to call
+// (a training loop's calls would otherwise pay a first touch of every page
+// per call under allocators that return freed pages, e.g. jemalloc): a
+// thread that has called the forward holds up to ~16 MiB, the backward up
+// to ~64 MiB, until it exits.
 //
 // Contract: the same formula, shapes, layouts, positions, masks, GQA/MQA and
 // validation as AttentionReference (posenc/attention.h): read that header for

@@ -108,6 +108,14 @@ struct Scratch {
   Context serial{1};
 };
 
+// What RunBackward keeps between calls on the calling thread.
+struct BackwardBuffers {
+  std::vector<float> floats;  // the packed units of one group
+  std::vector<double> deltas;
+  std::vector<std::uint32_t> pairs;
+  std::vector<Scratch> scratch;  // per worker
+};
+
 void Resize(Scratch& w, const BackwardCall& c, const Layout& L, Backend backend) {
   const Index bq = c.bq, bk = c.bk, cap = 4 * (bq + bk);
   w.rows.assign(Z(std::max(bq, bk) * std::max(L.D, L.Dv)), 0.0f);
@@ -446,10 +454,20 @@ void RunBackward(const BackwardCall& c, const TensorView& q, const TensorView& k
   const Index unit_bytes = 4 * L.UnitFloats() + 8 * L.G * L.Sq + 4 * L.UnitPairs();
   const Index per_group = std::max<Index>(1, kPackBudgetBytes / std::max<Index>(unit_bytes, 1));
   const Index group_units = std::min(units, per_group);
-  std::vector<float> floats(Z(group_units * L.UnitFloats()));
-  std::vector<double> deltas(Z(group_units * L.G * L.Sq));
-  std::vector<std::uint32_t> pairs(Z(group_units * L.UnitPairs()));
-  std::vector<Scratch> scratch(Z(threads));
+  // The calling thread's buffers, kept between calls (ThreadBuffers). The
+  // packed units need no zeroing: PackQueryTile writes every float, delta
+  // and pair of its rows (padding and dQ partials included) before any
+  // other phase reads them.
+  ThreadBuffers<BackwardBuffers> lease;
+  BackwardBuffers& buffers = lease.get();
+  std::vector<float>& floats = buffers.floats;
+  std::vector<double>& deltas = buffers.deltas;
+  std::vector<std::uint32_t>& pairs = buffers.pairs;
+  floats.resize(Z(group_units * L.UnitFloats()));
+  deltas.resize(Z(group_units * L.G * L.Sq));
+  pairs.resize(Z(group_units * L.UnitPairs()));
+  std::vector<Scratch>& scratch = buffers.scratch;
+  scratch.resize(Z(threads));
   for (Scratch& w : scratch) Resize(w, c, L, ctx.backend());
   const TileOps ops{simd};
   std::vector<std::vector<Index>> bounds;  // per batch
