@@ -37,8 +37,8 @@ bool SameBits(const Result& a, const Result& b) {
 }
 
 // Forward (FlashAttentionWithLse) then backward, bshd.
-Result ForwardBackward(const AttentionParams& params, const Tensor& q, const Tensor& k, const Tensor& v,
-           const Tensor& dout, const Context& ctx) {
+Result ForwardBackward(const AttentionParams& params, const Tensor& q, const Tensor& k,
+                       const Tensor& v, const Tensor& dout, const Context& ctx) {
   const Index B = q.view.shape[0], Sq = q.view.shape[1], H = q.view.shape[2];
   const Index D = q.view.shape[3], Sk = k.view.shape[1], Hkv = k.view.shape[2];
   const Index Dv = v.view.shape[3];
@@ -66,7 +66,8 @@ TEST(FlashBuffers, ReusedAcrossShapesGiveTheSameBits) {
   constexpr auto kBshd = AttentionLayout::kBSHD;
   // Call A: bfloat16, causal ALiBi, GQA 4/2, odd lengths.
   Tensor q(DType::kBFloat16, kBshd, 3, 77, 4, 32, 1), k(DType::kBFloat16, kBshd, 3, 77, 2, 32, 2);
-  Tensor v(DType::kBFloat16, kBshd, 3, 77, 2, 32, 3), dout(DType::kBFloat16, kBshd, 3, 77, 4, 32, 4);
+  Tensor v(DType::kBFloat16, kBshd, 3, 77, 2, 32, 3),
+      dout(DType::kBFloat16, kBshd, 3, 77, 4, 32, 4);
   AttentionParams alibi;
   alibi.scheme = PositionScheme::FromAlibi(AlibiSlopes(4));
   // Call B: float32, bidirectional T5, one kv head, D 48, longer, with huge

@@ -66,6 +66,22 @@ TEST(FlashAttentionDecode, AlibiBf16Cache) {
   CheckCase(c);
 }
 
+// The cache read in place (keys by the bfloat16 logits, values converted in
+// registers by FlashAccumulatePVStored) with head sizes that leave a tail
+// of less than one vector in every target: float16 and bfloat16 caches.
+TEST(FlashAttentionDecode, CacheReadInPlaceWithTails) {
+  Case c = Decode("alibi f16 tails", Kind::kAlibi, kCausal, 2);
+  c.dtype = DType::kFloat16;
+  c.D = 56;
+  c.Dv = 36;
+  CheckCase(c);
+  c = Decode("none bf16 tails", Kind::kNone, kCausal, 1);
+  c.dtype = DType::kBFloat16;
+  c.D = 72;
+  c.Dv = 40;
+  CheckCase(c);
+}
+
 TEST(FlashAttentionDecode, ShawValueTermsMqaOddDims) {
   Case c = Decode("shaw mqa", Kind::kShaw, kCausal, 3);
   c.Hkv = 1;

@@ -4,7 +4,8 @@
 // rounding floor), on every compiled Highway target:
 //  - FlashAccumulatePTV (dV += P^T dO, dK += dS^T Q), FlashBackwardRow (P,
 //    dS), FlashDecodeLogits (key rows, transposing lane sums), FlashLoadRows
-//    (exact 16-bit conversions);
+//    (exact 16-bit conversions), FlashAccumulatePVStored (equal to the
+//    float32-row kernel on converted rows);
 //  - the bfloat16 logits on each hardware path the CPU has: AVX512_BF16
 //    (FlashTileLogitsAvx512Bf16) and AMX (FlashTileLogitsAmx, after the
 //    Linux permission request); a path the CPU lacks is skipped with the
@@ -167,6 +168,46 @@ TEST_P(FlashKernelTarget, SoftmaxTileEqualsTheRowKernels) {
     EXPECT_NEAR(l_fast[i], l[i] * want_alpha + sum, 1e-6 * (l[i] * want_alpha + sum));
   }
 }
+TEST_P(FlashKernelTarget, StoredValuesEqualConvertedRows) {
+  // Decode's P . V from value rows read in place in their storage equals the
+  // float32-row kernel on the converted rows, bit for bit: full vectors and
+  // a tail (dv = 37), 6 rows (a block of 4 and 2 single rows), with and
+  // without the rescale. The value buffer ends exactly at the last row's
+  // last value (vector<...> of nk * stride - (stride - dv) elements), so a
+  // read past dv would be caught by ASan.
+  const Index nq = 6, nk = 29, dv = 37, stride = 53, ldv = 48, ldp = 32;
+  const std::size_t n = static_cast<std::size_t>((nk - 1) * stride + dv);
+  const std::vector<float> x = Random(n, 21, -3.0f, 3.0f), p = Random(nq * ldp, 22, 0.0f, 1.0f);
+  const std::vector<float> acc0 = Random(nq * ldv, 23), alpha = Random(nq, 24, 0.0f, 1.0f);
+  std::vector<std::uint16_t> bf(n), hf(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    bf[i] = FloatToBF16(x[i]).bits;
+    hf[i] = FloatToF16(x[i]).bits;
+  }
+  for (const auto storage :
+       {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
+    const void* src = storage == ks::FlashStorage::kFloat32 ? static_cast<const void*>(x.data())
+                      : storage == ks::FlashStorage::kBFloat16
+                          ? static_cast<const void*>(bf.data())
+                          : static_cast<const void*>(hf.data());
+    std::vector<float> rows(nk * ldv);
+    ks::FlashLoadRows(storage, src, stride, nk, dv, rows.data(), ldv);
+    for (const bool rescale : {false, true}) {
+      std::vector<float> want = acc0, got = acc0;
+      for (Index i = 0; i < nq; ++i)  // padding columns are zero, as in the kernels' callers
+        for (Index c = dv; c < ldv; ++c) want[i * ldv + c] = got[i * ldv + c] = 0.0f;
+      const float* al = rescale ? alpha.data() : nullptr;
+      ks::FlashAccumulatePVRows(p.data(), ldp, rows.data(), ldv, nq, nk, ldv, al, want.data());
+      ks::FlashAccumulatePVStored(storage, p.data(), ldp, src, stride, nq, nk, dv, ldv, al,
+                                  got.data());
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i], want[i]) << "storage " << static_cast<int>(storage) << ", rescale "
+                                   << rescale << ", element " << i;
+      }
+    }
+  }
+}
+
 POSENC_INSTANTIATE_PER_SIMD_TARGET(FlashKernelTarget);
 
 // bfloat16 q [nq, dim] and k [nk, dim] values, packed as the flash paths

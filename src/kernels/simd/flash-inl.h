@@ -240,6 +240,93 @@ void FlashAccumulatePVRowsImpl(const float* p, std::int64_t ldp, const float* v,
   }
 }
 
+// PVBlock with value rows of storage S read in place (the conversion to
+// float32 is exact and happens in registers, no float32 copy of V): v rows
+// at stride ldvr elements, columns [x, x + kVecs * N) all below dv.
+template <Store S, int kRows, int kVecs>
+HWY_INLINE void PVBlockStored(const float* p, std::int64_t ldp, const unsigned char* v,
+                              std::int64_t ldvr, std::int64_t nk, std::int64_t ldv, std::int64_t x,
+                              const float* alpha, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  constexpr std::int64_t kB = kStoreBytes<S>;
+  hn::Vec<decltype(d)> a[kRows][kVecs];
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < kVecs; ++c) a[r][c] = hn::LoadU(d, acc + r * ldv + x + c * N);
+    if (alpha != nullptr) {
+      const auto al = hn::Set(d, alpha[r]);
+      for (int c = 0; c < kVecs; ++c) a[r][c] = hn::Mul(a[r][c], al);
+    }
+  }
+  for (std::int64_t j = 0; j < nk; ++j) {
+    const unsigned char* row = v + (j * ldvr + x) * kB;
+    hn::Vec<decltype(d)> vj[kVecs];
+    for (int c = 0; c < kVecs; ++c) vj[c] = LoadF<S>(d, row + c * N * kB);
+    for (int r = 0; r < kRows; ++r) {
+      const auto pj = hn::Set(d, p[r * ldp + j]);
+      for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(pj, vj[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kVecs; ++c) hn::StoreU(a[r][c], d, acc + r * ldv + x + c * N);
+}
+
+template <Store S, int kRows>
+HWY_INLINE void PVRowsStored(const float* p, std::int64_t ldp, const unsigned char* v,
+                             std::int64_t ldvr, std::int64_t nk, std::int64_t dv, std::int64_t ldv,
+                             const float* alpha, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t x = 0;
+  for (; x + kFlashVecs * N <= dv; x += kFlashVecs * N) {
+    PVBlockStored<S, kRows, kFlashVecs>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
+  }
+  for (; x + N <= dv; x += N) PVBlockStored<S, kRows, 1>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
+  if (x == dv) return;  // no tail; the padding columns [dv, ldv) stay zero
+  // Columns [x, dv), fewer than one vector: one element at a time (the rows
+  // end at dv, so a full vector could read past the buffer).
+  const hn::CappedTag<float, 1> d1;
+  constexpr std::int64_t kB = kStoreBytes<S>;
+  for (int r = 0; r < kRows; ++r) {
+    float* a = acc + r * ldv;
+    if (alpha != nullptr)
+      for (std::int64_t c = x; c < dv; ++c) a[c] *= alpha[r];
+    for (std::int64_t j = 0; j < nk; ++j) {
+      const auto pj = hn::Set(d1, p[r * ldp + j]);
+      for (std::int64_t c = x; c < dv; ++c) {  // the vector path's MulAdd, one lane
+        const auto sum =
+            hn::MulAdd(pj, LoadF<S>(d1, v + (j * ldvr + c) * kB), hn::LoadU(d1, a + c));
+        hn::StoreU(sum, d1, a + c);
+      }
+    }
+  }
+}
+
+template <Store S>
+void PVStoredTyped(const float* p, std::int64_t ldp, const void* v, std::int64_t ldvr,
+                   std::int64_t nq, std::int64_t nk, std::int64_t dv, std::int64_t ldv,
+                   const float* alpha, float* acc) {
+  const auto* base = static_cast<const unsigned char*>(v);
+  std::int64_t i = 0;
+  for (; i + 4 <= nq; i += 4) {
+    PVRowsStored<S, 4>(p + i * ldp, ldp, base, ldvr, nk, dv, ldv, alpha ? alpha + i : nullptr,
+                       acc + i * ldv);
+  }
+  for (; i < nq; ++i) {
+    PVRowsStored<S, 1>(p + i * ldp, ldp, base, ldvr, nk, dv, ldv, alpha ? alpha + i : nullptr,
+                       acc + i * ldv);
+  }
+}
+
+void FlashAccumulatePVStoredImpl(int store, const float* p, std::int64_t ldp, const void* v,
+                                 std::int64_t ldvr, std::int64_t nq, std::int64_t nk,
+                                 std::int64_t dv, std::int64_t ldv, const float* alpha,
+                                 float* acc) {
+  if (store == 0) return PVStoredTyped<Store::kF32>(p, ldp, v, ldvr, nq, nk, dv, ldv, alpha, acc);
+  if (store == 1) return PVStoredTyped<Store::kBF16>(p, ldp, v, ldvr, nq, nk, dv, ldv, alpha, acc);
+  PVStoredTyped<Store::kF16>(p, ldp, v, ldvr, nq, nk, dv, ldv, alpha, acc);
+}
+
 void FlashAccumulatePVScaledImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                                  std::int64_t nk, std::int64_t ldv, const float* alpha,
                                  float* acc) {

@@ -24,6 +24,7 @@ HWY_EXPORT(FlashAddRowImpl);
 HWY_EXPORT(FlashSoftmaxTileImpl);
 HWY_EXPORT(FlashLoadRowsImpl);
 HWY_EXPORT(FlashDecodeLogitsImpl);
+HWY_EXPORT(FlashAccumulatePVStoredImpl);
 
 void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
                      std::int64_t dim, std::int64_t ld, float* s) {
@@ -78,6 +79,13 @@ void FlashAccumulatePVRows(const float* p, std::int64_t ldp, const float* v, std
 void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                              std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc) {
   HWY_DYNAMIC_DISPATCH(FlashAccumulatePVScaledImpl)(p, ldp, v, nq, nk, ldv, alpha, acc);
+}
+
+void FlashAccumulatePVStored(FlashStorage storage, const float* p, std::int64_t ldp, const void* v,
+                             std::int64_t ldvr, std::int64_t nq, std::int64_t nk, std::int64_t dv,
+                             std::int64_t ldv, const float* alpha, float* acc) {
+  HWY_DYNAMIC_DISPATCH(FlashAccumulatePVStoredImpl)
+  (static_cast<int>(storage), p, ldp, v, ldvr, nq, nk, dv, ldv, alpha, acc);
 }
 
 float FlashScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale, const float* bias) {

@@ -107,6 +107,16 @@ void FlashAccumulatePVRows(const float* p, std::int64_t ldp, const float* v, std
                            std::int64_t nq, std::int64_t nk, std::int64_t ldv, const float* alpha,
                            float* acc);
 
+// FlashAccumulatePVRows with the value rows read in place in their storage
+// (float32, bfloat16 or float16; converted exactly in registers, no float32
+// copy): v holds nk rows of dv values at stride ldvr elements (dv <= ldv;
+// nothing past a row's dv values is read), acc rows hold ldv floats whose
+// columns [dv, ldv) are left as they are. Same sums, in the same order, as
+// FlashAccumulatePVRows over the converted rows, so the results are equal.
+void FlashAccumulatePVStored(FlashStorage storage, const float* p, std::int64_t ldp, const void* v,
+                             std::int64_t ldvr, std::int64_t nq, std::int64_t nk, std::int64_t dv,
+                             std::int64_t ldv, const float* alpha, float* acc);
+
 // row[j] = row[j] * scale (+ bias[j] when bias is non-null; bias holds ld
 // entries, finite or -inf) for j < nk and -inf for nk <= j < ld (ld a
 // multiple of kFlashPad); returns the max of the first nk entries (-inf if
