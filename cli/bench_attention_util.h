@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_attention.h"
+#include "bench_buffers.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
 #include "posenc/t5.h"
@@ -44,9 +45,9 @@ inline double Median(std::vector<double> t) {
 }
 
 // n values in [-1, 1] from xorshift32, as float32 or bfloat16 storage
-// (every page touched). Returns the storage as bytes.
-inline std::vector<unsigned char> Filled(DType dtype, std::size_t n, std::uint32_t seed) {
-  std::vector<unsigned char> bytes(n * DTypeSize(dtype));
+// (every page touched, page-aligned). Returns the storage as bytes.
+inline BenchVector<unsigned char> Filled(DType dtype, std::size_t n, std::uint32_t seed) {
+  BenchVector<unsigned char> bytes(n * DTypeSize(dtype));
   std::uint32_t state = seed * 2654435761u + 1u;
   for (std::size_t i = 0; i < n; ++i) {
     state ^= state << 13;

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_buffers.h"
 #include "posenc/context.h"
 
 #ifndef POSENC_BENCH_SCRIPT
@@ -83,9 +84,9 @@ inline double MedianMs(const std::function<void()>& fn, int reps, int warmup) {
   return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
 }
 
-// Pre-faulted buffer of floats (bytes / 4, rounded up) filled with values in [-1, 1].
-inline std::vector<float> Buffer(std::int64_t bytes, std::uint32_t seed) {
-  std::vector<float> v(static_cast<std::size_t>((bytes + 3) / 4));
+// Pre-faulted, page-aligned buffer of floats (bytes / 4, rounded up) filled with values in [-1, 1].
+inline BenchVector<float> Buffer(std::int64_t bytes, std::uint32_t seed) {
+  BenchVector<float> v(static_cast<std::size_t>((bytes + 3) / 4));
   std::uint32_t state = seed * 2654435761u + 1u;  // xorshift32: cheap, fills 512 MB quickly
   for (auto& x : v) {
     state ^= state << 13;

@@ -72,7 +72,7 @@ void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
       const std::int64_t elems = heads * seq * hd;
       const std::int64_t tensor_bytes = elems * static_cast<std::int64_t>(DTypeSize(dtype));
       // q and k back to back in one buffer (the ceiling kernels run over it whole).
-      std::vector<float> qk = Buffer(2 * tensor_bytes, 1), outs = Buffer(2 * tensor_bytes, 2);
+      BenchVector<float> qk = Buffer(2 * tensor_bytes, 1), outs = Buffer(2 * tensor_bytes, 2);
       auto* base = reinterpret_cast<unsigned char*>(qk.data());
       auto* obase = reinterpret_cast<unsigned char*>(outs.data());
       const TensorView q = TensorView::Contiguous(base, dtype, {1, heads, seq, hd});
@@ -130,7 +130,7 @@ void BenchTables(const BenchOptions& o, const Context& ctx, std::vector<Result>&
   const std::int64_t rows = o.max_seq >= 16384 ? 32768 : o.max_seq, dim = 1024;
   for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     const std::int64_t bytes = rows * dim * static_cast<std::int64_t>(DTypeSize(dtype));
-    std::vector<float> a = Buffer(2 * bytes, 3);
+    BenchVector<float> a = Buffer(2 * bytes, 3);
     auto* base = reinterpret_cast<unsigned char*>(a.data());
     {
       Result r;

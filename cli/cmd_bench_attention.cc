@@ -76,9 +76,9 @@ ChildReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType dty
                           const AttentionBenchOptions& o) {
   ChildReply r;
   const auto n = static_cast<std::size_t>(seq * kHeads * kHeadDim);
-  std::vector<unsigned char> qb = Filled(dtype, n, 1), kb = Filled(dtype, n, 2),
+  BenchVector<unsigned char> qb = Filled(dtype, n, 1), kb = Filled(dtype, n, 2),
                              vb = Filled(dtype, n, 3), ob = Filled(dtype, n, 4);
-  auto view = [&](std::vector<unsigned char>& b) {
+  auto view = [&](BenchVector<unsigned char>& b) {
     return TensorView::Contiguous(b.data(), dtype, {1, seq, kHeads, kHeadDim});
   };
   const TensorView q = view(qb), k = view(kb), v = view(vb), out = view(ob);

@@ -57,9 +57,9 @@ BackwardReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType 
                              const AttentionBenchOptions& o) {
   BackwardReply r;
   const auto n = static_cast<std::size_t>(seq * kHeads * kHeadDim);
-  std::vector<unsigned char> qb = Filled(dtype, n, 1), kb = Filled(dtype, n, 2),
+  BenchVector<unsigned char> qb = Filled(dtype, n, 1), kb = Filled(dtype, n, 2),
                              vb = Filled(dtype, n, 3), gb = Filled(dtype, n, 5);
-  const auto view = [&](std::vector<unsigned char>& b) {
+  const auto view = [&](BenchVector<unsigned char>& b) {
     return TensorView::Contiguous(b.data(), dtype, {1, seq, kHeads, kHeadDim});
   };
   AttentionParams params;
@@ -69,7 +69,7 @@ BackwardReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType 
   params.scheme = bs.scheme;
   const Context ctx(o.threads);
   const long before = MaxRssKiB();
-  std::vector<unsigned char> ob(n * DTypeSize(dtype)), dqb(ob.size()), dkb(ob.size()),
+  BenchVector<unsigned char> ob(n * DTypeSize(dtype)), dqb(ob.size()), dkb(ob.size()),
       dvb(ob.size());
   std::vector<float> lse(static_cast<std::size_t>(kHeads * seq));
   const TensorView out = view(ob),

@@ -31,7 +31,7 @@ void BenchBias(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
   if (o.max_seq < 1024) seqs.push_back(o.max_seq);  // --max-seq smoke runs
   std::int64_t max_bytes = 0;
   for (const std::int64_t s : seqs) max_bytes = std::max(max_bytes, heads * s * s * 4);
-  std::vector<float> buf = Buffer(max_bytes, 5);
+  BenchVector<float> buf = Buffer(max_bytes, 5);
 
   const std::vector<double> slopes =
       AlibiSlopes(AlibiParams{heads, 8.0, AlibiSlopeConvention::kReference, {}});
