@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +83,35 @@ inline double MedianMs(const std::function<void()>& fn, int reps, int warmup) {
   }
   std::sort(t.begin(), t.end());
   return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+}
+
+// Medians of `reps` calls of a kernel and of its ceiling, alternating call
+// by call after `warmup` of each, in ms: both see the same minutes of a
+// memory system shared with other tenants (timed one after the other, the
+// read-modify-write ceiling of one case moved between 54 and 77 GB/s from
+// run to run while the kernel's own GB/s stayed within 3 %).
+inline std::pair<double, double> MedianMsAlternating(const std::function<void()>& kernel,
+                                                     const std::function<void()>& ceiling, int reps,
+                                                     int warmup) {
+  for (int i = 0; i < warmup; ++i) {
+    kernel();
+    ceiling();
+  }
+  const auto ms = [](const std::function<void()>& fn) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> tk, tc;
+  for (int i = 0; i < reps; ++i) {
+    tk.push_back(ms(kernel));
+    tc.push_back(ms(ceiling));
+  }
+  const auto median = [](std::vector<double>& t) {
+    std::sort(t.begin(), t.end());
+    return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  };
+  return {median(tk), median(tc)};
 }
 
 // Pre-faulted, page-aligned buffer of floats (bytes / 4, rounded up) filled with values in [-1, 1].

@@ -34,6 +34,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -94,28 +95,24 @@ void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& o
         // Alternate forward/inverse so values stay bounded over many calls.
         bool fwd = true;
         if (inplace) {
-          r.ms = MedianMs(
+          r.ceiling = "rmw";
+          std::tie(r.ms, r.ceiling_ms) = MedianMsAlternating(
               [&] {
                 ApplyRopeQK(params, q, k, AttentionLayout::kBHSD, pos,
                             fwd ? RopeDirection::kForward : RopeDirection::kInverse, ctx);
                 fwd = !fwd;
               },
-              o.reps, o.warmup);
-          r.ceiling = "rmw";
-          r.ceiling_ms = MedianMs(
               [&] {
                 RunStreamKernel(StreamKernel::kReadModifyWrite, qk.data(), nullptr, nf, 1.0f, ctx);
               },
               o.reps, o.warmup);
         } else {
-          r.ms = MedianMs(
+          r.ceiling = "copy";
+          std::tie(r.ms, r.ceiling_ms) = MedianMsAlternating(
               [&] {
                 ApplyRopeQK(params, q, k, AttentionLayout::kBHSD, pos, RopeDirection::kForward, &qo,
                             &ko, ctx);
               },
-              o.reps, o.warmup);
-          r.ceiling = "copy";
-          r.ceiling_ms = MedianMs(
               [&] { RunStreamKernel(StreamKernel::kCopy, outs.data(), qk.data(), nf, 1.0f, ctx); },
               o.reps, o.warmup);
         }
