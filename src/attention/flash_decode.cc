@@ -81,7 +81,7 @@ struct DecodePlan {
   // Unit value strides and a SIMD backend: P . V reads the value rows in
   // place in their storage (FlashAccumulatePVStored, converted in
   // registers; no float32 copy of V). Measured at 32768 keys, GQA 32/8,
-  // D = 128, bfloat16: 8.8-9.4 -> 6.6-7.1 ms. Reading the bfloat16 keys in
+  // D = 128, bfloat16: 8.4-9.4 -> 6.5-6.9 ms. Reading the bfloat16 keys in
   // place too (no block copy) was no faster than the copy: the copy reads
   // the block of every kv head in address order.
   bool v_in_place = false;
