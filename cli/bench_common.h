@@ -71,6 +71,12 @@ struct Result {
   }
 };
 
+// The median of t (the mean of the middle two for an even count).
+inline double MedianOf(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+}
+
 // Median of `reps` timed calls after `warmup` untimed ones, in ms.
 inline double MedianMs(const std::function<void()>& fn, int reps, int warmup) {
   for (int i = 0; i < warmup; ++i) fn();
@@ -81,8 +87,7 @@ inline double MedianMs(const std::function<void()>& fn, int reps, int warmup) {
     t.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(t.begin(), t.end());
-  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  return MedianOf(std::move(t));
 }
 
 // Medians of `reps` calls of a kernel and of its ceiling, alternating call
@@ -107,11 +112,7 @@ inline std::pair<double, double> MedianMsAlternating(const std::function<void()>
     tk.push_back(ms(kernel));
     tc.push_back(ms(ceiling));
   }
-  const auto median = [](std::vector<double>& t) {
-    std::sort(t.begin(), t.end());
-    return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-  };
-  return {median(tk), median(tc)};
+  return {MedianOf(std::move(tk)), MedianOf(std::move(tc))};
 }
 
 // Pre-faulted, page-aligned buffer of floats (bytes / 4, rounded up) filled with values in [-1, 1].

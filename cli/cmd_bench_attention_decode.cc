@@ -25,10 +25,12 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_attention.h"
 #include "bench_attention_util.h"
+#include "bench_common.h"
 #include "posenc/bandwidth.h"
 #include "posenc/flash_attention.h"
 
@@ -76,25 +78,11 @@ DecodeReply MeasureInChild(const std::string& scheme, std::int64_t seq,
     RunStreamKernel(StreamKernel::kRead, reinterpret_cast<float*>(vb.data()), nullptr, floats, 1.0f,
                     ctx);
   };
-  const auto ms = [](const std::function<void()>& fn) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
-  for (int i = 0; i < std::max(o.warmup, 1); ++i) {
-    decode();
-    ceiling();
-  }
   // Alternating, so that both medians see the same minutes of a memory
   // system shared with other tenants (back to back, the ceiling of one
   // case moved between 27 and 59 GB/s).
-  std::vector<double> td, tc;
-  for (int i = 0; i < o.reps; ++i) {
-    td.push_back(ms(decode));
-    tc.push_back(ms(ceiling));
-  }
-  r.ms = Median(td);
-  r.ceiling_ms = Median(tc);
+  std::tie(r.ms, r.ceiling_ms) =
+      MedianMsAlternating(decode, ceiling, o.reps, std::max(o.warmup, 1));
   return r;
 }
 

@@ -53,6 +53,15 @@ void ExpectWithin2x(const std::vector<float>& fast, const std::vector<float>& pl
       << what << ": fast " << err << ", plain float32 " << plain_err;
 }
 
+// The buffer of `storage` among the float32 values and their bfloat16 and
+// float16 roundings.
+const void* Stored(ks::FlashStorage storage, const std::vector<float>& f32,
+                   const std::vector<std::uint16_t>& bf16, const std::vector<std::uint16_t>& f16) {
+  return storage == ks::FlashStorage::kFloat32    ? static_cast<const void*>(f32.data())
+         : storage == ks::FlashStorage::kBFloat16 ? static_cast<const void*>(bf16.data())
+                                                  : static_cast<const void*>(f16.data());
+}
+
 class FlashKernelTarget : public test::PerSimdTarget {};
 
 TEST_P(FlashKernelTarget, TransposedAccumulation) {
@@ -126,10 +135,7 @@ TEST_P(FlashKernelTarget, LoadRowsConvertsExactly) {
   std::vector<float> out(n * ld, NAN);
   for (const auto storage :
        {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
-    const void* src = storage == ks::FlashStorage::kFloat32 ? static_cast<const void*>(x.data())
-                      : storage == ks::FlashStorage::kBFloat16
-                          ? static_cast<const void*>(bf.data())
-                          : static_cast<const void*>(hf.data());
+    const void* src = Stored(storage, x, bf, hf);
     ks::FlashLoadRows(storage, src, stride, n, dim, out.data(), ld);
     for (Index r = 0; r < n; ++r) {
       for (Index c = 0; c < dim; ++c) {
@@ -186,10 +192,7 @@ TEST_P(FlashKernelTarget, StoredValuesEqualConvertedRows) {
   }
   for (const auto storage :
        {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
-    const void* src = storage == ks::FlashStorage::kFloat32 ? static_cast<const void*>(x.data())
-                      : storage == ks::FlashStorage::kBFloat16
-                          ? static_cast<const void*>(bf.data())
-                          : static_cast<const void*>(hf.data());
+    const void* src = Stored(storage, x, bf, hf);
     std::vector<float> rows(nk * ldv);
     ks::FlashLoadRows(storage, src, stride, nk, dv, rows.data(), ldv);
     for (const bool rescale : {false, true}) {

@@ -186,61 +186,7 @@ void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64
   }
 }
 
-// The same blocking for P . V: kRows probability rows x kVecs vectors of
-// value columns; each accumulator row is first multiplied by alpha[r] (the
-// online-softmax rescale), when alpha is given.
-template <int kRows, int kVecs>
-HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
-                        std::int64_t nk, std::int64_t ldv, std::int64_t x, const float* alpha,
-                        float* acc) {
-  const hn::ScalableTag<float> d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  hn::Vec<decltype(d)> a[kRows][kVecs];
-  for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < kVecs; ++c) a[r][c] = hn::LoadU(d, acc + r * ldv + x + c * N);
-    if (alpha != nullptr) {
-      const auto al = hn::Set(d, alpha[r]);
-      for (int c = 0; c < kVecs; ++c) a[r][c] = hn::Mul(a[r][c], al);
-    }
-  }
-  for (std::int64_t j = 0; j < nk; ++j) {
-    hn::Vec<decltype(d)> vj[kVecs];
-    for (int c = 0; c < kVecs; ++c) vj[c] = hn::LoadU(d, v + j * ldvr + x + c * N);
-    for (int r = 0; r < kRows; ++r) {
-      const auto pj = hn::Set(d, p[r * ldp + j]);
-      for (int c = 0; c < kVecs; ++c) a[r][c] = hn::MulAdd(pj, vj[c], a[r][c]);
-    }
-  }
-  for (int r = 0; r < kRows; ++r)
-    for (int c = 0; c < kVecs; ++c) hn::StoreU(a[r][c], d, acc + r * ldv + x + c * N);
-}
-
-template <int kRows>
-HWY_INLINE void PVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
-                       std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc) {
-  const hn::ScalableTag<float> d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  std::int64_t x = 0;
-  for (; x + kFlashVecs * N <= ldv; x += kFlashVecs * N) {
-    PVBlock<kRows, kFlashVecs>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
-  }
-  for (; x < ldv; x += N) PVBlock<kRows, 1>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
-}
-
-// v rows at stride ldvr (>= ldv), accumulator rows at stride ldv.
-void FlashAccumulatePVRowsImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
-                               std::int64_t nq, std::int64_t nk, std::int64_t ldv,
-                               const float* alpha, float* acc) {
-  std::int64_t i = 0;
-  for (; i + 4 <= nq; i += 4) {
-    PVRows<4>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
-  }
-  for (; i < nq; ++i) {
-    PVRows<1>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
-  }
-}
-
-// PVBlock with value rows of storage S read in place (the conversion to
+// P . V over value rows of storage S read in place (the conversion to
 // float32 is exact and happens in registers, no float32 copy of V): v rows
 // at stride ldvr elements, columns [x, x + kVecs * N) all below dv.
 template <Store S, int kRows, int kVecs>
@@ -269,6 +215,43 @@ HWY_INLINE void PVBlockStored(const float* p, std::int64_t ldp, const unsigned c
   }
   for (int r = 0; r < kRows; ++r)
     for (int c = 0; c < kVecs; ++c) hn::StoreU(a[r][c], d, acc + r * ldv + x + c * N);
+}
+
+// The same blocking for P . V: kRows probability rows x kVecs vectors of
+// value columns; each accumulator row is first multiplied by alpha[r] (the
+// online-softmax rescale), when alpha is given. Float32 value rows: the
+// stored-rows kernel with float32 storage.
+template <int kRows, int kVecs>
+HWY_INLINE void PVBlock(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                        std::int64_t nk, std::int64_t ldv, std::int64_t x, const float* alpha,
+                        float* acc) {
+  PVBlockStored<Store::kF32, kRows, kVecs>(p, ldp, reinterpret_cast<const unsigned char*>(v), ldvr,
+                                           nk, ldv, x, alpha, acc);
+}
+
+template <int kRows>
+HWY_INLINE void PVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                       std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t x = 0;
+  for (; x + kFlashVecs * N <= ldv; x += kFlashVecs * N) {
+    PVBlock<kRows, kFlashVecs>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
+  }
+  for (; x < ldv; x += N) PVBlock<kRows, 1>(p, ldp, v, ldvr, nk, ldv, x, alpha, acc);
+}
+
+// v rows at stride ldvr (>= ldv), accumulator rows at stride ldv.
+void FlashAccumulatePVRowsImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
+                               std::int64_t nq, std::int64_t nk, std::int64_t ldv,
+                               const float* alpha, float* acc) {
+  std::int64_t i = 0;
+  for (; i + 4 <= nq; i += 4) {
+    PVRows<4>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
+  }
+  for (; i < nq; ++i) {
+    PVRows<1>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
+  }
 }
 
 template <Store S, int kRows>
