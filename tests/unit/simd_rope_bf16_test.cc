@@ -116,19 +116,31 @@ TEST(SimdRopeBf16Hardware, BitIdenticalToPortableRounding) {
 TEST(SimdRopeBf16Hardware, DenormalResultsAreNotFlushed) {
   if (!kernels::simd::RopeBf16HardwareAvailable()) GTEST_SKIP() << "CPU without AVX512-BF16";
   // Position 0: cos = 1, sin = 0, so the rotation returns its input, which
-  // here is a bfloat16 denormal in every lane (the instruction alone would
-  // write zeros).
-  RopeParams params;
-  params.head_dim = 64;
-  std::vector<BFloat16> v(64);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = FloatToBF16(static_cast<float>(i + 1) * 1e-40f);
-  const auto before = v;
-  ApplyRope(params, TensorView::Contiguous(v.data(), DType::kBFloat16, {1, 1, 1, 64}),
-            AttentionLayout::kBSHD, Positions::Offset(0), RopeDirection::kForward, nullptr,
-            Context(1, Backend::kSimd));
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    EXPECT_EQ(BF16ToFloat(v[i]), BF16ToFloat(before[i])) << i;
-    EXPECT_NE(BF16ToFloat(v[i]), 0.0f) << i;
+  // here is a bfloat16 denormal in every lane or in some lanes of each 32
+  // (the instruction alone would write zeros there). Head dims 64 and 128
+  // take the 32-lane conversion, 40 the 16-lane and masked ones.
+  for (const std::int64_t head_dim : {40, 64, 128}) {
+    for (const RopePairing pairing : {RopePairing::kHalfSplit, RopePairing::kInterleaved}) {
+      for (const int every : {1, 7}) {
+        RopeParams params;
+        params.head_dim = head_dim;
+        params.pairing = pairing;
+        std::vector<BFloat16> v(static_cast<std::size_t>(head_dim));
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          v[i] = FloatToBF16(static_cast<float>(i + 1) * (i % every == 0 ? 1e-40f : 0.25f));
+        }
+        const auto before = v;
+        ApplyRope(params, TensorView::Contiguous(v.data(), DType::kBFloat16, {1, 1, 1, head_dim}),
+                  AttentionLayout::kBSHD, Positions::Offset(0), RopeDirection::kForward, nullptr,
+                  Context(1, Backend::kSimd));
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " every " +
+                       std::to_string(every) + " lane " + std::to_string(i));
+          EXPECT_EQ(BF16ToFloat(v[i]), BF16ToFloat(before[i]));
+          EXPECT_NE(BF16ToFloat(v[i]), 0.0f);
+        }
+      }
+    }
   }
 }
 

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include <hwy/aligned_allocator.h>
-#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "kernels/simd/rope.h"
 #include "kernels/simd/rope_bf16_avx512.h"
+#include "kernels/simd/rope_rows.h"
 #include "kernels/simd/simd_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -36,9 +36,6 @@ using scalar::RopePairs;
 // sees long streams; 32-token tiles (16 KiB) measured ~20 % slower there.
 constexpr std::int64_t kMaxTokenTile = 256;
 constexpr std::int64_t kMinTokenTile = 32;
-// Software prefetch distance of RotateRows, in bytes of rows ahead (8
-// float32 rows of head_dim 128; 16 rows of 16-bit storage).
-constexpr std::int64_t kPrefetchBytes = 4096;
 // Below this many rotated elements (all tensors) a call runs on the calling
 // thread: waking the pool costs ~20 us here, the rotation of one decode
 // token of q and k (32 + 32 heads x 128) ~4 us.
@@ -158,33 +155,24 @@ HWY_INLINE void RotateRowHF(const float* HWY_RESTRICT c, const float* HWY_RESTRI
   }
 }
 
-// Rotates n rows: row i reads in + i * in_step bytes, writes out + i *
-// out_step and uses the cos/sin rows c/s + i * cs_step floats (cs_step 0:
-// one cos/sin row for all, e.g. the heads of one token). Dims past the
-// rotary part (tail_bytes) are copied when out of place. One out-of-line
-// call per run of rows; the row body is inlined into this loop.
+// Rotates the rows of `run`: row i uses the cos/sin rows c/s + i * cs_step
+// floats (cs_step 0: one cos/sin row for all, e.g. the heads of one token).
+// Dims past the rotary part (tail_bytes) are copied when out of place. The
+// prefetch runs on into `next` (rope_rows.h). One out-of-line call per run
+// of rows; the row body is inlined into this loop.
 template <Store S, RopePairs P, bool kHF>
 HWY_NOINLINE void RotateRows(const float* HWY_RESTRICT c, const float* HWY_RESTRICT s,
-                             std::int64_t cs_step, const char* in, std::int64_t in_step, char* out,
-                             std::int64_t out_step, std::int64_t n, std::int64_t half,
-                             std::int64_t tail_bytes) {
+                             std::int64_t cs_step, const RopeRowRun& run, const RopeRowRun& next,
+                             std::int64_t half, std::int64_t tail_bytes) {
   const std::int64_t rot_bytes = 2 * half * kStoreBytes<S>;
   const std::int64_t row_bytes = rot_bytes + tail_bytes;
-  const std::int64_t ahead_rows = std::max<std::int64_t>(2, kPrefetchBytes / row_bytes);
-  for (std::int64_t i = 0; i < n; ++i) {
+  const std::int64_t ahead = RopePrefetchRows(row_bytes);
+  for (std::int64_t i = 0; i < run.n; ++i) {
     const float* ci = c + i * cs_step;
     const float* si = s + i * cs_step;
-    const char* pi = in + i * in_step;
-    char* po = out + i * out_step;
-    if (i + ahead_rows < n) {
-      const char* ahead = pi + ahead_rows * in_step;
-      for (std::int64_t off = 0; off < row_bytes; off += 64) hwy::Prefetch(ahead + off);
-      if (pi != po) {  // out of place: fetch the destination lines for writing
-        char* ahead_out = po + ahead_rows * out_step;
-        for (std::int64_t off = 0; off < row_bytes; off += 64)
-          __builtin_prefetch(ahead_out + off, 1);
-      }
-    }
+    const char* pi = run.in + i * run.in_step;
+    char* po = run.out + i * run.out_step;
+    PrefetchRopeRow(run, next, i, ahead, row_bytes);
     if constexpr (kHF) {
       RotateRowHF<S, P>(ci, si, pi, po, half);
     } else {
@@ -413,25 +401,38 @@ class ApplyRun {
     }
   }
 
-  void Rotate(const float* rc, const float* rs, std::int64_t cs_step, const char* in,
-              std::int64_t in_step, char* out, std::int64_t out_step, std::int64_t rows) const {
+  void Rotate(const float* rc, const float* rs, std::int64_t cs_step, const RopeRowRun& run,
+              const RopeRowRun& next) const {
     if (hw_bf16_) {
       RotateRowsBf16Avx512(
-          rc, rs, cs_step, in, in_step, out, out_step, rows, spec_.half, tail_bytes_,
+          rc, rs, cs_step, run, next, spec_.half, tail_bytes_,
           P == RopePairs::kHalfSplit ? RopeBf16Pairs::kHalfSplit : RopeBf16Pairs::kInterleaved);
     } else {
-      RotateRows<S, P, kHF>(rc, rs, cs_step, in, in_step, out, out_step, rows, spec_.half,
-                            tail_bytes_);
+      RotateRows<S, P, kHF>(rc, rs, cs_step, run, next, spec_.half, tail_bytes_);
     }
   }
 
   // Rotates the rows of tokens [s0, s1) of batch rows [b_first, b_end) for
-  // the heads of this task's group (a range over all tensors' heads).
+  // the heads of this task's group (a range over all tensors' heads). Each
+  // run is rotated once the next one is known, so its prefetch runs on into
+  // the next run's first rows.
   void RotateTileHeads(std::int64_t group, std::int64_t b_first, std::int64_t b_end,
                        std::int64_t s0, std::int64_t s1, const float* c, const float* s) const {
     constexpr std::int64_t kB = kStoreBytes<S>;
     const std::int64_t h0 = group * tasks_.total_heads / tasks_.groups;
     const std::int64_t h1 = (group + 1) * tasks_.total_heads / tasks_.groups;
+    RopeRowRun pending;  // the run waiting for its successor
+    const float* pending_c = c;
+    const float* pending_s = s;
+    std::int64_t pending_step = 0;
+    const auto push = [&](const RopeRowRun& run, const float* rc, const float* rs,
+                          std::int64_t cs_step) {
+      if (pending.n > 0) Rotate(pending_c, pending_s, pending_step, pending, run);
+      pending = run;
+      pending_c = rc;
+      pending_s = rs;
+      pending_step = cs_step;
+    };
     std::int64_t first = 0;  // global index of tensor ti's head 0
     for (int ti = 0; ti < num_tensors_; first += tensors_[ti].heads, ++ti) {
       const RopeTensor& t = tensors_[ti];
@@ -444,22 +445,24 @@ class ApplyRun {
         if (tasks_.token_major) {  // per token: its heads, one cos/sin row
           for (std::int64_t si = s0; si < s1; ++si) {
             const std::int64_t r = si - s0;
-            Rotate(c + r * pad_, s + r * pad_, 0,
-                   in_b + (si * t.in_stride_seq + ha * t.in_stride_head) * kB,
-                   t.in_stride_head * kB,
-                   out_b + (si * t.out_stride_seq + ha * t.out_stride_head) * kB,
-                   t.out_stride_head * kB, hb - ha);
+            push({in_b + (si * t.in_stride_seq + ha * t.in_stride_head) * kB,
+                  t.in_stride_head * kB,
+                  out_b + (si * t.out_stride_seq + ha * t.out_stride_head) * kB,
+                  t.out_stride_head * kB, hb - ha},
+                 c + r * pad_, s + r * pad_, 0);
           }
         } else {  // per head: its rows of the tile, contiguous in bhsd
           for (std::int64_t h = ha; h < hb; ++h) {
-            Rotate(c, s, pad_, in_b + (s0 * t.in_stride_seq + h * t.in_stride_head) * kB,
-                   t.in_stride_seq * kB,
-                   out_b + (s0 * t.out_stride_seq + h * t.out_stride_head) * kB,
-                   t.out_stride_seq * kB, s1 - s0);
+            push({in_b + (s0 * t.in_stride_seq + h * t.in_stride_head) * kB,
+                  t.in_stride_seq * kB,
+                  out_b + (s0 * t.out_stride_seq + h * t.out_stride_head) * kB,
+                  t.out_stride_seq * kB, s1 - s0},
+                 c, s, pad_);
           }
         }
       }
     }
+    push(RopeRowRun{}, c, s, 0);  // rotates the last run
   }
 
   const RopeApplySpec& spec_;

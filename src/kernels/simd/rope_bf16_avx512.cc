@@ -87,6 +87,19 @@ POSENC_AVX512BF16_ATTR inline void StoreBf16(__m512 v, char* p, __mmask16 m) {
   }
 }
 
+// Stores lo then hi (32 lanes) as bfloat16, rounded to nearest even, with
+// one conversion instruction and one 64-byte store.
+POSENC_AVX512BF16_ATTR inline void StoreBf16x2(__m512 lo, __m512 hi, char* p) {
+  const __mmask16 denormal =
+      _mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20);
+  if (__builtin_expect(denormal != 0, 0)) {
+    StoreBf16Exact(lo, p, kAll);
+    StoreBf16Exact(hi, p + 32, kAll);
+    return;
+  }
+  _mm512_storeu_si512(p, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+}
+
 POSENC_AVX512BF16_ATTR inline __mmask16 Mask(std::int64_t remaining) {
   return static_cast<__mmask16>((1u << remaining) - 1u);  // remaining in [1, 15]
 }
@@ -103,10 +116,26 @@ POSENC_AVX512BF16_ATTR inline void HalfSplitChunk(const float* c, const float* s
   StoreBf16<kFull>(_mm512_fmadd_ps(x, vs, _mm512_mul_ps(y, vc)), out + yo + 2 * j, m);
 }
 
+// Pairs j .. j + 31: 32 lanes of each half per conversion and store.
+POSENC_AVX512BF16_ATTR inline void HalfSplitChunk32(const float* c, const float* s, const char* in,
+                                                    char* out, std::int64_t yo, std::int64_t j) {
+  const __m512 x0 = LoadBf16<true>(in + 2 * j, kAll);
+  const __m512 x1 = LoadBf16<true>(in + 2 * j + 32, kAll);
+  const __m512 y0 = LoadBf16<true>(in + yo + 2 * j, kAll);
+  const __m512 y1 = LoadBf16<true>(in + yo + 2 * j + 32, kAll);
+  const __m512 c0 = _mm512_loadu_ps(c + j), c1 = _mm512_loadu_ps(c + j + 16);
+  const __m512 s0 = _mm512_loadu_ps(s + j), s1 = _mm512_loadu_ps(s + j + 16);
+  StoreBf16x2(_mm512_fnmadd_ps(y0, s0, _mm512_mul_ps(x0, c0)),
+              _mm512_fnmadd_ps(y1, s1, _mm512_mul_ps(x1, c1)), out + 2 * j);
+  StoreBf16x2(_mm512_fmadd_ps(x0, s0, _mm512_mul_ps(y0, c0)),
+              _mm512_fmadd_ps(x1, s1, _mm512_mul_ps(y1, c1)), out + yo + 2 * j);
+}
+
 POSENC_AVX512BF16_ATTR void RowHalfSplit(const float* c, const float* s, const char* in, char* out,
                                          std::int64_t half) {
   const std::int64_t yo = 2 * half;
   std::int64_t j = 0;
+  for (; j + 32 <= half; j += 32) HalfSplitChunk32(c, s, in, out, yo, j);
   for (; j + 16 <= half; j += 16) HalfSplitChunk<true>(c, s, in, out, yo, j, kAll);
   if (j < half) HalfSplitChunk<false>(c, s, in, out, yo, j, Mask(half - j));
 }
@@ -122,10 +151,24 @@ POSENC_AVX512BF16_ATTR inline void InterleavedChunk(const float* c, const float*
   StoreBf16<kFull>(r, out + 2 * j, m);
 }
 
+// Lanes j .. j + 31: one conversion and store.
+POSENC_AVX512BF16_ATTR inline void InterleavedChunk32(const float* c, const float* s,
+                                                      const char* in, char* out, std::int64_t j) {
+  const __m512 v0 = LoadBf16<true>(in + 2 * j, kAll);
+  const __m512 v1 = LoadBf16<true>(in + 2 * j + 32, kAll);
+  const __m512 r0 = _mm512_fmadd_ps(_mm512_maskz_permute_ps(kAll, v0, 0xB1), _mm512_loadu_ps(s + j),
+                                    _mm512_mul_ps(v0, _mm512_loadu_ps(c + j)));
+  const __m512 r1 =
+      _mm512_fmadd_ps(_mm512_maskz_permute_ps(kAll, v1, 0xB1), _mm512_loadu_ps(s + j + 16),
+                      _mm512_mul_ps(v1, _mm512_loadu_ps(c + j + 16)));
+  StoreBf16x2(r0, r1, out + 2 * j);
+}
+
 POSENC_AVX512BF16_ATTR void RowInterleaved(const float* c, const float* s, const char* in,
                                            char* out, std::int64_t half) {
   const std::int64_t n = 2 * half;
   std::int64_t j = 0;
+  for (; j + 32 <= n; j += 32) InterleavedChunk32(c, s, in, out, j);
   for (; j + 16 <= n; j += 16) InterleavedChunk<true>(c, s, in, out, j, kAll);
   if (j < n) InterleavedChunk<false>(c, s, in, out, j, Mask(n - j));
 }
@@ -133,27 +176,16 @@ POSENC_AVX512BF16_ATTR void RowInterleaved(const float* c, const float* s, const
 }  // namespace
 
 POSENC_AVX512BF16_ATTR void RotateRowsBf16Avx512(const float* c, const float* s,
-                                                 std::int64_t cs_step, const char* in,
-                                                 std::int64_t in_step, char* out,
-                                                 std::int64_t out_step, std::int64_t n,
-                                                 std::int64_t half, std::int64_t tail_bytes,
-                                                 RopeBf16Pairs pairs) {
-  constexpr std::int64_t kPrefetchBytes = 4096;  // as RotateRows in rope-inl.h
+                                                 std::int64_t cs_step, const RopeRowRun& run,
+                                                 const RopeRowRun& next, std::int64_t half,
+                                                 std::int64_t tail_bytes, RopeBf16Pairs pairs) {
   const std::int64_t rot_bytes = 4 * half;
   const std::int64_t row_bytes = rot_bytes + tail_bytes;
-  const std::int64_t ahead_rows = std::max<std::int64_t>(2, kPrefetchBytes / row_bytes);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const char* pi = in + i * in_step;
-    char* po = out + i * out_step;
-    if (i + ahead_rows < n) {
-      const char* ahead = pi + ahead_rows * in_step;
-      for (std::int64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-      if (pi != po) {
-        char* ahead_out = po + ahead_rows * out_step;
-        for (std::int64_t off = 0; off < row_bytes; off += 64)
-          __builtin_prefetch(ahead_out + off, 1);
-      }
-    }
+  const std::int64_t ahead = RopePrefetchRows(row_bytes);
+  for (std::int64_t i = 0; i < run.n; ++i) {
+    const char* pi = run.in + i * run.in_step;
+    char* po = run.out + i * run.out_step;
+    PrefetchRopeRow(run, next, i, ahead, row_bytes);
     if (pairs == RopeBf16Pairs::kHalfSplit) {
       RowHalfSplit(c + i * cs_step, s + i * cs_step, pi, po, half);
     } else {
@@ -166,9 +198,8 @@ POSENC_AVX512BF16_ATTR void RotateRowsBf16Avx512(const float* c, const float* s,
 #else  // not x86-64 GCC/Clang: never available
 
 bool RopeBf16HardwareAvailable() { return false; }
-void RotateRowsBf16Avx512(const float*, const float*, std::int64_t, const char*, std::int64_t,
-                          char*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                          RopeBf16Pairs) {}
+void RotateRowsBf16Avx512(const float*, const float*, std::int64_t, const RopeRowRun&,
+                          const RopeRowRun&, std::int64_t, std::int64_t, RopeBf16Pairs) {}
 
 #endif
 

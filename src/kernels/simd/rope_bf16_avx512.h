@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "kernels/simd/rope_rows.h"
+
 namespace posenc::kernels::simd {
 
 enum class RopeBf16Pairs : std::uint8_t { kHalfSplit, kInterleaved };
@@ -29,12 +31,12 @@ bool RopeBf16HardwareAvailable();
 // the same machine. Not thread-safe against running kernels.
 void SetRopeBf16HardwareEnabled(bool enabled);
 
-// Rotates n bfloat16 rows like RotateRows of rope-inl.h: row i reads
-// in + i * in_step bytes, writes out + i * out_step, cos/sin float32 rows
-// c/s + i * cs_step; tail_bytes past the rotary part are copied when out
-// of place. c/s in RotateRow's layout (see rope-inl.h).
-void RotateRowsBf16Avx512(const float* c, const float* s, std::int64_t cs_step, const char* in,
-                          std::int64_t in_step, char* out, std::int64_t out_step, std::int64_t n,
-                          std::int64_t half, std::int64_t tail_bytes, RopeBf16Pairs pairs);
+// Rotates the bfloat16 rows of `run` like RotateRows of rope-inl.h: row i
+// uses the cos/sin float32 rows c/s + i * cs_step; tail_bytes past the
+// rotary part are copied when out of place; the prefetch runs on into
+// `next` (rope_rows.h). c/s in RotateRow's layout (see rope-inl.h).
+void RotateRowsBf16Avx512(const float* c, const float* s, std::int64_t cs_step,
+                          const RopeRowRun& run, const RopeRowRun& next, std::int64_t half,
+                          std::int64_t tail_bytes, RopeBf16Pairs pairs);
 
 }  // namespace posenc::kernels::simd
