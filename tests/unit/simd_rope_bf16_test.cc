@@ -134,8 +134,8 @@ TEST(SimdRopeBf16Hardware, DenormalResultsAreNotFlushed) {
                   AttentionLayout::kBSHD, Positions::Offset(0), RopeDirection::kForward, nullptr,
                   Context(1, Backend::kSimd));
         for (std::size_t i = 0; i < v.size(); ++i) {
-          SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " every " +
-                       std::to_string(every) + " lane " + std::to_string(i));
+          SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " every " + std::to_string(every) +
+                       " lane " + std::to_string(i));
           EXPECT_EQ(BF16ToFloat(v[i]), BF16ToFloat(before[i]));
           EXPECT_NE(BF16ToFloat(v[i]), 0.0f);
         }

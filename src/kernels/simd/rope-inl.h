@@ -445,16 +445,14 @@ class ApplyRun {
         if (tasks_.token_major) {  // per token: its heads, one cos/sin row
           for (std::int64_t si = s0; si < s1; ++si) {
             const std::int64_t r = si - s0;
-            push({in_b + (si * t.in_stride_seq + ha * t.in_stride_head) * kB,
-                  t.in_stride_head * kB,
+            push({in_b + (si * t.in_stride_seq + ha * t.in_stride_head) * kB, t.in_stride_head * kB,
                   out_b + (si * t.out_stride_seq + ha * t.out_stride_head) * kB,
                   t.out_stride_head * kB, hb - ha},
                  c + r * pad_, s + r * pad_, 0);
           }
         } else {  // per head: its rows of the tile, contiguous in bhsd
           for (std::int64_t h = ha; h < hb; ++h) {
-            push({in_b + (s0 * t.in_stride_seq + h * t.in_stride_head) * kB,
-                  t.in_stride_seq * kB,
+            push({in_b + (s0 * t.in_stride_seq + h * t.in_stride_head) * kB, t.in_stride_seq * kB,
                   out_b + (s0 * t.out_stride_seq + h * t.out_stride_head) * kB,
                   t.out_stride_seq * kB, s1 - s0},
                  c, s, pad_);

@@ -90,8 +90,7 @@ POSENC_AVX512BF16_ATTR inline void StoreBf16(__m512 v, char* p, __mmask16 m) {
 // Stores lo then hi (32 lanes) as bfloat16, rounded to nearest even, with
 // one conversion instruction and one 64-byte store.
 POSENC_AVX512BF16_ATTR inline void StoreBf16x2(__m512 lo, __m512 hi, char* p) {
-  const __mmask16 denormal =
-      _mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20);
+  const __mmask16 denormal = _mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20);
   if (__builtin_expect(denormal != 0, 0)) {
     StoreBf16Exact(lo, p, kAll);
     StoreBf16Exact(hi, p + 32, kAll);

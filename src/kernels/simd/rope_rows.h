@@ -40,7 +40,8 @@ inline std::int64_t RopePrefetchRows(std::int64_t row_bytes) {
 #define POSENC_ROPE_PREFETCH_INLINE inline __attribute__((always_inline))
 
 // Prefetches row j of `run` for reading (and, out of place, for writing).
-POSENC_ROPE_PREFETCH_INLINE void PrefetchRopeRunRow(const RopeRowRun& run, std::int64_t j, std::int64_t row_bytes) {
+POSENC_ROPE_PREFETCH_INLINE void PrefetchRopeRunRow(const RopeRowRun& run, std::int64_t j,
+                                                    std::int64_t row_bytes) {
   const char* src = run.in + j * run.in_step;
   for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(src + off, 0, 3);
   if (run.out != run.in) {
@@ -52,8 +53,9 @@ POSENC_ROPE_PREFETCH_INLINE void PrefetchRopeRunRow(const RopeRowRun& run, std::
 // Before rotating row i of `run`: prefetches row i + ahead, which is row
 // i + ahead - run.n of `next` once past the end of `run` (nothing past the
 // end of `next`).
-POSENC_ROPE_PREFETCH_INLINE void PrefetchRopeRow(const RopeRowRun& run, const RopeRowRun& next, std::int64_t i,
-                                                 std::int64_t ahead, std::int64_t row_bytes) {
+POSENC_ROPE_PREFETCH_INLINE void PrefetchRopeRow(const RopeRowRun& run, const RopeRowRun& next,
+                                                 std::int64_t i, std::int64_t ahead,
+                                                 std::int64_t row_bytes) {
   const std::int64_t j = i + ahead;
   if (j < run.n) {
     PrefetchRopeRunRow(run, j, row_bytes);
