@@ -65,3 +65,5 @@ POSENC_ROPE_PREFETCH_INLINE void PrefetchRopeRow(const RopeRowRun& run, const Ro
 }
 
 }  // namespace posenc::kernels::simd
+
+#undef POSENC_ROPE_PREFETCH_INLINE
