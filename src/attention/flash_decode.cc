@@ -12,8 +12,9 @@
 //     and values once, for every kv head, in 32-key blocks; all G * Sq
 //     query rows of a kv head's GQA group run against each block:
 //     - logits: for a bfloat16 cache and unrotated bfloat16 q,
-//       FlashDecodeLogitsBf16 (AVX512_BF16 dot products on key rows, one
-//       lane sum per group of keys: no transpose) on the block's bfloat16
+//       FlashDecodeLogitsBf16 (AVX512_BF16 dot products on key rows, each
+//       row loaded once for up to 4 query rows, one transposing lane sum
+//       per 16 keys) on the block's bfloat16
 //       rows (a bshd cache's block, every kv head, copied in one sequential
 //       read; other layouts in place); otherwise the block's keys are
 //       converted to float32 rows by a SIMD kernel (exact for 16-bit
@@ -22,10 +23,11 @@
 //       softmax update + exp: one FlashSoftmaxTile call for all rows when
 //       the block is fully visible and the scheme has no value terms, else
 //       row by row with the mask;
-//     - P . V with the rescale fused: the value rows are read in place in
-//       the cache's storage and converted in registers
-//       (FlashAccumulatePVStored) wherever their element stride is 1,
-//       else from float32 rows (FlashAccumulatePVRows).
+//     - P . V with the rescale fused: the value rows are read in the
+//       cache's storage (a bshd block copied as stored, other layouts in
+//       place) and converted in registers (FlashAccumulatePVStored)
+//       wherever their element stride is 1, else from float32 rows
+//       (FlashAccumulatePVRows).
 //     The chunk leaves its partial (running max m, sum l, unnormalised
 //     output).
 //  2. One task per (batch, query head, query) merges the chunks' partials
@@ -41,6 +43,7 @@
 // partials are merged in float32 in chunk order. Positions [0, 2^24).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -76,14 +79,20 @@ struct DecodePlan {
   // are read in address order once for every kv head (converted to float32
   // rows, or copied as bfloat16 for bf16_keys) so the hardware prefetchers
   // see one sequential stream instead of Hkv streams of 2 KiB strides; its
-  // values likewise unless v_in_place.
+  // values likewise: converted to float32 rows, or, with v_in_place, copied
+  // as stored (one memcpy of the block; measured at 32768 keys, GQA 32/8,
+  // D = 128, bfloat16, same run: 0.41-0.42 -> 0.45 of the read ceiling
+  // against reading each head's value rows in place in the cache).
   bool block_rows = false;
   // Unit value strides and a SIMD backend: P . V reads the value rows in
-  // place in their storage (FlashAccumulatePVStored, converted in
-  // registers; no float32 copy of V). Measured at 32768 keys, GQA 32/8,
-  // D = 128, bfloat16: 8.4-9.4 -> 6.5-6.9 ms. Reading the bfloat16 keys in
-  // place too (no block copy) was no faster than the copy: the copy reads
-  // the block of every kv head in address order.
+  // their storage (FlashAccumulatePVStored, converted in registers; no
+  // float32 copy of V). Measured at 32768 keys, GQA 32/8, D = 128,
+  // bfloat16: 8.4-9.4 -> 6.5-6.9 ms. Reading the bfloat16 keys in place
+  // too (no block copy) was slower than the copy (2026-12-02, after the
+  // faster logits: 7.3 against 5.3 ms): the copy reads the block of every
+  // kv head in address order. Software prefetch of the next block, in
+  // bursts or spread over the logits loop (8 lines per key pair), was no
+  // faster than the copies either.
   bool v_in_place = false;
   kernels::simd::FlashStorage v_storage = kernels::simd::FlashStorage::kFloat32;
 };
@@ -114,6 +123,7 @@ struct Work {
   std::vector<float> bias;              // [R, ldk]: the terms of each row (FlashSoftmaxTile)
   std::vector<const float*> bias_rows;  // [R]: pointers into bias
   std::vector<std::uint16_t> k16;       // block_rows and bf16_keys: the block's K as bfloat16
+  std::vector<unsigned char> vraw;      // block_rows and v_in_place: the block's V as stored
   std::vector<Index> kpos;
   flash_internal::TileTerms tile_terms;
   Context serial{1};
@@ -358,7 +368,10 @@ void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
         kernels::simd::FlashLoadRows(Storage(k.dtype), ElementAt(k, kbase), plan.D, nk * Hkv,
                                      plan.D, w.kall.data(), plan.ldd);
       }
-      if (!plan.v_in_place) {
+      const auto v_bytes = static_cast<Index>(DTypeSize(v.dtype));
+      if (plan.v_in_place) {
+        std::memcpy(w.vraw.data(), ElementAt(v, vbase), Z(nk * Hkv * plan.Dv * v_bytes));
+      } else {
         kernels::simd::FlashLoadRows(Storage(v.dtype), ElementAt(v, vbase), plan.Dv, nk * Hkv,
                                      plan.Dv, w.vall.data(), plan.ldv);
       }
@@ -371,7 +384,7 @@ void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
           rows.k_stride = Hkv * plan.ldd;
         }
         if (plan.v_in_place) {
-          rows.v_stored = ElementAt(v, vbase + hk * plan.Dv);
+          rows.v_stored = w.vraw.data() + hk * plan.Dv * v_bytes;
           rows.v_stride = Hkv * plan.Dv;
         } else {
           rows.v = w.vall.data() + hk * plan.ldv;
@@ -491,6 +504,7 @@ void PrepareWork(const Problem& p, const DecodePlan& plan, const Context& ctx, W
     w.kall.assign(plan.bf16_keys ? 0 : Z(kBlock * d.kv_heads * plan.ldd), 0.0f);
     w.k16.assign(plan.bf16_keys ? Z(kBlock * d.kv_heads * plan.D) : 0, 0);
     w.vall.assign(plan.v_in_place ? 0 : Z(kBlock * d.kv_heads * plan.ldv), 0.0f);
+    w.vraw.assign(plan.v_in_place ? Z(kBlock * d.kv_heads * plan.Dv) * sizeof(float) : 0, 0);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flash_forward_fixture.h"
@@ -80,6 +81,24 @@ TEST(FlashAttentionDecode, CacheReadInPlaceWithTails) {
   c.D = 72;
   c.Dv = 40;
   CheckCase(c);
+}
+
+// The bfloat16 logits kernel (FlashDecodeLogitsBf16, where the CPU has
+// AVX512_BF16) with query rows that leave 1-3 rows past a multiple of 4
+// (GQA 3: R = 3 and 6), head sizes held in registers with a tail (96, 72
+// above) and wider than 128 (q read per step: 160, and 200 with a tail),
+// and the cache's last block ending inside a pair of keys (3001 keys).
+TEST(FlashAttentionDecode, Bf16LogitsRowTailsAndWideHeads) {
+  for (const auto& [sq, d] : {std::pair<Index, Index>{1, 96}, {2, 200}, {1, 160}}) {
+    Case c = Decode("bf16 logits rows " + std::to_string(sq) + " dim " + std::to_string(d),
+                    Kind::kAlibi, kCausal, sq);
+    c.dtype = DType::kBFloat16;
+    c.H = 6;
+    c.Hkv = 2;
+    c.D = d;
+    c.Dv = 64;
+    CheckCase(c);
+  }
 }
 
 TEST(FlashAttentionDecode, ShawValueTermsMqaOddDims) {

@@ -72,7 +72,9 @@ void FlashAddRow(float* dst, const float* src, std::int64_t n);
 
 // FlashDecodeLogits for bfloat16 q and k rows read in place (no float32
 // copy of the cache): AVX512_BF16 VDPBF16PS along dim (32 products per
-// instruction, masked loads for dim % 32), the same transposing lane sum.
+// instruction, masked loads for dim % 32), each key row loaded once for up
+// to 4 query rows (held in registers for dim <= 128), the same transposing
+// lane sum per 16 keys; key rows at or past nk are not read.
 // q [rows, ldq] and k [.., ldk_rows] are bfloat16 bits; s rows hold
 // Pad(nk) entries, those past nk are zero. Only when
 // FlashBf16DotAvailable(). Numerics as FlashTileLogitsBf16.

@@ -61,45 +61,98 @@ __attribute__((target("avx512f,avx512bf16"))) void Bf16Rows(const std::uint32_t*
   for (; j < ld; j += 16) Bf16Block<kRows, 1>(q, ldq, kt, pairs, ld, j, s);
 }
 
-// Lane l of the result = sum of the lanes of a[l], l < 16: four levels of
-// even/odd lane concatenation + add (vpermt2ps), as SumLanesOfEach in
-// flash-inl.h.
-__attribute__((target("avx512f"))) inline __m512 SumLanesOf16(__m512 (&a)[16]) {
+// The decode logits of up to 4 query rows against groups of 16 key rows.
+// Keys go two at a time: per query row, one accumulator per key along dim
+// (VDPBF16PS, 32 products each), then the first level of a transposing
+// lane sum for the pair (even/odd lane concatenation + add, vpermt2ps, as
+// SumLanesOfEach in flash-inl.h); after 8 pairs three more levels give the
+// 16 logits of the row in one vector, lane l the sum of key l's lanes.
+// Each key row is loaded once for all the rows (the query rows stay in registers when
+// dim <= 128, kSteps = dim / 32 rounded up; kSteps = 0: any dim, q read
+// from L1 at each step). Keys at or past `valid` are not read and give 0.
+template <int kRows, int kSteps>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline void DecodeRowsGroup(
+    const std::uint16_t* q, std::int64_t ldq, const std::uint16_t* k, std::int64_t ldk_rows,
+    std::int64_t valid, std::int64_t steps, __mmask32 tail, float* s, std::int64_t lds) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (int n = 16; n > 1; n /= 2) {
-    for (int i = 0; i < n / 2; ++i) {
-      a[i] = _mm512_add_ps(_mm512_permutex2var_ps(a[2 * i], even, a[2 * i + 1]),
-                           _mm512_permutex2var_ps(a[2 * i], odd, a[2 * i + 1]));
+  constexpr int kRegs = kSteps == 0 ? 1 : kSteps;
+  __m512bh qv[kRows][kRegs];
+  if constexpr (kSteps != 0) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int x = 0; x < kSteps; ++x) {
+        const __mmask32 m = x + 1 == kSteps ? tail : ~__mmask32{0};
+        qv[r][x] = (__m512bh)_mm512_maskz_loadu_epi16(m, q + r * ldq + 32 * x);
+      }
     }
   }
-  return a[0];
+  const std::int64_t n = kSteps == 0 ? steps : kSteps;
+  __m512 level[kRows][8];  // the pairs' first-level sums
+  for (int p = 0; p < 8; ++p) {
+    __m512 a[kRows][2];
+    for (int r = 0; r < kRows; ++r) a[r][0] = a[r][1] = _mm512_setzero_ps();
+    const bool has0 = 2 * p < valid, has1 = 2 * p + 1 < valid;
+    const std::uint16_t* k0 = k + 2 * p * ldk_rows;
+    for (std::int64_t x = 0; x < n; ++x) {
+      const __mmask32 m = x + 1 == n ? tail : ~__mmask32{0};
+      const __m512bh kx0 = (__m512bh)_mm512_maskz_loadu_epi16(has0 ? m : 0, k0 + 32 * x);
+      const __m512bh kx1 = (__m512bh)_mm512_maskz_loadu_epi16(has1 ? m : 0, k0 + ldk_rows + 32 * x);
+      for (int r = 0; r < kRows; ++r) {
+        __m512bh qx;
+        if constexpr (kSteps != 0) {
+          qx = qv[r][x];
+        } else {
+          qx = (__m512bh)_mm512_maskz_loadu_epi16(m, q + r * ldq + 32 * x);
+        }
+        a[r][0] = _mm512_dpbf16_ps(a[r][0], qx, kx0);
+        a[r][1] = _mm512_dpbf16_ps(a[r][1], qx, kx1);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      level[r][p] = _mm512_add_ps(_mm512_permutex2var_ps(a[r][0], even, a[r][1]),
+                                  _mm512_permutex2var_ps(a[r][0], odd, a[r][1]));
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int w = 4; w >= 1; w /= 2) {
+      for (int i = 0; i < w; ++i) {
+        level[r][i] =
+            _mm512_add_ps(_mm512_permutex2var_ps(level[r][2 * i], even, level[r][2 * i + 1]),
+                          _mm512_permutex2var_ps(level[r][2 * i], odd, level[r][2 * i + 1]));
+      }
+    }
+    _mm512_storeu_ps(s + r * lds, level[r][0]);
+  }
 }
 
-}  // namespace
+template <int kRows, int kSteps>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void DecodeRows(
+    const std::uint16_t* q, std::int64_t ldq, const std::uint16_t* k, std::int64_t ldk_rows,
+    std::int64_t nk, std::int64_t steps, __mmask32 tail, float* s, std::int64_t lds) {
+  for (std::int64_t j0 = 0; j0 < nk; j0 += 16) {
+    DecodeRowsGroup<kRows, kSteps>(q, ldq, k + j0 * ldk_rows, ldk_rows, nk - j0, steps, tail,
+                                   s + j0, lds);
+  }
+}
 
-namespace {
-
-// One group of kKeys <= 16 keys against one query row: kKeys accumulators
-// (unrolled, held in registers), then the transposing lane sum.
-template <int kKeys>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512 DecodeGroup(
-    const std::uint16_t* q, const std::uint16_t* k, std::int64_t ldk_rows, std::int64_t dim) {
-  __m512 acc[16];
-#pragma GCC unroll 16
-  for (int jj = 0; jj < 16; ++jj) acc[jj] = _mm512_setzero_ps();
+template <int kRows>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void DecodeRowsAnyDim(
+    const std::uint16_t* q, std::int64_t ldq, const std::uint16_t* k, std::int64_t ldk_rows,
+    std::int64_t nk, std::int64_t dim, float* s, std::int64_t lds) {
   const std::int64_t steps = (dim + 31) / 32;
   const __mmask32 tail = dim % 32 == 0 ? ~__mmask32{0} : (__mmask32{1} << (dim % 32)) - 1;
-  for (std::int64_t x = 0; x < steps; ++x) {
-    const __mmask32 m = x + 1 == steps ? tail : ~__mmask32{0};
-    const __m512bh qv = (__m512bh)_mm512_maskz_loadu_epi16(m, q + 32 * x);
-#pragma GCC unroll 16
-    for (int jj = 0; jj < kKeys; ++jj) {
-      acc[jj] = _mm512_dpbf16_ps(acc[jj], qv,
-                                 (__m512bh)_mm512_maskz_loadu_epi16(m, k + jj * ldk_rows + 32 * x));
-    }
+  switch (steps) {
+    case 1:
+      return DecodeRows<kRows, 1>(q, ldq, k, ldk_rows, nk, steps, tail, s, lds);
+    case 2:
+      return DecodeRows<kRows, 2>(q, ldq, k, ldk_rows, nk, steps, tail, s, lds);
+    case 3:
+      return DecodeRows<kRows, 3>(q, ldq, k, ldk_rows, nk, steps, tail, s, lds);
+    case 4:
+      return DecodeRows<kRows, 4>(q, ldq, k, ldk_rows, nk, steps, tail, s, lds);
+    default:
+      return DecodeRows<kRows, 0>(q, ldq, k, ldk_rows, nk, steps, tail, s, lds);
   }
-  return SumLanesOf16(acc);
 }
 
 }  // namespace
@@ -107,22 +160,18 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512 DecodeGroup
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void FlashDecodeLogitsBf16(
     const std::uint16_t* q, std::int64_t ldq, std::int64_t rows, const std::uint16_t* k,
     std::int64_t ldk_rows, std::int64_t nk, std::int64_t dim, float* s, std::int64_t lds) {
-  std::int64_t j0 = 0;
-  for (; j0 + 16 <= nk; j0 += 16) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      _mm512_storeu_ps(s + r * lds + j0,
-                       DecodeGroup<16>(q + r * ldq, k + j0 * ldk_rows, ldk_rows, dim));
-    }
-  }
-  if (j0 < nk) {  // the last keys of the cache, one at a time (rows past nk are not read)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      alignas(64) float lanes[16] = {};
-      for (std::int64_t j = j0; j < nk; ++j) {
-        const __m512 one = DecodeGroup<1>(q + r * ldq, k + j * ldk_rows, ldk_rows, dim);
-        lanes[j - j0] = _mm512_cvtss_f32(one);
-      }
-      _mm512_storeu_ps(s + r * lds + j0, _mm512_load_ps(lanes));
-    }
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4)
+    DecodeRowsAnyDim<4>(q + r * ldq, ldq, k, ldk_rows, nk, dim, s + r * lds, lds);
+  switch (rows - r) {
+    case 3:
+      return DecodeRowsAnyDim<3>(q + r * ldq, ldq, k, ldk_rows, nk, dim, s + r * lds, lds);
+    case 2:
+      return DecodeRowsAnyDim<2>(q + r * ldq, ldq, k, ldk_rows, nk, dim, s + r * lds, lds);
+    case 1:
+      return DecodeRowsAnyDim<1>(q + r * ldq, ldq, k, ldk_rows, nk, dim, s + r * lds, lds);
+    default:
+      return;
   }
 }
 
