@@ -14,20 +14,22 @@
 //     - logits: for a bfloat16 cache and unrotated bfloat16 q,
 //       FlashDecodeLogitsBf16 (AVX512_BF16 dot products on key rows, each
 //       row loaded once for up to 4 query rows, one transposing lane sum
-//       per 16 keys) on the block's bfloat16
-//       rows (a bshd cache's block, every kv head, copied in one sequential
-//       read; other layouts in place); otherwise the block's keys are
-//       converted to float32 rows by a SIMD kernel (exact for 16-bit
-//       caches; rotated when the kernel rotates keys) for FlashDecodeLogits;
+//       per 16 keys) on the cache's bfloat16 rows in place; otherwise the
+//       block's keys are converted to float32 rows by a SIMD kernel (exact
+//       for 16-bit caches; rotated when the kernel rotates keys) for
+//       FlashDecodeLogits;
 //     - scale + the scheme's terms (TileTerms, per query head) + the online
 //       softmax update + exp: one FlashSoftmaxTile call for all rows when
 //       the block is fully visible and the scheme has no value terms, else
 //       row by row with the mask;
-//     - P . V with the rescale fused: the value rows are read in the
-//       cache's storage (a bshd block copied as stored, other layouts in
-//       place) and converted in registers (FlashAccumulatePVStored)
-//       wherever their element stride is 1, else from float32 rows
-//       (FlashAccumulatePVRows).
+//     - P . V with the rescale fused: the value rows are read in place in
+//       the cache's storage and converted in registers
+//       (FlashAccumulatePVStored) wherever their element stride is 1, else
+//       from float32 rows (FlashAccumulatePVRows).
+//     A bshd cache's block (every kv head of 64 keys: one contiguous run
+//     of K, one of V) is first read once in address order (FlashTouch, or
+//     the float32 conversion), so that the per-head kernels find it in
+//     cache (DecodePlan::block_rows).
 //     The chunk leaves its partial (running max m, sum l, unnormalised
 //     output).
 //  2. One task per (batch, query head, query) merges the chunks' partials
@@ -36,14 +38,14 @@
 // Position terms, value terms and masks go through the scheme's policy
 // exactly as in the prefill forward (attention/flash_internal.h).
 // Memory: per call B * chunks * H * Sq * (Dv + 2) floats of partials; per
-// thread that runs a task, O(64 * Hkv * (D + Dv) + H * Sq * (D + Dv)) floats,
+// thread that runs a task, O(64 * Hkv * (D + Dv) + H * Sq * (D + Dv)) floats
+// (the block buffers only where K or V is converted to float32),
 // kept from call to call (thread_local, see PrepareWork).
 // Numerics: float32 tiles and sums like FlashAttention (same error rule:
 // within 2x a plain float32 attention's error against float64); the
 // partials are merged in float32 in chunk order. Positions [0, 2^24).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -79,23 +81,22 @@ struct DecodePlan {
   bool bf16_keys = false;
   // K and V hold the kv heads of a key side by side (bshd, unit strides,
   // keys not rotated here): a block of keys is one contiguous run. Its keys
-  // are read in address order once for every kv head (converted to float32
-  // rows, or copied as bfloat16 for bf16_keys) so the hardware prefetchers
-  // see one sequential stream instead of Hkv streams of 2 KiB strides; its
-  // values likewise: converted to float32 rows, or, with v_in_place, copied
-  // as stored (one memcpy of the block; measured at 32768 keys, GQA 32/8,
-  // D = 128, bfloat16, same run: 0.41-0.42 -> 0.45 of the read ceiling
-  // against reading each head's value rows in place in the cache).
+  // and values are read once in address order for every kv head (converted
+  // to float32 rows, or, where the kernels read them in place, touched by
+  // FlashTouch) so the hardware prefetchers see one sequential stream
+  // instead of Hkv streams of 2 KiB strides. Measured at 32768 keys, GQA
+  // 32/8, D = 128, bfloat16 (2026-12-02, scratch harness, alternating):
+  //   no block pass, K and V read by the kernels in place   7.3 ms
+  //   K and V copied (memcpy) into buffers                  5.2-6.0 ms
+  //   K and V touched, then read in place                   3.5-4.1 ms
+  // Software prefetch of the next block (bursts, or spread over the logits
+  // loop, 8 lines per key pair) and touching or copying the next block one
+  // head's share at a time between the heads' kernels were all slower.
   bool block_rows = false;
   // Unit value strides and a SIMD backend: P . V reads the value rows in
   // their storage (FlashAccumulatePVStored, converted in registers; no
   // float32 copy of V). Measured at 32768 keys, GQA 32/8, D = 128,
-  // bfloat16: 8.4-9.4 -> 6.5-6.9 ms. Reading the bfloat16 keys in place
-  // too (no block copy) was slower than the copy (2026-12-02, after the
-  // faster logits: 7.3 against 5.3 ms): the copy reads the block of every
-  // kv head in address order. Software prefetch of the next block, in
-  // bursts or spread over the logits loop (8 lines per key pair), was no
-  // faster than the copies either.
+  // bfloat16: 8.4-9.4 -> 6.5-6.9 ms.
   bool v_in_place = false;
   kernels::simd::FlashStorage v_storage = kernels::simd::FlashStorage::kFloat32;
 };
@@ -125,8 +126,7 @@ struct Work {
   std::vector<float> kall, vall;        // block_rows: the block's K / V rows of every kv head
   std::vector<float> bias;              // [R, ldk]: the terms of each row (FlashSoftmaxTile)
   std::vector<const float*> bias_rows;  // [R]: pointers into bias
-  std::vector<std::uint16_t> k16;       // block_rows and bf16_keys: the block's K as bfloat16
-  std::vector<unsigned char> vraw;      // block_rows and v_in_place: the block's V as stored
+  std::uint32_t touched = 0;            // FlashTouch's results (kept: the reads stay)
   std::vector<Index> kpos;
   flash_internal::TileTerms tile_terms;
   Context serial{1};
@@ -366,28 +366,28 @@ void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
       const auto vbase = b * p.vd.stride_batch + j0 * p.vd.stride_seq;
       BlockRows rows;
       if (plan.bf16_keys) {
-        std::copy_n(k.As<const std::uint16_t>() + kbase, nk * Hkv * plan.D, w.k16.data());
+        w.touched ^= kernels::simd::FlashTouch(ElementAt(k, kbase), nk * Hkv * plan.D * 2);
       } else {
         kernels::simd::FlashLoadRows(Storage(k.dtype), ElementAt(k, kbase), plan.D, nk * Hkv,
                                      plan.D, w.kall.data(), plan.ldd);
       }
-      const auto v_bytes = static_cast<Index>(DTypeSize(v.dtype));
       if (plan.v_in_place) {
-        std::memcpy(w.vraw.data(), ElementAt(v, vbase), Z(nk * Hkv * plan.Dv * v_bytes));
+        w.touched ^= kernels::simd::FlashTouch(
+            ElementAt(v, vbase), nk * Hkv * plan.Dv * static_cast<Index>(DTypeSize(v.dtype)));
       } else {
         kernels::simd::FlashLoadRows(Storage(v.dtype), ElementAt(v, vbase), plan.Dv, nk * Hkv,
                                      plan.Dv, w.vall.data(), plan.ldv);
       }
       for (Index hk = 0; hk < Hkv; ++hk) {
         if (plan.bf16_keys) {
-          rows.k16 = w.k16.data() + hk * plan.D;
+          rows.k16 = k.As<const std::uint16_t>() + kbase + hk * plan.D;
           rows.k_stride = Hkv * plan.D;
         } else {
           rows.k = w.kall.data() + hk * plan.ldd;
           rows.k_stride = Hkv * plan.ldd;
         }
         if (plan.v_in_place) {
-          rows.v_stored = w.vraw.data() + hk * plan.Dv * v_bytes;
+          rows.v_stored = ElementAt(v, vbase + hk * plan.Dv);
           rows.v_stride = Hkv * plan.Dv;
         } else {
           rows.v = w.vall.data() + hk * plan.ldv;
@@ -505,9 +505,7 @@ void PrepareWork(const Problem& p, const DecodePlan& plan, const Context& ctx, W
   w.kpos.assign(Z(kBlock), 0);
   if (plan.block_rows) {
     w.kall.assign(plan.bf16_keys ? 0 : Z(kBlock * d.kv_heads * plan.ldd), 0.0f);
-    w.k16.assign(plan.bf16_keys ? Z(kBlock * d.kv_heads * plan.D) : 0, 0);
     w.vall.assign(plan.v_in_place ? 0 : Z(kBlock * d.kv_heads * plan.ldv), 0.0f);
-    w.vraw.assign(plan.v_in_place ? Z(kBlock * d.kv_heads * plan.Dv) * sizeof(float) : 0, 0);
   }
 }
 

@@ -5,7 +5,7 @@
 //  - FlashAccumulatePTV (dV += P^T dO, dK += dS^T Q), FlashBackwardRow (P,
 //    dS), FlashDecodeLogits (key rows, transposing lane sums), FlashLoadRows
 //    (exact 16-bit conversions), FlashAccumulatePVStored (equal to the
-//    float32-row kernel on converted rows);
+//    float32-row kernel on converted rows), FlashTouch (reads every byte);
 //  - the bfloat16 logits on each hardware path the CPU has: AVX512_BF16
 //    (FlashTileLogitsAvx512Bf16) and AMX (FlashTileLogitsAmx, after the
 //    Linux permission request); a path the CPU lacks is skipped with the
@@ -149,6 +149,31 @@ TEST_P(FlashKernelTarget, LoadRowsConvertsExactly) {
     }
   }
 }
+TEST_P(FlashKernelTarget, TouchReadsEveryByteOnce) {
+  // One nonzero byte anywhere in [p, p + bytes) gives a nonzero result with
+  // its bit: every byte is read, at any alignment and length (whole
+  // vectors, single vectors and single bytes). Bytes around the range are
+  // 0xff and must not show (nor, under ASan, be read).
+  std::vector<unsigned char> buf(512 + 8);
+  for (Index bytes = 0; bytes <= 300; bytes += bytes < 40 ? 1 : 7) {
+    for (Index offset = 0; offset < 4; ++offset) {
+      std::fill(buf.begin(), buf.end(), 0xff);
+      unsigned char* p = buf.data() + offset;
+      std::fill(p, p + bytes, 0);
+      ASSERT_EQ(ks::FlashTouch(p, bytes), 0u) << bytes << ", " << offset;
+      for (Index at = 0; at < bytes; at += 1 + bytes / 13) {
+        const auto bit = static_cast<unsigned char>(1u << (at % 8));
+        p[at] = bit;
+        const std::uint32_t got = ks::FlashTouch(p, bytes);
+        ASSERT_NE(got, 0u) << bytes << ", " << offset << ", " << at;
+        // That bit, in whichever byte of a word the byte fell, and nothing else.
+        ASSERT_EQ(got & ~(0x01010101u * bit), 0u) << bytes << ", " << offset << ", " << at;
+        p[at] = 0;
+      }
+    }
+  }
+}
+
 TEST_P(FlashKernelTarget, SoftmaxTileEqualsTheRowKernels) {
   // One call for the tile = FlashScaleRow + FlashExpRow row by row (same
   // operations: identical probabilities), with the online update of m, l.

@@ -432,6 +432,34 @@ void LoadRowsTyped(const void* src, std::int64_t stride, std::int64_t n, std::in
   }
 }
 
+// Reads bytes [p, p + bytes) once in address order, four independent
+// vectors per step (the loads, not the ORs, limit), and returns the OR of
+// all the 32-bit words read (bytes past the last whole vector OR-ed in
+// singly): the caller keeps it, so the loads cannot be dropped.
+std::uint32_t FlashTouchImpl(const void* p, std::int64_t bytes) {
+  const hn::ScalableTag<std::uint32_t> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d) * sizeof(std::uint32_t));  // bytes
+  const auto* c = static_cast<const unsigned char*>(p);
+  const auto at = [&](std::int64_t i) {  // unaligned: a bfloat16 cache is 2-byte aligned
+    return hn::LoadU(d, reinterpret_cast<const std::uint32_t*>(c + i));
+  };
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+  std::int64_t i = 0;
+  for (; i + 4 * N <= bytes; i += 4 * N) {
+    a0 = hn::Or(a0, at(i));
+    a1 = hn::Or(a1, at(i + N));
+    a2 = hn::Or(a2, at(i + 2 * N));
+    a3 = hn::Or(a3, at(i + 3 * N));
+  }
+  for (; i + N <= bytes; i += N) a0 = hn::Or(a0, at(i));
+  std::uint32_t all = 0;
+  for (; i < bytes; ++i) all |= c[i];
+  HWY_ALIGN std::uint32_t lanes[hn::MaxLanes(d)];
+  hn::Store(hn::Or(hn::Or(a0, a1), hn::Or(a2, a3)), d, lanes);
+  for (std::size_t x = 0; x < hn::Lanes(d); ++x) all |= lanes[x];
+  return all;
+}
+
 void FlashLoadRowsImpl(int store, const void* src, std::int64_t stride, std::int64_t n,
                        std::int64_t dim, float* dst, std::int64_t ld) {
   if (store == 0) return LoadRowsTyped<Store::kF32>(src, stride, n, dim, dst, ld);

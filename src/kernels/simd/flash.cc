@@ -23,6 +23,7 @@ HWY_EXPORT(FlashBackwardRowImpl);
 HWY_EXPORT(FlashAddRowImpl);
 HWY_EXPORT(FlashSoftmaxTileImpl);
 HWY_EXPORT(FlashLoadRowsImpl);
+HWY_EXPORT(FlashTouchImpl);
 HWY_EXPORT(FlashDecodeLogitsImpl);
 HWY_EXPORT(FlashAccumulatePVStoredImpl);
 
@@ -53,6 +54,10 @@ void FlashAddRow(float* dst, const float* src, std::int64_t n) {
 void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
                    std::int64_t dim, float* dst, std::int64_t ld) {
   HWY_DYNAMIC_DISPATCH(FlashLoadRowsImpl)(static_cast<int>(storage), src, stride, n, dim, dst, ld);
+}
+
+std::uint32_t FlashTouch(const void* p, std::int64_t bytes) {
+  return HWY_DYNAMIC_DISPATCH(FlashTouchImpl)(p, bytes);
 }
 
 void FlashDecodeLogits(const float* q, std::int64_t ldq, std::int64_t rows, const float* k,

@@ -91,6 +91,15 @@ enum class FlashStorage : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
 void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
                    std::int64_t dim, float* dst, std::int64_t ld);
 
+// Reads bytes [p, p + bytes) once, in address order (vector loads, four
+// in flight per step), and returns the OR of everything read, as 32-bit
+// words, the last bytes singly (a nonzero byte anywhere gives a nonzero
+// result; keep it: the loads must not be optimised away). Decode runs it over each block of
+// a bshd cache before the per-head kernels read the block in place: one
+// sequential stream that the hardware prefetchers follow, instead of Hkv
+// streams at the cache's row stride.
+std::uint32_t FlashTouch(const void* p, std::int64_t bytes);
+
 // Decode logits against key rows: s[r * lds + j] = sum_x q[r * ldq + x] *
 // k[j * ldk_rows + x] for r < rows, j < Pad(nk), x < dim (dim a multiple of
 // kFlashPad, both operands zero-padded to it; k must have Pad(nk) readable
