@@ -76,9 +76,17 @@ std::size_t Z(Index i) { return static_cast<std::size_t>(i); }
 
 struct DecodePlan {
   Index D = 0, Dv = 0, ldd = 0, ldv = 0, ldk = 0, G = 1, Sq = 0, R = 0, chunk = 0, chunks = 0;
-  // bfloat16 q and cache, q not rotated: logits by VDPBF16PS straight from
-  // the cache rows (no float32 copy of K).
+  // bfloat16 cache, keys not rotated here: logits by VDPBF16PS straight
+  // from the cache rows (no float32 copy of K).
   bool bf16_keys = false;
+  // bfloat16 parts per query row for bf16_keys: 1 where q is bfloat16 and
+  // not rotated (exact); else 3, q = hi + mid + lo (each the bfloat16
+  // rounding of what the parts before it leave: q to within 2^-27 of
+  // itself, below float32's own rounding), the logits the sum of the three
+  // parts' dot products, (hi + mid) + lo. Three bfloat16 dot products cost
+  // less than converting the keys to float32 (RoPE with a pre-rotated
+  // cache, float32 or float16 q).
+  Index q_parts = 1;
   // K and V hold the kv heads of a key side by side (bshd, unit strides,
   // keys not rotated here): a block of keys is one contiguous run. Its keys
   // and values are read once in address order for every kv head (converted
@@ -115,14 +123,18 @@ struct BlockRows {
 // strides follow from D, Dv and kBlock).
 struct WorkShape {
   Index kv_heads = -1, D = 0, Dv = 0, R = 0, Sq = 0;
+  Index q_parts = 1;
   bool bf16_keys = false, block_rows = false, v_in_place = false;
   bool operator==(const WorkShape&) const = default;
 };
 
 struct Work {
   WorkShape shape;  // of the buffers below (kv_heads -1: none yet)
-  std::vector<float> q, k, v, s, m, l, alpha, acc, terms, tmp;
-  std::vector<std::uint16_t> q16;       // bf16_keys: q rows as bfloat16 bits [Hkv * R, D]
+  // The task's batch row's query rows in the call's Queries (read only).
+  const float* q = nullptr;
+  const std::uint16_t* q16 = nullptr;
+  std::vector<float> k, v, s, m, l, alpha, acc, terms, tmp;
+  std::vector<float> s_parts;           // q_parts > 1: the parts' logits [R * q_parts, ldk]
   std::vector<float> kall, vall;        // block_rows: the block's K / V rows of every kv head
   std::vector<float> bias;              // [R, ldk]: the terms of each row (FlashSoftmaxTile)
   std::vector<const float*> bias_rows;  // [R]: pointers into bias
@@ -169,26 +181,46 @@ struct DecodeOps {
   }
 };
 
-// Query rows of kv head hk of batch b: row hk * R + hl * Sq + i, rotated,
-// [Hkv * R, ldd] (and as bfloat16 bits [Hkv * R, D] for bf16_keys).
-void LoadQueries(const Problem& p, const DecodePlan& plan, const TensorView& q, Index b, Index hk,
-                 const std::vector<Index>& qpos, Work& w) {
-  const Index first = hk * plan.R;
-  for (Index hl = 0; hl < plan.G; ++hl) {
-    float* rows = w.tmp.data();
-    flash_internal::LoadRows(q, p.qd, b, hk * plan.G + hl, 0, plan.Sq, rows, plan.D);
-    if (p.rope != nullptr) {
-      flash_internal::RotateTile(*p.rope, rows, plan.Sq, plan.D, qpos.data() + b * plan.Sq,
-                                 w.serial);
+// The query rows of the call, rotated once (not per chunk: a RoPE table
+// per chunk and kv head cost ~15 % of a RoPE decode at 32768 keys): for
+// batch row b, row hk * R + hl * Sq + i of kv head hk's group member hl,
+// [Hkv * R, ldd] floats at rows + b * Hkv * R * ldd, and for bf16_keys the
+// bfloat16 parts, row (hk * R + r) * q_parts + t holding part t of row r,
+// [Hkv * R * q_parts, D] at parts + b * Hkv * R * q_parts * D.
+struct Queries {
+  std::vector<float> rows;
+  std::vector<std::uint16_t> parts;
+};
+
+void LoadQueries(const Problem& p, const DecodePlan& plan, const TensorView& q,
+                 const std::vector<Index>& qpos, const Context& serial, Queries& out) {
+  const auto& d = p.dims;
+  const Index per_batch = d.kv_heads * plan.R;  // = H * Sq rows
+  out.rows.assign(Z(d.batch * per_batch * plan.ldd), 0.0f);
+  out.parts.assign(plan.bf16_keys ? Z(d.batch * per_batch * plan.q_parts * plan.D) : 0, 0);
+  std::vector<float> tile(Z(per_batch * plan.D));
+  std::vector<Index> pos(Z(per_batch));
+  for (Index b = 0; b < d.batch; ++b) {
+    for (Index h = 0; h < d.heads; ++h) {  // row h * Sq + i: head h = hk * G + hl
+      flash_internal::LoadRows(q, p.qd, b, h, 0, plan.Sq, tile.data() + h * plan.Sq * plan.D,
+                               plan.D);
+      std::copy_n(qpos.data() + b * plan.Sq, plan.Sq, pos.data() + h * plan.Sq);
     }
-    for (Index i = 0; i < plan.Sq; ++i) {
-      float* dst = w.q.data() + (first + hl * plan.Sq + i) * plan.ldd;
-      std::copy_n(rows + i * plan.D, plan.D, dst);
-      std::fill(dst + plan.D, dst + plan.ldd, 0.0f);
-      if (plan.bf16_keys) {  // exact: q holds bfloat16 values
-        for (Index x = 0; x < plan.D; ++x) {
-          w.q16[Z((first + hl * plan.Sq + i) * plan.D + x)] =
-              FloatToBF16(rows[i * plan.D + x]).bits;
+    if (p.rope != nullptr) {
+      flash_internal::RotateTile(*p.rope, tile.data(), per_batch, plan.D, pos.data(), serial);
+    }
+    for (Index r = 0; r < per_batch; ++r) {
+      const float* src = tile.data() + r * plan.D;
+      std::copy_n(src, plan.D, out.rows.data() + (b * per_batch + r) * plan.ldd);
+      if (!plan.bf16_keys) continue;
+      // q_parts 1: exact (q holds bfloat16 values); 3: hi + mid + lo.
+      std::uint16_t* parts = out.parts.data() + (b * per_batch + r) * plan.q_parts * plan.D;
+      for (Index x = 0; x < plan.D; ++x) {
+        float rest = src[x];
+        for (Index t = 0; t < plan.q_parts; ++t) {
+          const BFloat16 part = FloatToBF16(rest);
+          parts[t * plan.D + x] = part.bits;
+          rest -= BF16ToFloat(part);  // exact: part is rest rounded to 8 bits
         }
       }
     }
@@ -238,7 +270,7 @@ void RowByRow(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
     for (Index i = 0; i < plan.Sq; ++i) {
       const Index r = hl * plan.Sq + i, qp = qpos[Z(b * plan.Sq + i)];
       float* row = s + r * plan.ldk;
-      const float* qi = w.q.data() + (first + r) * plan.ldd;
+      const float* qi = w.q + (first + r) * plan.ldd;
       (void)b;
       const float* bias = nullptr;
       if (w.tile_terms.active()) bias = w.tile_terms.Row(qp, qi, p.scale, w.terms.data());
@@ -304,12 +336,25 @@ void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
               const PositionRange& keys, bool all_visible, Index b, Index hk, Index nk, Work& w) {
   const Index first = hk * plan.R;
   float* s = w.s.data();
-  if (rows.k16 != nullptr) {
-    kernels::simd::FlashDecodeLogitsBf16(w.q16.data() + first * plan.D, plan.D, plan.R, rows.k16,
+  if (rows.k16 != nullptr && plan.q_parts == 1) {
+    kernels::simd::FlashDecodeLogitsBf16(w.q16 + first * plan.D, plan.D, plan.R, rows.k16,
                                          rows.k_stride, nk, plan.D, s, plan.ldk);
+  } else if (rows.k16 != nullptr) {  // q as 3 bfloat16 parts: sum the parts' logits
+    float* sp = w.s_parts.data();
+    kernels::simd::FlashDecodeLogitsBf16(w.q16 + first * plan.q_parts * plan.D, plan.D,
+                                         plan.R * plan.q_parts, rows.k16, rows.k_stride, nk, plan.D,
+                                         sp, plan.ldk);
+    for (Index r = 0; r < plan.R; ++r) {
+      const float* part = sp + r * plan.q_parts * plan.ldk;
+      float* row = s + r * plan.ldk;
+      std::copy_n(part, plan.ldk, row);
+      for (Index t = 1; t < plan.q_parts; ++t) {
+        kernels::simd::FlashAddRow(row, part + t * plan.ldk, plan.ldk);
+      }
+    }
   } else {
-    ops.Logits(w.q.data() + first * plan.ldd, plan.ldd, plan.R, rows.k, rows.k_stride, nk, plan.ldd,
-               s, plan.ldk);
+    ops.Logits(w.q + first * plan.ldd, plan.ldd, plan.R, rows.k, rows.k_stride, nk, plan.ldd, s,
+               plan.ldk);
   }
   const bool values = p.scheme->Has(SchemeTerm::kValue);
   if (ops.simd && all_visible && !values) {
@@ -325,7 +370,7 @@ void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
           const Index r = hl * plan.Sq + i;
           float* dst = w.bias.data() + r * plan.ldk;
           const float* terms = w.tile_terms.Row(qpos[Z(b * plan.Sq + i)],
-                                                w.q.data() + (first + r) * plan.ldd, p.scale, dst);
+                                                w.q + (first + r) * plan.ldd, p.scale, dst);
           if (terms != dst) std::copy_n(terms, plan.ldk, dst);
           w.bias_rows[Z(r)] = dst;
         }
@@ -344,14 +389,16 @@ void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
 // outside, kv heads inside, so the cache is read in address order (a bshd
 // block holds the kv heads of each key side by side); the softmax state of
 // every query row of every kv head lives in the worker's buffers.
-void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, const TensorView& q,
-              const TensorView& k, const TensorView& v, const std::vector<Index>& qpos,
-              const std::vector<PositionRange>& qranges, Index b, Index c, float* part_ml,
-              float* part_acc, Work& w) {
+void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
+              const Queries& queries_in, const TensorView& k, const TensorView& v,
+              const std::vector<Index>& qpos, const std::vector<PositionRange>& qranges, Index b,
+              Index c, float* part_ml, float* part_acc, Work& w) {
   const Index Sk = p.dims.key_len, Hkv = p.dims.kv_heads, j_begin = c * plan.chunk;
   const Index j_end = std::min(Sk, j_begin + plan.chunk);
   const PositionRange& queries = qranges[Z(b)];
-  for (Index hk = 0; hk < Hkv; ++hk) LoadQueries(p, plan, q, b, hk, qpos, w);
+  w.q = queries_in.rows.data() + b * Hkv * plan.R * plan.ldd;
+  w.q16 =
+      plan.bf16_keys ? queries_in.parts.data() + b * Hkv * plan.R * plan.q_parts * plan.D : nullptr;
   std::fill(w.m.begin(), w.m.end(), kNegInf);
   std::fill(w.l.begin(), w.l.end(), 0.0f);
   std::fill(w.acc.begin(), w.acc.end(), 0.0f);
@@ -484,13 +531,12 @@ void PrepareWork(const Problem& p, const DecodePlan& plan, const Context& ctx, W
   const auto& d = p.dims;
   w.tile_terms.Reset(*p.scheme, 4 * (plan.Sq + kBlock), plan.ldk);
   w.serial = Context(1, ctx.backend());
-  const WorkShape shape{d.kv_heads, plan.D,         plan.Dv,         plan.R,
-                        plan.Sq,    plan.bf16_keys, plan.block_rows, plan.v_in_place};
+  const WorkShape shape{d.kv_heads,   plan.D,         plan.Dv,         plan.R,         plan.Sq,
+                        plan.q_parts, plan.bf16_keys, plan.block_rows, plan.v_in_place};
   if (w.shape == shape) return;
   w.shape = shape;
   const Index rows = d.kv_heads * plan.R;  // every query row of the batch row
-  w.q.assign(Z(rows * plan.ldd), 0.0f);
-  w.q16.assign(plan.bf16_keys ? Z(rows * plan.D) : 0, 0);
+  w.s_parts.assign(plan.q_parts > 1 ? Z(plan.R * plan.q_parts * plan.ldk) : 0, 0.0f);
   w.k.assign(Z(kBlock * plan.ldd), 0.0f);
   w.v.assign(Z(kBlock * plan.ldv), 0.0f);
   w.s.assign(Z(plan.R * plan.ldk), 0.0f);
@@ -537,9 +583,9 @@ void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, co
   plan.chunk = std::max(kMinChunk, (d.key_len + kMaxChunks - 1) / kMaxChunks);
   plan.chunk = (plan.chunk + kBlock - 1) / kBlock * kBlock;
   plan.chunks = std::max<Index>(1, (d.key_len + plan.chunk - 1) / plan.chunk);
-  plan.bf16_keys = ctx.backend() != Backend::kScalar && q.dtype == DType::kBFloat16 &&
-                   k.dtype == DType::kBFloat16 && p.rope == nullptr && p.kd.stride_dim == 1 &&
-                   kernels::simd::FlashBf16DotAvailable();
+  plan.bf16_keys = ctx.backend() != Backend::kScalar && k.dtype == DType::kBFloat16 &&
+                   !p.rotate_keys && p.kd.stride_dim == 1 && kernels::simd::FlashBf16DotAvailable();
+  plan.q_parts = q.dtype == DType::kBFloat16 && p.rope == nullptr ? 1 : 3;
   const auto contiguous = [&](const TensorView& t, const AttentionDims& ad) {
     return t.dtype != DType::kFloat64 && ad.stride_dim == 1 && ad.stride_head == ad.head_dim &&
            ad.stride_seq == d.kv_heads * ad.head_dim;
@@ -556,15 +602,19 @@ void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, co
     qranges.push_back(flash_internal::RangeOf(qpos.data() + b * plan.Sq, plan.Sq));
   }
   const Index slots = d.batch * plan.chunks * d.heads * plan.Sq;
-  // The partials: the calling thread's, kept between calls (ThreadBuffers;
-  // 1 MiB at 32768 keys, GQA 32/8, D = 128), not zeroed: every task writes
-  // all the slots of its (batch, chunk).
-  struct Partials {
+  // The partials and the query rows: the calling thread's, kept between
+  // calls (ThreadBuffers; partials 1 MiB at 32768 keys, GQA 32/8, D = 128),
+  // the partials not zeroed: every task writes all the slots of its (batch,
+  // chunk).
+  struct CallBuffers {
     std::vector<float> ml, acc;
+    Queries queries;
   };
-  flash_internal::ThreadBuffers<Partials> lease;
-  std::vector<float>& part_ml = lease.get().ml;
-  std::vector<float>& part_acc = lease.get().acc;
+  flash_internal::ThreadBuffers<CallBuffers> lease;
+  CallBuffers& buffers = lease.get();
+  std::vector<float>& part_ml = buffers.ml;
+  std::vector<float>& part_acc = buffers.acc;
+  LoadQueries(p, plan, q, qpos, Context(1, ctx.backend()), buffers.queries);
   part_ml.resize(Z(2 * slots));
   part_acc.resize(Z(slots * plan.Dv));
   const bool simd = ctx.backend() != Backend::kScalar;
@@ -572,8 +622,8 @@ void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, co
   ctx.ParallelFor(d.batch * plan.chunks, [&](Index task, int) {
     Work& w = ThreadWork();
     PrepareWork(p, plan, ctx, w);
-    RunChunk(p, plan, ops, q, k, v, qpos, qranges, task / plan.chunks, task % plan.chunks,
-             part_ml.data(), part_acc.data(), w);
+    RunChunk(p, plan, ops, buffers.queries, k, v, qpos, qranges, task / plan.chunks,
+             task % plan.chunks, part_ml.data(), part_acc.data(), w);
   });
   // The merge reads chunks * Dv floats per query row: below ~2^14 of them in
   // all it runs on the calling thread (waking the pool costs more, ~20 us).

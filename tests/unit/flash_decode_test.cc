@@ -16,6 +16,7 @@
 #include "flash_forward_fixture.h"
 #include "flash_test_util.h"
 #include "posenc/flash_attention.h"
+#include "posenc/rope.h"
 #include "simd_target_fixture.h"
 
 namespace posenc::flash_test {
@@ -186,6 +187,46 @@ TEST(FlashAttentionDecode, LongCacheMatchesDenseKernel) {
   }
   EXPECT_LT(err, 2e-6);
   EXPECT_LT(lse_err, 1e-5 * std::max(1.0f, std::abs(lse_dense[0])));
+}
+
+// A bfloat16 cache with queries that are not bfloat16 values (RoPE rotates
+// them in float32 against a pre-rotated cache; float32 queries): decode's
+// logits take q as three bfloat16 parts against the cache's rows, the
+// dense kernel converts the keys to float32; both are float32-accurate,
+// so outputs agree to float32 rounding of the O(1) values (q rounded to
+// one bfloat16 part misses by ~2e-4: checked).
+TEST(FlashAttentionDecode, Bf16CacheWithFloat32AccurateQueries) {
+  const Index sk = 3001, B = 1, Sq = 1, H = 8, Hkv = 2, D = 128;
+  for (const bool rope : {true, false}) {
+    SCOPED_TRACE(rope ? "rope, pre-rotated bfloat16 cache" : "float32 q, bfloat16 cache");
+    Tensor q(rope ? DType::kBFloat16 : DType::kFloat32, AttentionLayout::kBSHD, B, Sq, H, D, 1);
+    Tensor k(DType::kBFloat16, AttentionLayout::kBSHD, B, sk, Hkv, D, 2);
+    Tensor v(DType::kBFloat16, AttentionLayout::kBSHD, B, sk, Hkv, D, 3);
+    AttentionParams params;
+    params.mask = AttentionMask::kCausal;
+    params.query_positions = Positions::Offset(sk - 1);
+    FlashAttentionOptions options;
+    if (rope) {
+      RopeParams r;
+      r.head_dim = D;
+      params.scheme = PositionScheme::FromRope(r);
+      ApplyRope(r, k.view, AttentionLayout::kBSHD, Positions::Offset(0));
+      options.rope_keys = FlashRopeKeys::kPreRotated;
+    }
+    std::vector<float> dense(Z(B * Sq * H * D)), decode(dense.size());
+    const auto out = [&](std::vector<float>& x) {
+      return TensorView::Contiguous(x.data(), DType::kFloat32, {B, Sq, H, D});
+    };
+    const Context ctx(2);
+    FlashAttention(params, q.view, k.view, v.view, out(dense), options, ctx);
+    FlashAttentionDecode(params, q.view, k.view, v.view, out(decode), {}, options, ctx);
+    double err = 0.0;
+    for (std::size_t i = 0; i < dense.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(decode[i]));
+      err = std::max(err, std::abs(static_cast<double>(dense[i]) - decode[i]));
+    }
+    EXPECT_LT(err, 2e-6);
+  }
 }
 
 // The decode's buffers live per thread and keep their capacity between calls
