@@ -52,7 +52,11 @@ struct T5BucketParams {
 void ValidateT5BucketParams(const T5BucketParams& params);
 
 // Validated once at construction; Bucket() is then a cheap, noexcept call
-// for use inside attention loops.
+// for use inside attention loops: distances in the logarithmic range come
+// from a table made at construction (when that range spans at most 1024
+// distances; else the float32 formula), and distances at or past the first
+// one in the last bucket (found by bisection: the bucket never decreases
+// with the distance) return it without a log. Same buckets as the formula.
 class T5Bucketer {
  public:
   explicit T5Bucketer(const T5BucketParams& params);  // validates
@@ -67,10 +71,14 @@ class T5Bucketer {
   float log_denominator() const { return log_denominator_; }
 
  private:
+  std::int64_t LogBucket(std::int64_t n) const noexcept;  // n >= max_exact: HF's formula
+
   T5BucketParams params_;
   std::int64_t nb_;
   std::int64_t max_exact_;
-  float log_denominator_;  // float32(ln(max_distance / max_exact))
+  float log_denominator_;                 // float32(ln(max_distance / max_exact))
+  std::int64_t saturate_ = 0;             // smallest n with LogBucket(n) = nb - 1
+  std::vector<std::int32_t> log_bucket_;  // LogBucket(max_exact + i), n < saturate_ (or empty)
 };
 
 // Buckets of rel = first, first + 1, ..., first + count - 1 (validates;

@@ -60,6 +60,33 @@ T5Bucketer::T5Bucketer(const T5BucketParams& params) : params_(params) {
   // rounds to float32 when dividing the float32 tensor.
   log_denominator_ = static_cast<float>(
       std::log(static_cast<double>(params.max_distance) / static_cast<double>(max_exact_)));
+  // LogBucket is non-decreasing in n (each float32 step is monotone) and
+  // capped at nb - 1: bisect for the first n that reaches the cap. It does
+  // by n = 2 * max_distance at the latest (its log ratio is past 1).
+  std::int64_t lo = max_exact_, hi = 2 * params.max_distance;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (LogBucket(mid) >= nb_ - 1) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  saturate_ = lo;
+  if (saturate_ - max_exact_ <= 1024) {
+    for (std::int64_t n = max_exact_; n < saturate_; ++n) {
+      log_bucket_.push_back(static_cast<std::int32_t>(LogBucket(n)));
+    }
+  }
+}
+
+std::int64_t T5Bucketer::LogBucket(std::int64_t n) const noexcept {
+  // float32 arithmetic in HF's order: log(n.float() / max_exact) / denom * (nb - max_exact).
+  const float ratio = static_cast<float>(n) / static_cast<float>(max_exact_);
+  const float scaled = std::log(ratio) / log_denominator_ * static_cast<float>(nb_ - max_exact_);
+  std::int64_t large = max_exact_ + static_cast<std::int64_t>(scaled);  // trunc, scaled >= 0
+  if (large > nb_ - 1) large = nb_ - 1;
+  return large;
 }
 
 std::int64_t T5Bucketer::Bucket(std::int64_t relative) const noexcept {
@@ -72,12 +99,9 @@ std::int64_t T5Bucketer::Bucket(std::int64_t relative) const noexcept {
     n = relative < 0 ? -relative : 0;
   }
   if (n < max_exact_) return bucket + n;
-  // float32 arithmetic in HF's order: log(n.float() / max_exact) / denom * (nb - max_exact).
-  const float ratio = static_cast<float>(n) / static_cast<float>(max_exact_);
-  const float scaled = std::log(ratio) / log_denominator_ * static_cast<float>(nb_ - max_exact_);
-  std::int64_t large = max_exact_ + static_cast<std::int64_t>(scaled);  // trunc, scaled >= 0
-  if (large > nb_ - 1) large = nb_ - 1;
-  return bucket + large;
+  if (n >= saturate_) return bucket + nb_ - 1;
+  if (!log_bucket_.empty()) return bucket + log_bucket_[static_cast<std::size_t>(n - max_exact_)];
+  return bucket + LogBucket(n);
 }
 
 std::vector<std::int64_t> T5Buckets(const T5BucketParams& params, std::int64_t first,

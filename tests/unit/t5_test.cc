@@ -3,8 +3,10 @@
 // against finite differences, and every bad-input case.
 #include "posenc/t5.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -89,6 +91,41 @@ TEST(T5Buckets, MonotoneAndSaturating) {
         } else {
           EXPECT_EQ(b.Bucket(n), 0);
         }
+      }
+    }
+  }
+}
+
+// The bucketer's table and saturation shortcut against HF's float32
+// formula evaluated directly, at every distance up to past the saturation
+// point and at samples up to 2^24, for bucket counts and max distances
+// whose logarithmic range spans a few distances, ~1024 (table) and more
+// (formula, no table), both directions.
+TEST(T5Buckets, FastPathsEqualTheFormula) {
+  const auto formula = [](const T5BucketParams& p, std::int64_t rel) {
+    const bool bidir = p.direction == T5Direction::kBidirectional;
+    const std::int64_t nb = bidir ? p.num_buckets / 2 : p.num_buckets, max_exact = nb / 2;
+    std::int64_t bucket = bidir && rel > 0 ? nb : 0;
+    const std::int64_t n = bidir ? std::llabs(rel) : (rel < 0 ? -rel : 0);
+    if (n < max_exact) return bucket + n;
+    const auto denom = static_cast<float>(
+        std::log(static_cast<double>(p.max_distance) / static_cast<double>(max_exact)));
+    const float scaled = std::log(static_cast<float>(n) / static_cast<float>(max_exact)) / denom *
+                         static_cast<float>(nb - max_exact);
+    return bucket + std::min(nb - 1, max_exact + static_cast<std::int64_t>(scaled));
+  };
+  for (const T5Direction dir : {T5Direction::kBidirectional, T5Direction::kCausal}) {
+    for (const auto& [nb, md] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {32, 128}, {8, 9}, {64, 1000}, {32, 1100}, {128, 5000}, {32, 1 << 24}}) {
+      const T5BucketParams p = Params(nb, md, dir);
+      const T5Bucketer b(p);
+      for (std::int64_t n = 0; n <= 2 * md + 2 && n <= 20000; ++n) {
+        ASSERT_EQ(b.Bucket(-n), formula(p, -n)) << nb << ", " << md << ", " << -n;
+        ASSERT_EQ(b.Bucket(n), formula(p, n)) << nb << ", " << md << ", " << n;
+      }
+      for (std::int64_t n = 20000; n < (std::int64_t{1} << 24); n = n * 5 / 4 + 7) {
+        ASSERT_EQ(b.Bucket(-n), formula(p, -n)) << nb << ", " << md << ", " << -n;
+        ASSERT_EQ(b.Bucket(n), formula(p, n)) << nb << ", " << md << ", " << n;
       }
     }
   }
