@@ -62,6 +62,20 @@ class AlibiScheme final : public SchemeImpl<AlibiScheme> {
     }
   }
   bool DistanceOnly(std::int64_t, std::int64_t) const override { return true; }
+  // BiasAt<float> over a run of distances d0 + t, in 32-bit integers (the
+  // distances of positions in [0, 2^24) are below 2^25 in magnitude, so
+  // int32 holds them and float32 converts them exactly: the same values)
+  // so that the loop vectorises; the generic loop's int64 conversions were
+  // ~5 % of an ALiBi decode.
+  void DistanceBias(std::int64_t h, std::int64_t, std::int64_t d0, std::int64_t n,
+                    float* out) const override {
+    const float slope = slopes_f_[static_cast<std::size_t>(h)];
+    const auto first = static_cast<std::int32_t>(d0);
+    for (std::int32_t t = 0; t < static_cast<std::int32_t>(n); ++t) {
+      const std::int32_t d = first + t;
+      out[t] = -slope * static_cast<float>(d < 0 ? -d : d);
+    }
+  }
 
  private:
   std::vector<double> slopes_;
