@@ -11,13 +11,14 @@
 //     any thread count. One task per (batch, chunk) reads the chunk's keys
 //     and values once, for every kv head, in 64-key blocks; all G * Sq
 //     query rows of a kv head's GQA group run against each block:
-//     - logits: for a bfloat16 cache and unrotated bfloat16 q,
-//       FlashDecodeLogitsBf16 (AVX512_BF16 dot products on key rows, each
-//       row loaded once for up to 4 query rows, one transposing lane sum
-//       per 16 keys) on the cache's bfloat16 rows in place; otherwise the
-//       block's keys are converted to float32 rows by a SIMD kernel (exact
-//       for 16-bit caches; rotated when the kernel rotates keys) for
-//       FlashDecodeLogits;
+//     - logits: for a bfloat16 cache whose keys are not rotated here (q as
+//       one bfloat16 part, or three where q is not bfloat16: RoPE, float32
+//       q; see DecodePlan::q_parts), FlashDecodeLogitsBf16 (AVX512_BF16
+//       dot products on key rows, each row loaded once for up to 4 query
+//       rows, one transposing lane sum per 16 keys) on the cache's
+//       bfloat16 rows in place; otherwise the block's keys are converted
+//       to float32 rows by a SIMD kernel (exact for 16-bit caches; rotated
+//       when the kernel rotates keys) for FlashDecodeLogits;
 //     - scale + the scheme's terms (TileTerms, per query head) + the online
 //       softmax update + exp: one FlashSoftmaxTile call for all rows when
 //       the block is fully visible and the scheme has no value terms, else
@@ -37,10 +38,12 @@
 //     out = sum acc_c e^(m_c - M) / L, lse = M + log L.
 // Position terms, value terms and masks go through the scheme's policy
 // exactly as in the prefill forward (attention/flash_internal.h).
-// Memory: per call B * chunks * H * Sq * (Dv + 2) floats of partials; per
-// thread that runs a task, O(64 * Hkv * (D + Dv) + H * Sq * (D + Dv)) floats
-// (the block buffers only where K or V is converted to float32),
-// kept from call to call (thread_local, see PrepareWork).
+// Memory: per call B * chunks * H * Sq * (Dv + 2) floats of partials and
+// the query rows (B * H * Sq rows of D floats, and of D * q_parts bfloat16
+// parts for bf16_keys, loaded and rotated once per call); per thread that
+// runs a task, O(64 * Hkv * (D + Dv) + H * Sq * Dv) floats (the block
+// buffers only where K or V is converted to float32), kept from call to
+// call (thread_local, see PrepareWork).
 // Numerics: float32 tiles and sums like FlashAttention (same error rule:
 // within 2x a plain float32 attention's error against float64); the
 // partials are merged in float32 in chunk order. Positions [0, 2^24).
