@@ -169,9 +169,13 @@ void FlashAttentionBackward(const AttentionParams& params, const TensorView& q, 
 // Sk - Sq + i), schemes (ALiBi, T5, RoPE with keys rotated in the kernel or
 // pre-rotated in the cache, Shaw, none), layouts, dtypes, validation and
 // numerics as FlashAttention; lse (optional, null data: none) as in
-// FlashAttentionWithLse. Results do not depend on the thread count. Extra
-// memory: B * chunks * H * Sq * (Dv + 2) floats plus per-worker block
-// scratch. Throws InvalidArgument ("q.shape[seq]") for Sq outside [1, 16]
+// FlashAttentionWithLse. Results do not depend on the thread count. A
+// bfloat16 cache (keys not rotated by the kernel) gets bfloat16 dot
+// products for q . k where the CPU has AVX512_BF16, with q split into three
+// bfloat16 parts unless it is bfloat16 and unrotated, so the logits stay
+// float32-accurate. Extra memory: B * chunks * H * Sq * (Dv + 2) floats,
+// the query rows (B * H * Sq * D floats and, for a bfloat16 cache, up to
+// three bfloat16 parts of each), and per-worker block scratch. Throws InvalidArgument ("q.shape[seq]") for Sq outside [1, 16]
 // and for everything FlashAttention rejects.
 void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView& out,
