@@ -175,8 +175,9 @@ void FlashAttentionBackward(const AttentionParams& params, const TensorView& q, 
 // bfloat16 parts unless it is bfloat16 and unrotated, so the logits stay
 // float32-accurate. Extra memory: B * chunks * H * Sq * (Dv + 2) floats,
 // the query rows (B * H * Sq * D floats and, for a bfloat16 cache, up to
-// three bfloat16 parts of each), and per-worker block scratch. Throws InvalidArgument ("q.shape[seq]") for Sq outside [1, 16]
-// and for everything FlashAttention rejects.
+// three bfloat16 parts of each), and per-worker block scratch. Throws
+// InvalidArgument ("q.shape[seq]") for Sq outside [1, 16] and for
+// everything FlashAttention rejects.
 void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView& out,
                           const TensorView& lse = TensorView{},
