@@ -75,8 +75,8 @@ std::vector<std::int64_t> ResolveRows(const RopeTableArgs& a, std::int64_t cols)
   if (a.has_ids) {
     rows = ParseIntList(a.position_ids, "--position-ids");
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      Require(rows[i] >= 0 && rows[i] <= kMaxPosition, "--position-ids[" + std::to_string(i) + "]",
-              rows[i], "a position in [0, 16777215]");
+      RequireAt(rows[i] >= 0 && rows[i] <= kMaxPosition, "--position-ids",
+                static_cast<std::int64_t>(i), rows[i], "a position in [0, 16777215]");
     }
     RequireTableSize(static_cast<std::int64_t>(rows.size()), cols);
     return rows;

@@ -8,6 +8,7 @@
 // module maps them to ValueError / RuntimeError.
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -64,6 +65,27 @@ std::string ArgMessage(std::string_view arg, const T& value, std::string_view al
 template <typename T>
 void Require(bool ok, std::string_view arg, const T& value, std::string_view allowed) {
   if (!ok) throw InvalidArgument(ArgMessage(arg, value, allowed));
+}
+
+// Throws InvalidArgument("ARG[INDEX]: got VALUE, expected ALLOWED") unless
+// `ok`. For checks of every element of a list: the name is built only when
+// the check fails, so a loop over millions of ids allocates nothing.
+template <typename T>
+void RequireAt(bool ok, std::string_view arg, std::int64_t index, const T& value,
+               std::string_view allowed) {
+  if (ok) return;
+  std::string name(arg);
+  name += '[';
+  name += std::to_string(index);
+  name += ']';
+  throw InvalidArgument(ArgMessage(name, value, allowed));
+}
+
+// Throws InvalidArgument("ARG: got VALUE, expected ALLOWED"). For checks whose
+// message costs more to build than the check: `if (!ok) FailArgument(...)`.
+template <typename T>
+[[noreturn]] void FailArgument(std::string_view arg, const T& value, std::string_view allowed) {
+  throw InvalidArgument(ArgMessage(arg, value, allowed));
 }
 
 }  // namespace posenc

@@ -36,8 +36,8 @@ py::array_t<std::int64_t> ToArray(const std::vector<std::int64_t>& values,
 void CheckRelative(const IntArray& rel) {
   for (std::size_t i = 0; i < rel.values.size(); ++i) {
     const std::int64_t r = rel.values[i];
-    Require(r >= -kMaxPosition && r <= kMaxPosition, "relative_position[" + std::to_string(i) + "]",
-            r, "a relative position in [-(2^24 - 1), 2^24 - 1]");
+    RequireAt(r >= -kMaxPosition && r <= kMaxPosition, "relative_position",
+              static_cast<std::int64_t>(i), r, "a relative position in [-(2^24 - 1), 2^24 - 1]");
   }
 }
 

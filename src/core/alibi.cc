@@ -115,8 +115,8 @@ void ValidateSlopes(const std::vector<double>& slopes) {
   Require(!slopes.empty() && static_cast<std::int64_t>(slopes.size()) <= kMaxAlibiHeads,
           "slopes.size()", slopes.size(), "one slope per head, 1 to 65536 heads");
   for (std::size_t h = 0; h < slopes.size(); ++h) {
-    Require(std::isfinite(slopes[h]) && slopes[h] >= 0.0, "slopes[" + std::to_string(h) + "]",
-            slopes[h], "a finite slope >= 0");
+    RequireAt(std::isfinite(slopes[h]) && slopes[h] >= 0.0, "slopes", static_cast<std::int64_t>(h),
+              slopes[h], "a finite slope >= 0");
   }
 }
 

@@ -450,11 +450,13 @@ void ApplyRopeVarlen(const RopeParams& params, const TensorView& x, const std::i
   Require(cu_seqlens != nullptr, "cu_seqlens", "null", "num_seqs + 1 cumulative sequence lengths");
   Require(cu_seqlens[0] == 0, "cu_seqlens[0]", cu_seqlens[0], "0");
   for (std::int64_t s = 1; s <= num_seqs; ++s) {
-    Require(cu_seqlens[s] >= cu_seqlens[s - 1] && cu_seqlens[s] <= total,
-            "cu_seqlens[" + std::to_string(s) + "]", cu_seqlens[s],
-            "a value in [cu_seqlens[" + std::to_string(s - 1) +
-                "] = " + std::to_string(cu_seqlens[s - 1]) +
-                ", total_tokens = x.shape[0] = " + std::to_string(total) + "] (non-decreasing)");
+    if (cu_seqlens[s] < cu_seqlens[s - 1] || cu_seqlens[s] > total) {
+      FailArgument("cu_seqlens[" + std::to_string(s) + "]", cu_seqlens[s],
+                   "a value in [cu_seqlens[" + std::to_string(s - 1) +
+                       "] = " + std::to_string(cu_seqlens[s - 1]) +
+                       ", total_tokens = x.shape[0] = " + std::to_string(total) +
+                       "] (non-decreasing)");
+    }
   }
   Require(cu_seqlens[num_seqs] == total, "cu_seqlens[" + std::to_string(num_seqs) + "]",
           cu_seqlens[num_seqs],
@@ -465,10 +467,12 @@ void ApplyRopeVarlen(const RopeParams& params, const TensorView& x, const std::i
     const std::int64_t len = cu_seqlens[s + 1] - cu_seqlens[s];
     const std::int64_t off = seq_offsets == nullptr ? 0 : seq_offsets[s];
     const std::int64_t max_off = kMaxPosition - std::max<std::int64_t>(len - 1, 0);
-    Require(off >= min_pos && off <= max_off, "seq_offsets[" + std::to_string(s) + "]", off,
-            "an offset in [" + std::to_string(min_pos) + ", " + std::to_string(max_off) +
-                "] (positions of its " + std::to_string(len) + " tokens within [" +
-                std::to_string(min_pos) + ", 2^24 - 1])");
+    if (off < min_pos || off > max_off) {
+      FailArgument("seq_offsets[" + std::to_string(s) + "]", off,
+                   "an offset in [" + std::to_string(min_pos) + ", " + std::to_string(max_off) +
+                       "] (positions of its " + std::to_string(len) + " tokens within [" +
+                       std::to_string(min_pos) + ", 2^24 - 1])");
+    }
     for (std::int64_t t = 0; t < len; ++t) {
       ids[static_cast<std::size_t>(cu_seqlens[s] + t)] = off + t;
     }
@@ -505,8 +509,11 @@ void ApplyRopeWithCache(const RopeParams& params, const TensorView& x, Attention
   const std::int64_t rows = cos_sin_cache.shape[0];
   const std::int64_t n = positions.ids == nullptr ? 0 : positions.count;
   for (std::int64_t i = 0; i < n; ++i) {
-    Require(positions.ids[i] < rows, "positions.ids[" + std::to_string(i) + "]", positions.ids[i],
-            "a position < cos_sin_cache.shape[0] (" + std::to_string(rows) + " cached rows)");
+    if (positions.ids[i] >= rows) {
+      FailArgument(
+          "positions.ids[" + std::to_string(i) + "]", positions.ids[i],
+          "a position < cos_sin_cache.shape[0] (" + std::to_string(rows) + " cached rows)");
+    }
   }
   if (positions.ids == nullptr) {
     Require(positions.offset + d.seq <= rows, "positions.offset", positions.offset,

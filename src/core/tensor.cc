@@ -105,19 +105,23 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
   }
   const std::int64_t max_stride = kMaxViewBytes / static_cast<std::int64_t>(DTypeSize(view.dtype));
   for (int d = 0; d < view.rank; ++d) {
-    Require(view.shape[d] >= 1, a + ".shape[" + std::to_string(d) + "]", view.shape[d],
-            "a size >= 1 (empty tensors are not accepted)");
-    Require(view.strides[d] >= 0, a + ".strides[" + std::to_string(d) + "]", view.strides[d],
-            "a non-negative stride in elements");
+    // The messages are built only on failure (every public call validates
+    // its views).
+    if (view.shape[d] < 1) {
+      FailArgument(a + ".shape[" + std::to_string(d) + "]", view.shape[d],
+                   "a size >= 1 (empty tensors are not accepted)");
+    }
+    if (view.strides[d] < 0) {
+      FailArgument(a + ".strides[" + std::to_string(d) + "]", view.strides[d],
+                   "a non-negative stride in elements");
+    }
     // Also for size-1 dimensions, whose stride addresses nothing: kernels
     // still scale every stride to bytes (fuzz_rope_views found
-    // stride * 2 overflowing int64 on a size-1 dimension). The message is
-    // built only on failure (every public call validates its views).
+    // stride * 2 overflowing int64 on a size-1 dimension).
     if (view.strides[d] >= max_stride) {
-      throw InvalidArgument(ArgMessage(a + ".strides[" + std::to_string(d) + "]", view.strides[d],
-                                       "a stride below 2^48 bytes (" + std::to_string(max_stride) +
-                                           " elements of " + std::string(DTypeName(view.dtype)) +
-                                           "), size-1 dimensions included"));
+      FailArgument(a + ".strides[" + std::to_string(d) + "]", view.strides[d],
+                   "a stride below 2^48 bytes (" + std::to_string(max_stride) + " elements of " +
+                       std::string(DTypeName(view.dtype)) + "), size-1 dimensions included");
     }
   }
   // Element count and byte span within kMaxViewBytes, computed without
@@ -156,8 +160,11 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
     for (int i = 0; i < view.rank; ++i) {
       const int d = order[i];
       if (view.shape[d] == 1) continue;
-      Require(view.strides[d] > span, a + ".strides[" + std::to_string(d) + "]", view.strides[d],
-              "strides that give every element its own address (output views may not alias)");
+      if (view.strides[d] <= span) {
+        FailArgument(
+            a + ".strides[" + std::to_string(d) + "]", view.strides[d],
+            "strides that give every element its own address (output views may not alias)");
+      }
       span += (view.shape[d] - 1) * view.strides[d];
     }
   }

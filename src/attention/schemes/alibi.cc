@@ -90,11 +90,11 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
     Require(s->rank == 1, a.Name("slopes.ndim"), s->rank, "1");
     Require(s->shape[0] == H, a.Name("slopes.size()"), s->shape[0],
             "one slope per query head (" + std::to_string(H) + ")");
-    ValidateView(*s, a.Name("slopes"), 1);
+    const std::string slopes_name = a.Name("slopes");
+    ValidateView(*s, slopes_name, 1);
     for (std::int64_t h = 0; h < H; ++h) {
       const double m = LoadAsDouble(s->data, s->dtype, h * s->strides[0]);
-      Require(std::isfinite(m) && m >= 0.0, a.Name("slopes[" + std::to_string(h) + "]"), m,
-              "a finite slope >= 0");
+      RequireAt(std::isfinite(m) && m >= 0.0, slopes_name, h, m, "a finite slope >= 0");
       slopes.push_back(m);
     }
   } else {

@@ -236,9 +236,9 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
   std::vector<double> values;
   auto append = [&](const char* name, std::initializer_list<std::int64_t> shape) {
     const std::vector<double> t = a.Table(name, shape);
+    const std::string arg = a.Name(name);
     for (std::size_t i = 0; i < t.size(); ++i) {
-      Require(std::isfinite(t[i]), a.Name(name) + "[" + std::to_string(i) + "]", t[i],
-              "a finite value");
+      RequireAt(std::isfinite(t[i]), arg, static_cast<std::int64_t>(i), t[i], "a finite value");
     }
     values.insert(values.end(), t.begin(), t.end());
   };
