@@ -181,7 +181,8 @@ TEST(AlibiBadInput, UserSlopesOfWrongLength) {
 
 TEST(AlibiBadInput, NegativeOrNaNUserSlope) {
   AlibiParams p{2, 8.0, AlibiSlopeConvention::kReference, {0.5, -1.0}};
-  ExpectInvalid([&] { (void)AlibiSlopes(p); }, "slopes[1]");
+  // The whole message of RequireAt: name[index], the value, what is allowed.
+  ExpectInvalid([&] { (void)AlibiSlopes(p); }, "slopes[1]: got -1, expected a finite slope >= 0");
   p.slopes[1] = std::nan("");
   ExpectInvalid([&] { (void)AlibiSlopes(p); }, "slopes[1]");
 }
