@@ -56,7 +56,8 @@ mkdir -p "$OUT/artifacts" "$OUT/logs"
 # errors are found; a report lacks the allocation / free stacks, which a
 # replay of the saved input without this option prints). fuzz_cli, which
 # allocates heavily while building the CLI11 app, runs ~1.4x faster.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0:malloc_context_size=0}
+ASAN_DEFAULT=detect_leaks=1:allocator_may_return_null=0:malloc_context_size=0
+export ASAN_OPTIONS=${ASAN_OPTIONS:-$ASAN_DEFAULT}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=()
 for entry in "${TARGETS[@]}"; do
