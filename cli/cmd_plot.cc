@@ -83,7 +83,11 @@ void RunPlot(PlotArgs args) {
   CLI::App table_app{"posenc plot: the table to draw"};
   table_app.name("posenc");  // usage lines read "posenc table METHOD [OPTIONS]"
   table_app.require_subcommand(1);
-  RegisterTableCommand(table_app);
+  // The plot's own limit goes into the table command, which checks it before
+  // it computes anything: a table too large to draw is refused up front.
+  RegisterTableCommand(table_app,
+                       TableBudget{report::kMaxPlotCells,
+                                   "at most 2^22 values (2048 x 2048 cells: the largest plot)"});
   std::vector<const char*> cargv;
   for (const auto& s : argv) cargv.push_back(s.c_str());
   try {

@@ -4,14 +4,14 @@
 
 namespace posenc::cli {
 
-void RegisterTableCommand(CLI::App& app) {
+void RegisterTableCommand(CLI::App& app, const TableBudget& budget) {
   CLI::App* table =
       app.add_subcommand("table", "Write a positional-encoding table (JSON, CSV or .npy)");
   table->require_subcommand(1);
   // POSENC_TABLE_REGISTER: one Register*(*table) call per method.
-  RegisterTableLearnedCommand(*table);
-  RegisterTableRopeCommand(*table);
-  RegisterTableSinusoidalCommand(*table);
+  RegisterTableLearnedCommand(*table, budget);
+  RegisterTableRopeCommand(*table, budget);
+  RegisterTableSinusoidalCommand(*table, budget);
 }
 
 }  // namespace posenc::cli

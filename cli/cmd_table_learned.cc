@@ -19,6 +19,7 @@ struct LearnedArgs {
   std::string load;
   std::string format = "json";
   std::string output;
+  TableBudget budget;
 };
 
 void RunTableLearned(const LearnedArgs& args) {
@@ -26,7 +27,7 @@ void RunTableLearned(const LearnedArgs& args) {
   const LearnedTable learned =
       args.load.empty() ? LearnedTable::RandomNormal(args.init) : LearnedTable::LoadNpy(args.load);
   TableData table;
-  table.positions = ResolvePositions(args.positions, learned.dim());
+  table.positions = ResolvePositions(args.positions, learned.dim(), args.budget);
   table.rows = static_cast<std::int64_t>(table.positions.size());
   table.cols = learned.dim();
   table.values.resize(static_cast<std::size_t>(table.rows * table.cols));
@@ -41,8 +42,9 @@ void RunTableLearned(const LearnedArgs& args) {
 
 }  // namespace
 
-void RegisterTableLearnedCommand(CLI::App& table) {
+void RegisterTableLearnedCommand(CLI::App& table, const TableBudget& budget) {
   auto args = std::make_shared<LearnedArgs>();
+  args->budget = budget;
   CLI::App* sub = table.add_subcommand(
       "learned",
       "Rows of a learned absolute position table (BERT, GPT-2): initialised N(0, stddev^2) "

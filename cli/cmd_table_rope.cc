@@ -51,16 +51,21 @@ struct RopeTableArgs {
   std::int64_t seq_len = 0;  // --seq-len L with --config (0: max(position)+1)
   // Which options were given (filled from CLI11's counts before running).
   bool has_positions = false, has_ids = false, has_offset = false;
+  TableBudget budget;  // of the values written: rows x (cos and sin columns)
 };
 
 // Largest table (values per cos or sin table) the command builds: 2^26
 // float32 values, 256 MiB each.
 constexpr std::int64_t kMaxTableValues = std::int64_t{1} << 26;
 
-void RequireTableSize(std::int64_t n, std::int64_t cols) {
-  Require(n <= kMaxTableValues / cols, "--positions", n,
+// `arg`: the option that set the row count (--positions or --position-ids).
+void RequireTableSize(const RopeTableArgs& a, const char* arg, std::int64_t n, std::int64_t cols) {
+  Require(n <= kMaxTableValues / cols, arg, n,
           fmt::format("at most 2^26 values per table (rows * rotary_dim; rotary_dim = {})", cols));
+  RequireWithinBudget(a.budget, arg, n, 2 * cols);
 }
+
+const char* RowsArg(const RopeTableArgs& a) { return a.has_ids ? "--position-ids" : "--positions"; }
 
 // The positions of the rows; `cols` (rotary_dim) bounds the table size
 // before anything is allocated.
@@ -78,7 +83,7 @@ std::vector<std::int64_t> ResolveRows(const RopeTableArgs& a, std::int64_t cols)
       RequireAt(rows[i] >= 0 && rows[i] <= kMaxPosition, "--position-ids",
                 static_cast<std::int64_t>(i), rows[i], "a position in [0, 16777215]");
     }
-    RequireTableSize(static_cast<std::int64_t>(rows.size()), cols);
+    RequireTableSize(a, "--position-ids", static_cast<std::int64_t>(rows.size()), cols);
     return rows;
   }
   Require(a.num_positions >= 1 && a.num_positions <= kMaxPosition + 1, "--positions",
@@ -86,7 +91,7 @@ std::vector<std::int64_t> ResolveRows(const RopeTableArgs& a, std::int64_t cols)
   Require(a.offset >= 0 && a.offset <= kMaxPosition - (a.num_positions - 1), "--offset", a.offset,
           "an offset >= 0 with offset + N - 1 <= 16777215 (N = " + std::to_string(a.num_positions) +
               ")");
-  RequireTableSize(a.num_positions, cols);
+  RequireTableSize(a, "--positions", a.num_positions, cols);
   rows.resize(static_cast<std::size_t>(a.num_positions));
   for (std::int64_t r = 0; r < a.num_positions; ++r)
     rows[static_cast<std::size_t>(r)] = a.offset + r;
@@ -165,7 +170,8 @@ void RunTableRope(const RopeTableArgs& a) {
     // Rows first (bounded by the widest possible table), then the model's rope.
     rows = ResolveRows(a, 2);
     params = ConfigParams(a, rows);
-    RequireTableSize(static_cast<std::int64_t>(rows.size()), params.EffectiveRotaryDim());
+    RequireTableSize(a, RowsArg(a), static_cast<std::int64_t>(rows.size()),
+                     params.EffectiveRotaryDim());
   } else {
     Require(a.seq_len == 0, "--seq-len", a.seq_len, "--seq-len only with --config");
     Require(a.dim >= 2 && a.dim <= 65536, "--dim", a.dim,
@@ -206,8 +212,9 @@ void RunTableRope(const RopeTableArgs& a) {
 
 }  // namespace
 
-void RegisterTableRopeCommand(CLI::App& table) {
+void RegisterTableRopeCommand(CLI::App& table, const TableBudget& budget) {
   auto args = std::make_shared<RopeTableArgs>();
+  args->budget = budget;
   CLI::App* cmd = table.add_subcommand(
       "rope", "RoPE cos/sin tables in Hugging Face's layout (LlamaRotaryEmbedding / GPT-J)");
   CLI::Option* n = cmd->add_option("--positions", args->num_positions,

@@ -18,6 +18,7 @@ struct SinusoidalArgs {
   std::string layout = "interleaved";
   std::string format = "json";
   std::string output;
+  TableBudget budget;
 };
 
 void RunTableSinusoidal(const SinusoidalArgs& args) {
@@ -28,7 +29,7 @@ void RunTableSinusoidal(const SinusoidalArgs& args) {
   params.layout = ParseSinusoidalLayout(args.layout, "--layout");
   ValidateSinusoidalParams(params);
   TableData table;
-  table.positions = ResolvePositions(args.positions, params.dim);
+  table.positions = ResolvePositions(args.positions, params.dim, args.budget);
   table.rows = static_cast<std::int64_t>(table.positions.size());
   table.cols = params.dim;
   table.values.resize(static_cast<std::size_t>(table.rows * table.cols));
@@ -44,8 +45,9 @@ void RunTableSinusoidal(const SinusoidalArgs& args) {
 
 }  // namespace
 
-void RegisterTableSinusoidalCommand(CLI::App& table) {
+void RegisterTableSinusoidalCommand(CLI::App& table, const TableBudget& budget) {
   auto args = std::make_shared<SinusoidalArgs>();
+  args->budget = budget;
   CLI::App* sub = table.add_subcommand(
       "sinusoidal",
       "Fixed sinusoidal table PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(...) "

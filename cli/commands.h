@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "table_writer.h"
+
 namespace posenc::cli {
 
 // Exit codes: 0 ok; 1 internal error; 2 invalid argument; 3 bad config;
@@ -15,7 +17,8 @@ inline constexpr int kExitConfig = 3;
 inline constexpr int kExitIo = 4;
 
 // Top-level subcommands (cli/cmd_<name>.cc).
-void RegisterTableCommand(CLI::App& app);
+// `budget` bounds every table's size (`posenc plot` passes what it can draw).
+void RegisterTableCommand(CLI::App& app, const TableBudget& budget = {});
 void RegisterAlibiCommand(CLI::App& app);       // cli/cmd_alibi.cc
 void RegisterBenchCommand(CLI::App& app);       // cli/cmd_bench.cc
 void RegisterDemoCommand(CLI::App& app);        // cli/cmd_demo.cc
@@ -29,8 +32,8 @@ void RegisterReportCommand(CLI::App& app);      // cli/cmd_report.cc
 void RegisterTourCommand(CLI::App& app);        // cli/cmd_tour.cc
 
 // `table` methods (cli/cmd_table_<method>.cc), registered on the `table` app.
-void RegisterTableLearnedCommand(CLI::App& table);
-void RegisterTableRopeCommand(CLI::App& table);
-void RegisterTableSinusoidalCommand(CLI::App& table);
+void RegisterTableLearnedCommand(CLI::App& table, const TableBudget& budget);
+void RegisterTableRopeCommand(CLI::App& table, const TableBudget& budget);
+void RegisterTableSinusoidalCommand(CLI::App& table, const TableBudget& budget);
 
 }  // namespace posenc::cli

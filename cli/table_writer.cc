@@ -31,21 +31,21 @@ void AddPositionOptions(CLI::App& app, PositionOptions& options) {
   ids->excludes(off);
 }
 
-namespace {
-void RequireTableSize(std::int64_t rows, std::int64_t dim) {
-  Require(dim >= 1, "--dim", dim, "a dimension >= 1");
-  // rows * dim is not formed before the check: it could overflow int64.
-  Require(rows <= (std::int64_t{1} << 28) / dim, "rows * --dim", fmt::format("{} * {}", rows, dim),
-          "at most 2^28 values (a 1 GiB float32 table)");
+void RequireWithinBudget(const TableBudget& budget, const char* arg, std::int64_t rows,
+                         std::int64_t cols) {
+  // rows * cols is not formed before the check: it could overflow int64.
+  Require(rows <= budget.max_values / cols, arg, fmt::format("{} rows x {} columns", rows, cols),
+          budget.allowed);
 }
-}  // namespace
 
-std::vector<std::int64_t> ResolvePositions(const PositionOptions& options, std::int64_t dim) {
+std::vector<std::int64_t> ResolvePositions(const PositionOptions& options, std::int64_t dim,
+                                           const TableBudget& budget) {
+  Require(dim >= 1, "--dim", dim, "a dimension >= 1");
   if (!options.position_ids.empty()) {
     std::vector<std::int64_t> ids = ParseIntList(options.position_ids, "--position-ids");
     Require(static_cast<std::int64_t>(ids.size()) <= kMaxPosition + 1, "--position-ids", ids.size(),
             "at most 2^24 positions");
-    RequireTableSize(static_cast<std::int64_t>(ids.size()), dim);
+    RequireWithinBudget(budget, "--position-ids", static_cast<std::int64_t>(ids.size()), dim);
     return ids;
   }
   Require(options.num_positions >= 1 && options.num_positions <= kMaxPosition + 1, "--positions",
@@ -53,7 +53,7 @@ std::vector<std::int64_t> ResolvePositions(const PositionOptions& options, std::
   Require(options.offset >= 0 && options.offset <= kMaxPosition - (options.num_positions - 1),
           "--offset", options.offset,
           "a first position in [0, 2^24 - N] (the rows are OFFSET .. OFFSET+N-1 < 2^24)");
-  RequireTableSize(options.num_positions, dim);
+  RequireWithinBudget(budget, "--positions", options.num_positions, dim);
   std::vector<std::int64_t> ids(static_cast<std::size_t>(options.num_positions));
   for (std::int64_t r = 0; r < options.num_positions; ++r) {
     ids[static_cast<std::size_t>(r)] = options.offset + r;

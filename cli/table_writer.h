@@ -24,6 +24,22 @@ namespace posenc::cli {
 // Help text describing the three formats, for the subcommands' footers.
 extern const char* const kTableFormatsHelp;
 
+// The most values (rows x columns written) a table may hold, checked before
+// anything is computed or allocated. `posenc table` uses the default: 2^28
+// values, a 1 GiB float32 table (RoPE's own limit, 2^26 per cos or sin
+// table, is lower). `posenc plot` runs the table command with the cells it
+// can draw (cli/report/plot.h), so that a table too large to plot is refused
+// up front, not after it was computed and written.
+struct TableBudget {
+  std::int64_t max_values = std::int64_t{1} << 28;
+  std::string allowed = "at most 2^28 values (a 1 GiB float32 table)";
+};
+
+// Throws InvalidArgument naming `arg` (the option that set the row count)
+// unless rows x cols <= budget.max_values. cols >= 1.
+void RequireWithinBudget(const TableBudget& budget, const char* arg, std::int64_t rows,
+                         std::int64_t cols);
+
 // Which positions a table holds.
 struct PositionOptions {
   std::int64_t num_positions = 0;  // --positions N (rows offset .. offset + N - 1)
@@ -37,9 +53,9 @@ void AddPositionOptions(CLI::App& app, PositionOptions& options);
 // The positions of the rows (explicit list or offset .. offset + N - 1) of a
 // table with `dim` columns. Throws InvalidArgument naming the option when no
 // positions are given, N < 1 or N > 2^24, an id list is malformed, or the
-// table would exceed 2^28 values (a 1 GiB float32 table: the check comes
-// before any allocation).
-std::vector<std::int64_t> ResolvePositions(const PositionOptions& options, std::int64_t dim);
+// table would exceed the budget (the check comes before any allocation).
+std::vector<std::int64_t> ResolvePositions(const PositionOptions& options, std::int64_t dim,
+                                           const TableBudget& budget);
 
 // A row-major float32 table and the position of each row.
 struct TableData {

@@ -111,6 +111,37 @@ TEST(LimitsCli, TableSizeProductsAreCheckedWithoutOverflow) {
   ExpectRefused(RunBounded("alibi --heads 65536 --length 4096"), 2, "heads*length^2 <= 2^22");
 }
 
+// Was: `plot` computed and wrote the whole table (up to 2^28 values, gigabytes
+// of CSV: 87 s in release for sinusoidal --dim 16 --positions 2^24) before it
+// refused more than 2^22 cells (found by fuzz_cli, 2026-12-03). Now the table
+// command checks the plot's limit before it computes anything.
+TEST(LimitsCli, PlotRefusesATableTooLargeToDrawBeforeComputingIt) {
+  const fs::path page = fs::path(TempDir("limits_plot")) / "p.html";
+  const auto plot = [&](const std::string& args) {
+    // 20 s: the refusal is immediate; computing the table took minutes under the sanitizers.
+    return RunCliAfter("timeout 20 ", "plot " + args + " -o '" + page.string() + "'");
+  };
+  ExpectRefused(plot("sinusoidal --dim 16 --positions 16777216"), 2,
+                "--positions: got 16777216 rows x 16 columns, expected at most 2^22 values");
+  ExpectRefused(plot("rope --dim 2 --positions 8000006"), 2,
+                "--positions: got 8000006 rows x 4 columns");  // cos and sin columns
+  ExpectRefused(plot("rope --dim 64 --position-ids 0:40000"), 2,
+                "--position-ids: got 40000 rows x 128 columns");
+  ExpectRefused(plot("learned --max-positions 4194304 --dim 2 --positions 4194304"), 2,
+                "--positions: got 4194304 rows x 2 columns");
+  EXPECT_FALSE(fs::exists(page));
+  // The largest table it draws is still drawn, and `table` keeps its own limit.
+  const CliResult ok = plot("sinusoidal --dim 2048 --positions 2048");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(page));
+  const fs::path npy = fs::path(TempDir("limits_plot")) / "t.npy";
+  const CliResult table =
+      RunBounded("table sinusoidal --dim 16 --positions 300000 --format npy -o '" + npy.string() +
+                 "'");  // 4.8 M values: more than a plot
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(fs::file_size(npy), 128 + 300000 * 16 * 4);
+}
+
 // Was: a float32 table of inf written as JSON (invalid) for a huge stddev.
 TEST(LimitsCli, LearnedStddevMustFitFloat32) {
   ExpectRefused(RunBounded("table learned --dim 4 --positions 2 --stddev 1e300"), 2,

@@ -147,7 +147,7 @@ TEST(TableSinusoidalCliErrors, MalformedPositionIds) {
 }
 TEST(TableSinusoidalCliErrors, TableTooLarge) {
   ExpectOneLineError(RunCli("table sinusoidal --dim 65536 --positions 16777216"), 2,
-                     "rows * --dim");
+                     "--positions: got 16777216 rows x 65536 columns");
 }
 TEST(TableSinusoidalCliErrors, IdsAndCountTogether) {
   const CliResult r = RunCli("table sinusoidal --dim 4 --positions 2 --position-ids 1");
