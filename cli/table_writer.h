@@ -55,7 +55,7 @@ void AddPositionOptions(CLI::App& app, PositionOptions& options);
 // positions are given, N < 1 or N > 2^24, an id list is malformed, or the
 // table would exceed the budget (the check comes before any allocation).
 std::vector<std::int64_t> ResolvePositions(const PositionOptions& options, std::int64_t dim,
-                                           const TableBudget& budget);
+                                           const TableBudget& budget = {});
 
 // A row-major float32 table and the position of each row.
 struct TableData {
