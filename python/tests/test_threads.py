@@ -58,28 +58,48 @@ def test_concurrent_calls_match_serial(shared):
 
 
 def test_gil_is_released_inside_kernels():
-    """While one thread runs a long flash attention, the main thread wakes
-    from a sleep and runs Python: impossible if the kernel held the GIL."""
+    """While a worker thread is inside a long flash attention call, the main
+    thread keeps running Python: its largest pause inside the call is a small
+    part of the call. Were the GIL held, the main thread would stand still
+    for the whole call. Judged by the main thread's own time stamps against
+    the worker's call interval, not by a fixed sleep, so a fast machine (the
+    kernel done in a few milliseconds) cannot make it pass or fail by luck."""
     rng = np.random.default_rng(0)
-    q = rng.standard_normal((1, 2048, 4, 64)).astype(np.float32)
-    kernel_done = threading.Event()
-    started = threading.Event()
+    ctx = posenc.Context(1)  # the worker takes one core; the main thread the other
+    calls = []  # (start, end) of each kernel call, perf_counter seconds
+    done = threading.Event()
+    seq = 2048
 
     def work():
-        started.set()
-        for _ in range(3):
-            posenc.flash_attention(q, q, q, scheme="rope", mask="bidirectional")
-        kernel_done.set()
+        nonlocal seq
+        try:
+            # Grow the problem until one call lasts >= 0.15 s (at most 3 doublings).
+            for _ in range(4):
+                q = rng.standard_normal((1, seq, 4, 64)).astype(np.float32)
+                t0 = time.perf_counter()
+                posenc.flash_attention(q, q, q, scheme="rope", mask="bidirectional", ctx=ctx)
+                calls.append((t0, time.perf_counter()))
+                if calls[-1][1] - calls[-1][0] >= 0.15:
+                    break
+                seq *= 2
+        finally:
+            done.set()
 
     t = threading.Thread(target=work)
+    stamps = []
+    last = time.perf_counter()
     t.start()
-    started.wait()
-    time.sleep(0.05)  # the worker is inside the kernel by now
-    spins = 0
-    deadline = time.monotonic() + 0.05
-    while time.monotonic() < deadline:
-        spins += 1
-    still_running = not kernel_done.is_set()
-    t.join()
-    assert spins > 0
-    assert still_running, "the main thread could not run Python until the kernels finished"
+    while not done.is_set():
+        now = time.perf_counter()
+        if now - last >= 0.0005:
+            stamps.append(now)
+            last = now
+    t.join(timeout=120)
+    t0, t1 = max(calls, key=lambda c: c[1] - c[0])
+    duration = t1 - t0
+    assert duration >= 0.02, f"the longest kernel call took only {duration * 1e3:.1f} ms"
+    inside = [t0] + [s for s in stamps if t0 < s < t1] + [t1]
+    max_gap = max(b - a for a, b in zip(inside, inside[1:]))
+    assert max_gap < 0.5 * duration, (
+        f"the main thread stood still for {max_gap * 1e3:.1f} ms of a "
+        f"{duration * 1e3:.1f} ms kernel call (S = {seq}): the kernel holds the GIL")
