@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -232,6 +233,19 @@ TEST(ReportPlot, RejectsRaggedRow) {
 TEST(ReportPlot, RejectsNonFiniteValue) {
   EXPECT_THROW(HeatmapFromTableCsv("position,c0\n0,nan\n", "x", "c"), InvalidArgument);
   EXPECT_THROW(HeatmapFromTableCsv("position,c0\n0,abc\n", "x", "c"), InvalidArgument);
+  try {  // the message names the line, the cell and what is allowed
+    HeatmapFromTableCsv("position,c0,c1\n0,1,2\n1,3,4x\n", "x", "c");
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "table csv line 3: got 4x, expected a finite number");
+  }
+}
+
+TEST(ReportPlot, ReadsALastLineWithoutNewlineAndSkipsEmptyLines) {
+  const Heatmap h = HeatmapFromTableCsv("position,c0,c1\n0,1,2\n\n1,3,-4", "x", "c");
+  EXPECT_EQ(h.rows, 2);
+  EXPECT_EQ(h.values, (std::vector<double>{1, 2, 3, -4}));
+  EXPECT_EQ(h.y_title, "position");
 }
 
 Report TinyReport() {
@@ -267,6 +281,30 @@ TEST(ReportHtml, DataJsonIsSafeInsideAScriptElement) {
   EXPECT_FALSE(parsed["figures"][0].contains("caption"));  // captions live in the HTML
   EXPECT_EQ(parsed["figures"][0]["values"].size(), 4u);
   EXPECT_EQ(parsed["figures"][1]["spec"]["data"]["values"][0]["b"], "x,y");
+}
+
+TEST(ReportHtml, DataJsonEscapesEveryScriptEndAndKeepsTheText) {
+  // "</" and "<!" anywhere in a string (start, end, repeated, next to a
+  // lone '<') are escaped, and the JSON still reads back as the same text.
+  Report r;
+  Section s;
+  s.id = "s";
+  Chart c;
+  c.id = "c";
+  c.spec = {{"mark", "line"}};
+  const std::vector<std::string> texts = {"</script>", "a<!--b", "<<//<!<!", "x < y", "end<",
+                                          "<"};
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    c.Add({{"i", static_cast<int>(i)}, {"t", texts[i]}});
+  }
+  s.blocks.emplace_back(c);
+  r.sections.push_back(s);
+  const std::string json = FigureDataJson(r);
+  EXPECT_EQ(json.find("</"), std::string::npos);
+  EXPECT_EQ(json.find("<!"), std::string::npos);
+  const auto values = nlohmann::json::parse(json)["figures"][0]["spec"]["data"]["values"];
+  ASSERT_EQ(values.size(), texts.size());
+  for (std::size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(values[i]["t"], texts[i]) << i;
 }
 
 TEST(ReportHtml, PageInlinesLibraryAndEscapesText) {
