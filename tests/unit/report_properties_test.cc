@@ -292,8 +292,7 @@ TEST(ReportHtml, DataJsonEscapesEveryScriptEndAndKeepsTheText) {
   Chart c;
   c.id = "c";
   c.spec = {{"mark", "line"}};
-  const std::vector<std::string> texts = {"</script>", "a<!--b", "<<//<!<!", "x < y", "end<",
-                                          "<"};
+  const std::vector<std::string> texts = {"</script>", "a<!--b", "<<//<!<!", "x < y", "end<", "<"};
   for (std::size_t i = 0; i < texts.size(); ++i) {
     c.Add({{"i", static_cast<int>(i)}, {"t", texts[i]}});
   }
