@@ -65,13 +65,16 @@ Heatmap HeatmapFromTableCsv(const std::string& csv, const std::string& method,
     ++number;
     if (line.empty()) continue;
     SplitComma(line, cells);
-    Require(static_cast<std::int64_t>(cells.size()) == cols + 1,
-            fmt::format("table csv line {} cells", number), cells.size(),
-            fmt::format("{} (the header's count)", cols + 1));
+    // Messages built only on failure (one line per table row: up to 2^22).
+    if (static_cast<std::int64_t>(cells.size()) != cols + 1) {
+      FailArgument(fmt::format("table csv line {} cells", number), cells.size(),
+                   fmt::format("{} (the header's count)", cols + 1));
+    }
     positions.push_back(static_cast<std::int64_t>(ParseNumber(cells[0], number)));
-    Require(static_cast<std::int64_t>(positions.size()) * cols <= kMaxPlotCells, "table size",
-            fmt::format("{} rows x {} columns", positions.size(), cols),
-            "at most 2^22 cells (2048 x 2048) for one plot");
+    if (static_cast<std::int64_t>(positions.size()) * cols > kMaxPlotCells) {
+      FailArgument("table size", fmt::format("{} rows x {} columns", positions.size(), cols),
+                   "at most 2^22 cells (2048 x 2048) for one plot");
+    }
     for (std::int64_t c = 1; c <= cols; ++c)
       values.push_back(ParseNumber(cells[static_cast<std::size_t>(c)], number));
   }

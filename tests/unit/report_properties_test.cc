@@ -228,6 +228,12 @@ TEST(ReportPlot, RejectsEmptyCsv) {
 
 TEST(ReportPlot, RejectsRaggedRow) {
   EXPECT_THROW(HeatmapFromTableCsv("position,c0,c1\n0,1\n", "x", "c"), InvalidArgument);
+  try {
+    HeatmapFromTableCsv("position,c0,c1\n0,1,2\n1,3\n", "x", "c");
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "table csv line 3 cells: got 2, expected 3 (the header's count)");
+  }
 }
 
 TEST(ReportPlot, RejectsNonFiniteValue) {
