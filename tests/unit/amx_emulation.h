@@ -140,7 +140,9 @@ inline float Bf16Daz(const std::uint8_t* at) {
   return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
 }
 
-inline float Ftz(float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; }
+inline float Ftz(float f) {
+  return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
+}
 
 inline void DotBf16(int dst, int a, int b) {
   if (!Usable(dst, "TDPBF16PS") || !Usable(a, "TDPBF16PS") || !Usable(b, "TDPBF16PS")) return;

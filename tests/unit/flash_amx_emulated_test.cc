@@ -68,8 +68,8 @@ TEST(AmxEmulation, DotProductFollowsThePseudoCode) {
   for (int t = 3; t < 8; ++t) config.rows[t] = 0, config.colsb[t] = 0;
   _tile_loadconfig(&config);
   const std::uint16_t a[4] = {Bf16Bits(1), Bf16Bits(2), Bf16Bits(3), Bf16Bits(4)};
-  const std::uint16_t b[8] = {Bf16Bits(5),  Bf16Bits(6), Bf16Bits(0.5f), 0,
-                              Bf16Bits(7),  Bf16Bits(8), Bf16Bits(-1),   Bf16Bits(0.25f)};
+  const std::uint16_t b[8] = {Bf16Bits(5), Bf16Bits(6), Bf16Bits(0.5f), 0,
+                              Bf16Bits(7), Bf16Bits(8), Bf16Bits(-1),   Bf16Bits(0.25f)};
   float c[2] = {NAN, NAN};
   _tile_zero(0);
   _tile_loadd(1, a, 8);

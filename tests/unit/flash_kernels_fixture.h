@@ -23,7 +23,8 @@ namespace posenc::test {
 
 using Index = std::int64_t;
 
-inline std::vector<float> Random(std::size_t n, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<float> Random(std::size_t n, std::uint32_t seed, float lo = -1.0f,
+                                 float hi = 1.0f) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
@@ -34,7 +35,7 @@ inline std::vector<float> Random(std::size_t n, std::uint32_t seed, float lo = -
 // max |fast - exact| <= 2 max |plain - exact| + 4 float32 roundings of the
 // largest |exact| (the rounding floor).
 inline void ExpectWithin2x(const std::vector<float>& fast, const std::vector<float>& plain,
-                    const std::vector<double>& exact, const char* what) {
+                           const std::vector<double>& exact, const char* what) {
   double err = 0, plain_err = 0, mag = 1e-30;
   for (std::size_t i = 0; i < exact.size(); ++i) {
     err = std::max(err, std::abs(fast[i] - exact[i]));
