@@ -10,9 +10,11 @@
 // and TILERELEASE:
 //  - LDTILECFG reads the 64-byte configuration: byte 0 palette (0: release
 //    all; 1: 8 tiles of at most 16 rows x 64 bytes), byte 1 start_row,
-//    bytes 16..47 colsb[16] (uint16), bytes 48..63 rows[16]; palette 1 with a
-//    tile beyond 7 configured, rows > 16, colsb > 64, or a tile with exactly
-//    one of rows / colsb zero is #GP; loading zeroes every tile;
+//    bytes 16..31 colsb of tiles 0-7 (uint16), bytes 48..55 their rows; a
+//    nonzero reserved byte (2..15, 32..47, 56..63), rows > 16, colsb > 64 or
+//    a tile with exactly one of rows / colsb zero is #GP; a nonzero
+//    start_row (the restart state after an interrupt, which no kernel here
+//    sets) is reported too; loading zeroes every tile;
 //  - TILELOADD copies rows[t] rows of colsb[t] bytes from base + r * stride
 //    and zeroes the rest of the tile; TILESTORED writes the same rectangle;
 //  - TDPBF16PS: for m < rows(dst), k < colsb(a) / 4, n < colsb(dst) / 4:
@@ -87,6 +89,9 @@ inline void LoadConfig(const void* config) {
   if (bytes[0] == 0) return;  // palette 0: the init state
   if (bytes[0] != 1) return Fail("LDTILECFG: palette " + std::to_string(bytes[0]));
   if (bytes[1] != 0) return Fail("LDTILECFG: start_row " + std::to_string(bytes[1]));
+  for (int i = 2; i < 16; ++i) {
+    if (bytes[i] != 0) return Fail("LDTILECFG: reserved byte " + std::to_string(i) + " set");
+  }
   for (int t = 0; t < 16; ++t) {
     std::uint16_t colsb;
     std::memcpy(&colsb, bytes + 16 + 2 * t, 2);

@@ -94,7 +94,7 @@ TEST(AmxEmulation, DotProductFollowsThePseudoCode) {
   emu::ResetErrors();
 }
 
-TEST(AmxEmulation, ShapeMismatchIsReported) {
+TEST(AmxEmulation, MisuseIsReported) {
   emu::ResetErrors();
   ks::EmulatedLoadAmxTileConfig();  // 8 tiles of 16 x 64 bytes
   _tile_dpbf16ps(0, 0, 1);          // dst == a
@@ -105,6 +105,13 @@ TEST(AmxEmulation, ShapeMismatchIsReported) {
   _tile_dpbf16ps(0, 1, 2);
   EXPECT_EQ(emu::Errors(), 2);
   EXPECT_NE(emu::LastError().find("shapes"), std::string::npos);
+  ks::AmxTileConfig reserved;
+  reserved.reserved[3] = 1;  // byte 5: reserved, must be zero
+  _tile_loadconfig(&reserved);
+  EXPECT_EQ(emu::Errors(), 3);
+  EXPECT_NE(emu::LastError().find("reserved byte 5"), std::string::npos);
+  _tile_zero(0);  // the bad configuration was not loaded
+  EXPECT_EQ(emu::Errors(), 4);
   _tile_release();
   emu::ResetErrors();
 }
