@@ -40,6 +40,8 @@
 #include <cstring>
 #include <string>
 
+#include "posenc/dtype.h"
+
 namespace posenc::amx_emulation {
 
 struct State {
@@ -135,18 +137,16 @@ inline void Store(int t, void* base, long stride) {
   for (int r = 0; r < s.rows[t]; ++r) std::memcpy(p + r * stride, s.tile[t][r], s.colsb[t]);
 }
 
-// bfloat16 bits to float32, denormals as zero (DAZ).
-inline float Bf16Daz(const std::uint8_t* at) {
-  std::uint16_t bits;
-  std::memcpy(&bits, at, 2);
-  const std::uint32_t wide = std::uint32_t{bits} << 16;
-  float f;
-  std::memcpy(&f, &wide, 4);
+// Denormals as zero: DAZ for inputs, FTZ for results.
+inline float FlushDenormal(float f) {
   return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
 }
 
-inline float Ftz(float f) {
-  return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
+// The bfloat16 at `at` (possibly unaligned) as float32, DAZ.
+inline float Bf16Daz(const std::uint8_t* at) {
+  BFloat16 v;
+  std::memcpy(&v.bits, at, 2);
+  return FlushDenormal(BF16ToFloat(v));
 }
 
 inline void DotBf16(int dst, int a, int b) {
@@ -165,7 +165,7 @@ inline void DotBf16(int dst, int a, int b) {
         for (int e = 0; e < 2; ++e) {
           const float x = Bf16Daz(&s.tile[a][m][4 * k + 2 * e]);
           const float y = Bf16Daz(&s.tile[b][k][4 * n + 2 * e]);
-          acc = Ftz(acc + x * y);  // the product of two bfloat16 values is exact
+          acc = FlushDenormal(acc + x * y);  // the product of two bfloat16 values is exact
         }
       }
       std::memcpy(&s.tile[dst][m][4 * n], &acc, 4);

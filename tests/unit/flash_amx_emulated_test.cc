@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "flash_kernels_fixture.h"
+#include "posenc/dtype.h"
 
 namespace posenc {
 namespace {
@@ -48,12 +49,6 @@ using test::Index;
 #if defined(__x86_64__)
 namespace emu = amx_emulation;
 namespace ks = kernels::simd;
-
-std::uint16_t Bf16Bits(float x) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  return static_cast<std::uint16_t>(bits >> 16);  // exact for the values used here
-}
 
 // The model itself, on values small enough to check by hand: one A row
 // [1, 2 | 3, 4] (two pairs) against B rows [5, 6] / [7, 8] for column 0 and
@@ -67,9 +62,11 @@ TEST(AmxEmulation, DotProductFollowsThePseudoCode) {
   config.rows[2] = 2, config.colsb[2] = 8;  // B: 2 rows (pairs) x 2 columns
   for (int t = 3; t < 8; ++t) config.rows[t] = 0, config.colsb[t] = 0;
   _tile_loadconfig(&config);
-  const std::uint16_t a[4] = {Bf16Bits(1), Bf16Bits(2), Bf16Bits(3), Bf16Bits(4)};
-  const std::uint16_t b[8] = {Bf16Bits(5), Bf16Bits(6), Bf16Bits(0.5f), 0,
-                              Bf16Bits(7), Bf16Bits(8), Bf16Bits(-1),   Bf16Bits(0.25f)};
+  const std::uint16_t a[4] = {FloatToBF16(1).bits, FloatToBF16(2).bits, FloatToBF16(3).bits,
+                              FloatToBF16(4).bits};
+  const std::uint16_t b[8] = {
+      FloatToBF16(5).bits, FloatToBF16(6).bits, FloatToBF16(0.5f).bits, 0,
+      FloatToBF16(7).bits, FloatToBF16(8).bits, FloatToBF16(-1).bits,   FloatToBF16(0.25f).bits};
   float c[2] = {NAN, NAN};
   _tile_zero(0);
   _tile_loadd(1, a, 8);
@@ -79,7 +76,8 @@ TEST(AmxEmulation, DotProductFollowsThePseudoCode) {
   EXPECT_EQ(c[0], 70.0f);
   EXPECT_EQ(c[1], -1.5f);
   const std::uint16_t denormal_a[4] = {1, 0, 0, 0};  // the smallest bfloat16 denormal
-  const std::uint16_t big_b[8] = {Bf16Bits(1e30f), 0, Bf16Bits(1e30f), 0, 0, 0, 0, 0};
+  const std::uint16_t big_b[8] = {
+      FloatToBF16(1e30f).bits, 0, FloatToBF16(1e30f).bits, 0, 0, 0, 0, 0};
   _tile_zero(0);
   _tile_loadd(1, denormal_a, 8);
   _tile_loadd(2, big_b, 8);

@@ -4,6 +4,7 @@
 //  - ExpectWithin2x: FlashAttention's 2x rule for float32 kernels: the error
 //    against float64 is at most 2x a plain float32 loop's, plus 4 float32
 //    roundings of the largest value (the rounding floor);
+//  - Dot: a dot product as a plain float32 loop and in float64;
 //  - Bf16Tile: bfloat16 q and k packed as the flash paths pack them for the
 //    bfloat16 logits (FlashTileLogitsBf16's layouts), and the check of a
 //    logits tile against the float32 loop and float64.
@@ -46,6 +47,21 @@ inline void ExpectWithin2x(const std::vector<float>& fast, const std::vector<flo
       << what << ": fast " << err << ", plain float32 " << plain_err;
 }
 
+// sum_x a[x] b[x] as a plain float32 loop and in float64: the two sides of
+// the 2x rule for a dot-product kernel.
+struct DotRef {
+  float plain = 0;
+  double exact = 0;
+};
+inline DotRef Dot(const float* a, const float* b, Index n) {
+  DotRef d;
+  for (Index x = 0; x < n; ++x) {
+    d.plain += a[x] * b[x];
+    d.exact += double(a[x]) * b[x];
+  }
+  return d;
+}
+
 // bfloat16 q [nq, dim] and k [nk, dim] values, packed as the flash paths
 // pack them: q pairs [nq, ldq], k^T pairs [dim / 2, ld, 2] with ld = nk
 // rounded up to 16 (kFlashPad) and zero columns past nk.
@@ -79,15 +95,10 @@ struct Bf16Tile {
     std::vector<double> exact;
     for (Index i = 0; i < nq; ++i)
       for (Index j = 0; j < nk; ++j) {
-        float sp = 0;
-        double se = 0;
-        for (Index x = 0; x < dim; ++x) {
-          sp += q[i * dim + x] * k[j * dim + x];
-          se += double(q[i * dim + x]) * k[j * dim + x];
-        }
+        const DotRef dot = Dot(&q[i * dim], &k[j * dim], dim);
         got.push_back(fast[i * ld + j]);
-        plain.push_back(sp);
-        exact.push_back(se);
+        plain.push_back(dot.plain);
+        exact.push_back(dot.exact);
       }
     ExpectWithin2x(got, plain, exact, what);
   }

@@ -15,7 +15,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "flash_kernels_fixture.h"
@@ -92,14 +91,9 @@ TEST_P(FlashKernelTarget, DecodeLogitsFromKeyRows) {
   ks::FlashDecodeLogits(q.data(), dim, rows, k.data(), ldk, nk, dim, fast.data(), lds);
   for (Index r = 0; r < rows; ++r)
     for (Index j = 0; j < nk; ++j) {
-      float sp = 0;
-      double se = 0;
-      for (Index x = 0; x < dim; ++x) {
-        sp += q[r * dim + x] * k[j * ldk + x];
-        se += double(q[r * dim + x]) * k[j * ldk + x];
-      }
-      plain[r * lds + j] = sp;
-      exact[r * lds + j] = se;
+      const test::DotRef dot = test::Dot(&q[r * dim], &k[j * ldk], dim);
+      plain[r * lds + j] = dot.plain;
+      exact[r * lds + j] = dot.exact;
     }
   for (Index r = 0; r < rows; ++r)
     for (Index j = nk; j < lds; ++j) fast[r * lds + j] = plain[r * lds + j] = 0;  // unspecified
