@@ -121,7 +121,7 @@ def inputs(cfg, chunks, n):
 def call(cfg, t, ring):
     """One forward (and backward with --backward) of the case."""
     q, k, v = (t[n].requires_grad_(cfg["backward"]) for n in ("q", "k", "v"))
-    kw = dict(scheme=cfg["scheme"], mask=cfg["mask"])
+    kw = dict(scheme=cfg["scheme"], mask=cfg["mask"], layout="bshd")
     if ring:
         out = cp.ring_attention(q, k, v, sharding=cfg["sharding"], **kw)
     else:

@@ -1,5 +1,17 @@
 """posenc.torch: autograd Functions and nn.Modules on top of posenc.
 
+Layout convention (one rule for the whole of posenc.torch): q, k, v and
+their rotated forms are rank-4 tensors in `layout` "bhsd" ([batch, heads,
+seq, head_dim], torch's scaled_dot_product_attention and HF eager) or "bshd"
+([batch, seq, heads, head_dim], flash-attn; what Linear(x).view(B, S, H, D)
+gives), and `layout` is REQUIRED, never defaulted: by apply_rope, attention,
+RotaryEmbedding (+ from_config), FIRE.forward and
+posenc.torch.distributed.ring_attention. Both conventions are common, and with
+equal head counts a wrong guess runs without an error, heads and positions
+swapped; an explicit layout makes that impossible, and shapes that contradict
+it (batch, GQA head counts, sequence lengths) raise a ValueError naming the
+layout and, when they fit the other one, saying so.
+
 Works with any torch from 1.10 on without a build against it: tensors reach
 the C++ kernels through DLPack (CPU tensors; float32, float64, bfloat16,
 float16), with the GIL released.
@@ -9,7 +21,8 @@ Functions (differentiable):
                                         (ApplyRope with direction "inverse")
   learned_lookup(weight, positions)     backward = scatter-add (LearnedTable.Backward)
   t5_bias(table, query_len, key_len)    backward = table gradient (T5BiasTable.AccumulateGrad)
-  attention(q, k, v, scheme=...)        fused flash attention (float32 inside) for the
+  attention(q, k, v, layout=..., scheme=...)
+                                        fused flash attention (float32 inside) for the
                                         fused schemes (posenc.schemes(fused=True): none,
                                         absolute, rope, alibi, t5, shaw, fire), 32/16-bit inputs:
                                         forward = FlashAttentionWithLse, backward =
@@ -19,7 +32,10 @@ Functions (differentiable):
                                         kernel="reference"
 Modules: SinusoidalPositionalEncoding, LearnedPositionalEmbedding,
 RotaryEmbedding (+ RotaryEmbedding.from_config), ALiBi, T5RelativeBias, FIRE.
-The reference is exact and slow: use it for checking and small models.
+The reference is exact and slow: use it for checking and small models. A
+32/16-bit call that falls back to it (transformer_xl, deberta under
+kernel="auto") issues a ReferenceFallbackWarning (a UserWarning) once per
+scheme and dtype.
 
 Threads: every kernel call runs on a posenc.Context of torch.get_num_threads()
 threads (one cached Context per count), so posenc follows
@@ -34,79 +50,20 @@ import torch
 from torch import nn
 
 import posenc as _pe
+from ._torch_common import (LAYOUTS, MASKS, ReferenceFallbackWarning, _positions, _torch_ctx,
+                            check_qkv, t5_direction, warn_reference_fallback)
+from ._torch_rope import RotaryEmbedding, apply_rope
+
+# Defined in private modules, documented here.
+for _obj in (apply_rope, RotaryEmbedding, ReferenceFallbackWarning):
+    _obj.__module__ = __name__
+del _obj
 
 __all__ = [
     "apply_rope", "learned_lookup", "t5_bias", "attention",
     "SinusoidalPositionalEncoding", "LearnedPositionalEmbedding", "RotaryEmbedding", "ALiBi",
-    "T5RelativeBias", "FIRE",
+    "T5RelativeBias", "FIRE", "ReferenceFallbackWarning", "LAYOUTS",
 ]
-
-
-_CONTEXTS: Dict[int, Any] = {}
-
-
-def _torch_ctx() -> Any:
-    """The posenc.Context matching torch.get_num_threads() (cached per count)."""
-    threads = max(1, int(torch.get_num_threads()))
-    ctx = _CONTEXTS.get(threads)
-    if ctx is None:
-        ctx = _CONTEXTS.setdefault(threads, _pe.Context(threads))
-    return ctx
-
-
-def _positions(positions: Any) -> Optional[torch.Tensor]:
-    """Integer position ids as a CPU int64 tensor (None stays None)."""
-    if positions is None:
-        return None
-    if not torch.is_tensor(positions):
-        positions = torch.as_tensor(positions)
-    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
-        raise ValueError(f"positions.dtype: got {positions.dtype}, expected an integer dtype")
-    return positions.detach().to(device="cpu", dtype=torch.int64)
-
-
-# --------------------------------------------------------------------------- RoPE
-
-class _ApplyRope(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, positions: Optional[torch.Tensor],
-                kwargs: Dict[str, Any]) -> torch.Tensor:  # type: ignore[override]
-        ctx.positions = positions
-        ctx.kwargs = kwargs
-        return _pe.apply_rope(q.detach(), positions, **kwargs)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
-        # y = a R(p) x  =>  dL/dx = a R(p)^T dL/dy = a R(-p) dL/dy.
-        kwargs = dict(ctx.kwargs)
-        kwargs["direction"] = "inverse" if kwargs.get("direction", "forward") == "forward" \
-            else "forward"
-        return _pe.apply_rope(grad.detach().contiguous(), ctx.positions, **kwargs), None, None
-
-
-def apply_rope(q: torch.Tensor, positions: Any = None, *, layout: str = "bhsd",
-               **kwargs: Any) -> torch.Tensor:
-    """Differentiable posenc.apply_rope (out of place): same keywords
-    (rotary_dim, pairing, theta, config, inv_freq, attention_factor,
-    numerics, direction, offset, ctx)."""
-    if "inplace" in kwargs or "out" in kwargs:
-        raise ValueError("posenc.torch.apply_rope is out of place: inplace/out are not accepted")
-    if kwargs.get("config") is not None:  # resolve once: backward must use the same table
-        info = _pe.rope_config(kwargs.pop("config"),
-                               _seq_len_of(positions, q, layout, kwargs.get("offset", 0)),
-                               numerics=kwargs.get("numerics", "accurate"))
-        kwargs["inv_freq"], kwargs["attention_factor"] = info["inv_freq"], info["attention_factor"]
-        kwargs.setdefault("pairing", info["pairing"])
-    kwargs["layout"] = layout
-    if kwargs.get("ctx") is None:
-        kwargs["ctx"] = _torch_ctx()
-    return _ApplyRope.apply(q, _positions(positions), kwargs)
-
-
-def _seq_len_of(positions: Any, q: torch.Tensor, layout: str, offset: int) -> int:
-    if positions is None:
-        return int(offset) + int(q.shape[2 if layout == "bhsd" else 1])
-    return int(_positions(positions).max()) + 1
 
 
 # --------------------------------------------------------------------------- learned
@@ -231,31 +188,67 @@ class _Attention(torch.autograd.Function):
         return (None, None, g["dq"], g["dk"], g["dv"], *[g.get(name) for name in ctx.names[:n]])
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme: str = "none",
-              layout: str = "bshd", mask: str = "causal", sliding_window: Optional[int] = None,
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
+              scheme: str = "none", mask: str = "causal", sliding_window: Optional[int] = None,
               scale: Optional[float] = None, query_positions: Any = None,
               key_positions: Any = None, kernel: str = "auto", ctx: Any = None,
               **scheme_args: Any) -> torch.Tensor:
-    """Differentiable posenc.attention: gradients for q, k, v and for every
-    trainable tensor argument of the scheme (posenc.scheme_info(scheme):
-    t5 table, shaw a_key / a_value, transformer_xl r_w_bias / r_r_bias / rw,
-    deberta pos_key / pos_query, fire w1 / b1 / w2 / b2 / c / threshold).
-    Same keywords as posenc.attention (no out / return_probs), plus kernel:
-      "flash": the fused kernel (float32 arithmetic, O(N) memory; the
-               backward recomputes the probabilities from the saved row
-               log-sum-exp); the schemes in FLASH_SCHEMES;
-      "reference": the exact float64 reference (every scheme);
-      "auto": flash for those schemes unless q is float64 (kept exact, e.g.
-              for gradcheck), else the reference.
-    ctx: a posenc.Context; None follows torch.get_num_threads()."""
+    """softmax(scale q k^T + position terms) v, differentiable: gradients for
+    q, k, v and for every trainable tensor argument of the scheme
+    (posenc.scheme_info(scheme): t5 table, shaw a_key / a_value,
+    transformer_xl r_w_bias / r_r_bias / rw, deberta pos_key / pos_query, fire
+    w1 / b1 / w2 / b2 / c / threshold). Keywords as posenc.attention (no out /
+    return_probs), with these rules and defaults:
+      layout: required, "bhsd" (q [B, H, Sq, D], k [B, Hkv, Sk, D], v [B,
+              Hkv, Sk, Dv]) or "bshd" ([B, S, H, D]); H a multiple of Hkv
+              (grouped-query attention without repeating k, v). q, k, v
+              share one dtype (no promotion: a mix raises ValueError). The
+              output has q's layout and dtype and v's head dim.
+      mask: "causal" (default: decoders) or "bidirectional"; sliding_window W.
+      scale: None means 1/sqrt(D), D = q's head dim (deberta: its own
+              1/sqrt(D (1 + #terms))). T5 uses no scaling: pass scale=1.0
+              when porting a T5 checkpoint.
+      query_positions / key_positions: integer ids [Sq] / [Sk] or [B, Sq] /
+              [B, Sk]; None puts key j at j and query i at Sk - Sq + i (the
+              last Sq positions: a KV cache decoding step needs no ids).
+      t5: `bidirectional` follows the mask when not given (one-sided buckets
+              under "causal", like HF's T5 decoder; two-sided under
+              "bidirectional", like its encoder); T5RelativeBias.scheme_args()
+              passes a module's table and settings.
+      rope: scheme="rope" rotates q and k inside the kernel (theta,
+              rotary_dim, pairing, numerics, inv_freq, attention_factor);
+              rope_keys="pre_rotated" (fused kernel only) takes k as already
+              rotated (a KV cache of rotated keys) and rotates q only. For q
+              and k already rotated by RotaryEmbedding use scheme="none".
+      kernel: "flash": the fused kernel (float32 arithmetic, O(N) memory; the
+              backward recomputes the probabilities from the saved row
+              log-sum-exp); the schemes in FLASH_SCHEMES;
+              "reference": the exact float64 reference (every scheme);
+              "auto": flash for those schemes unless q is float64 (kept
+              exact, e.g. for gradcheck), else the reference; a 32/16-bit
+              call that falls back (transformer_xl, deberta) issues a
+              ReferenceFallbackWarning once per scheme and dtype.
+      ctx: a posenc.Context; None follows torch.get_num_threads()."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel: got {kernel!r}, expected one of {', '.join(KERNELS)}")
     info = _pe.scheme_info(scheme)  # validates the name
     if kernel == "flash" and not info["fused"]:
         raise ValueError(f"kernel: got 'flash' with scheme {scheme!r}, expected a scheme in "
                          f"{', '.join(FLASH_SCHEMES)} (or kernel='reference')")
+    check_qkv(q, k, v, layout, query_positions=query_positions)
     flash = kernel == "flash" or (kernel == "auto" and info["fused"]
                                   and q.dtype != torch.float64)
+    if kernel == "auto" and not flash and q.dtype != torch.float64:
+        warn_reference_fallback(scheme, q.dtype)
+    scheme_args = t5_direction(scheme, mask, scheme_args)
+    if not flash:  # the reference always rotates k itself
+        rope_keys = scheme_args.pop("rope_keys", "rotate")
+        if rope_keys != "rotate":
+            why = "kernel='reference'" if kernel == "reference" else \
+                f"{q.dtype} inputs under kernel='auto'"
+            raise ValueError(f"rope_keys: got {rope_keys!r} with the reference kernel ({why}), "
+                             "expected 'rotate', or kernel='flash' (only the fused kernel takes "
+                             "pre-rotated keys)")
     trainable = {a["name"] for a in info["args"] if a["trainable"]}
     names = tuple(n for n, val in scheme_args.items() if n in trainable and torch.is_tensor(val))
     tensors = [scheme_args.pop(n) for n in names]
@@ -320,65 +313,6 @@ class LearnedPositionalEmbedding(nn.Module):
         return f"max_positions={self.table.max_positions}, dim={self.table.dim}"
 
 
-class RotaryEmbedding(nn.Module):
-    """Rotary position embedding for q and k (differentiable).
-
-    forward(q, k, positions=None, offset=0) -> (q_rot, k_rot) in `layout`
-    ("bhsd" or "bshd"). Frequencies: the default theta table, explicit
-    inv_freq/attention_factor, or a HF config (from_config), where dynamic and
-    longrope tables follow seq_len = max(position_ids) + 1 per call, as HF does.
-    """
-
-    def __init__(self, head_dim: int, *, rotary_dim: int = 0, theta: float = 10000.0,
-                 pairing: str = "half_split", numerics: str = "accurate", layout: str = "bhsd",
-                 inv_freq: Any = None, attention_factor: float = 1.0) -> None:
-        super().__init__()
-        self.head_dim, self.rotary_dim, self.theta = int(head_dim), int(rotary_dim), float(theta)
-        self.pairing, self.numerics, self.layout = pairing, numerics, layout
-        self.inv_freq, self.attention_factor = inv_freq, float(attention_factor)
-        self._config: Any = None
-        self._per_call = False
-        self._cache: Dict[int, Tuple[Any, float]] = {}
-
-    @classmethod
-    def from_config(cls, config: Any, *, layer_type: str = "", numerics: str = "hf",
-                    layout: str = "bhsd") -> "RotaryEmbedding":
-        """From a HF config.json path or dict: head_dim, rotary dim, pairing
-        and every rope type posenc.rope_config knows."""
-        info = _pe.rope_config(config, None, layer_type=layer_type, numerics=numerics)
-        module = cls(info["head_dim"], rotary_dim=info["rotary_dim"], theta=info["theta"],
-                     pairing=info["pairing"], numerics=numerics, layout=layout,
-                     inv_freq=info["inv_freq"], attention_factor=info["attention_factor"])
-        module._config = (config, layer_type)
-        module._per_call = info["rope_type"] in ("dynamic", "longrope")
-        module.rope_type = info["rope_type"]
-        return module
-
-    def _frequencies(self, seq_len: int) -> Tuple[Any, float]:
-        if not self._per_call:
-            return self.inv_freq, self.attention_factor
-        if seq_len not in self._cache:
-            config, layer_type = self._config
-            info = _pe.rope_config(config, seq_len, layer_type=layer_type,
-                                   numerics=self.numerics)
-            self._cache[seq_len] = (info["inv_freq"], info["attention_factor"])
-        return self._cache[seq_len]
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor, positions: Any = None,
-                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
-        pos = _positions(positions)
-        inv_freq, factor = self._frequencies(_seq_len_of(pos, q, self.layout, offset))
-        kw = dict(layout=self.layout, rotary_dim=self.rotary_dim, theta=self.theta,
-                  pairing=self.pairing, numerics=self.numerics, offset=offset)
-        if inv_freq is not None:
-            kw.update(inv_freq=inv_freq, attention_factor=factor)
-        return apply_rope(q, pos, **kw), apply_rope(k, pos, **kw)
-
-    def extra_repr(self) -> str:
-        return (f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim or self.head_dim}, "
-                f"pairing={self.pairing!r}, numerics={self.numerics!r}, layout={self.layout!r}")
-
-
 class ALiBi(nn.Module):
     """Adds the ALiBi bias to attention scores [batch, heads, Sq, Sk] (no
     parameters; queries bottom-right aligned). form "causal" masks the
@@ -408,28 +342,55 @@ class ALiBi(nn.Module):
 
 class T5RelativeBias(nn.Module):
     """T5's learned relative bias: weight [num_buckets, heads] (HF's
-    relative_attention_bias.weight); forward(query_len, key_len, query_offset)
-    -> [1, heads, query_len, key_len] like HF compute_bias, differentiable."""
+    relative_attention_bias.weight). forward(query_len, key_len,
+    query_offset, mask="causal") -> [1, heads, query_len, key_len] like HF
+    compute_bias, differentiable; scheme_args() gives the keywords of
+    posenc.torch.attention(q, k, v, scheme="t5", ...), so the fused kernel
+    uses this module's table and settings.
+
+    bidirectional: None (default) follows the attention mask: one-sided
+    buckets under mask="causal" (HF's decoder, is_decoder=True), two-sided
+    under "bidirectional" (HF's encoder); True / False fix it. T5 itself
+    uses no score scaling: pass scale=1.0 to attention when porting it.
+    """
 
     def __init__(self, num_heads: int, *, num_buckets: int = 32, max_distance: int = 128,
-                 bidirectional: bool = True, stddev: float = 1.0, seed: int = 0) -> None:
+                 bidirectional: Optional[bool] = None, stddev: float = 1.0,
+                 seed: int = 0) -> None:
         super().__init__()
         self.num_buckets, self.max_distance = int(num_buckets), int(max_distance)
-        self.bidirectional = bool(bidirectional)
+        self.bidirectional = None if bidirectional is None else bool(bidirectional)
         _pe.t5_bucket([0], num_buckets=self.num_buckets, max_distance=self.max_distance,
-                      bidirectional=self.bidirectional)  # validates the bucket parameters now
+                      bidirectional=self.bidirectional is not False)  # validates them now
         gen = torch.Generator().manual_seed(seed)
         self.weight = nn.Parameter(torch.randn(self.num_buckets, int(num_heads), generator=gen)
                                    * stddev)
 
-    def forward(self, query_len: int, key_len: Optional[int] = None,
-                query_offset: int = 0) -> torch.Tensor:
+    def direction(self, mask: str) -> bool:
+        """The bucket direction used under `mask` (True: two-sided)."""
+        if mask not in MASKS:
+            raise ValueError(f"mask: got {mask!r}, expected one of {', '.join(MASKS)}")
+        return mask == "bidirectional" if self.bidirectional is None else self.bidirectional
+
+    def scheme_args(self) -> Dict[str, Any]:
+        """Keywords of posenc.torch.attention(q, k, v, scheme="t5", ...): the
+        table, max_distance, and bidirectional when the module fixes it
+        (else attention derives it from its mask, as forward does)."""
+        args: Dict[str, Any] = dict(table=self.weight, max_distance=self.max_distance)
+        if self.bidirectional is not None:
+            args["bidirectional"] = self.bidirectional
+        return args
+
+    def forward(self, query_len: int, key_len: Optional[int] = None, query_offset: int = 0,
+                *, mask: str = "causal") -> torch.Tensor:
         return t5_bias(self.weight, query_len, key_len, max_distance=self.max_distance,
-                       bidirectional=self.bidirectional, query_offset=query_offset).unsqueeze(0)
+                       bidirectional=self.direction(mask),
+                       query_offset=query_offset).unsqueeze(0)
 
     def extra_repr(self) -> str:
+        direction = "follows the mask" if self.bidirectional is None else self.bidirectional
         return (f"num_buckets={self.num_buckets}, heads={self.weight.shape[1]}, "
-                f"max_distance={self.max_distance}, bidirectional={self.bidirectional}")
+                f"max_distance={self.max_distance}, bidirectional={direction}")
 
 
 class FIRE(nn.Module):
@@ -440,8 +401,8 @@ class FIRE(nn.Module):
 
     The paper's module and initialisation: torch.nn.Linear defaults for f,
     c = init_c (0.1), and the threshold L learned as a multiplier of
-    init_threshold (512). forward(q, k, v, **attention keywords) runs
-    posenc.torch.attention(..., scheme="fire") — the fused kernel with the
+    init_threshold (512). forward(q, k, v, layout=..., **attention keywords)
+    runs posenc.torch.attention(..., scheme="fire") — the fused kernel with the
     bias computed per tile and gradients for every parameter; scheme_args()
     gives the keywords for calling attention yourself; bias(query_len,
     key_len) evaluates the same bias in plain torch (the paper's code), e.g.
@@ -468,9 +429,9 @@ class FIRE(nn.Module):
                     w2=self.mlp_out.weight, b2=self.mlp_out.bias, c=self.c,
                     threshold=self.threshold(), eps=self.eps)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
                 **kwargs: Any) -> torch.Tensor:
-        return attention(q, k, v, scheme="fire", **kwargs, **self.scheme_args())
+        return attention(q, k, v, layout=layout, scheme="fire", **kwargs, **self.scheme_args())
 
     def bias(self, query_len: int, key_len: Optional[int] = None,
              query_offset: int = 0) -> torch.Tensor:

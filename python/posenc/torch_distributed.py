@@ -12,7 +12,7 @@ figures: docs/DISTRIBUTED.md.
   shard(x, dim, sharding, group)    the rank's part of a full tensor
   unshard(x_local, dim, ...)        the inverse (all-gather, reordered)
   positions(seq_len, sharding, ...) global position ids of the rank's tokens
-  ring_attention(q, k, v, *, scheme, mask, layout, sharding, group, ...)
+  ring_attention(q, k, v, *, layout, scheme, mask, sharding, group, ...)
       the rank's output shard, equal to shard(posenc.torch.attention(full
       q, k, v)); differentiable in q, k, v and the scheme's trainable tensors
 
@@ -66,6 +66,7 @@ import torch.distributed as dist
 
 import posenc as _pe
 from . import torch as _pt
+from ._torch_common import check_dtypes, t5_direction
 
 __all__ = ["shard", "unshard", "positions", "ring_attention", "ring_stats", "SHARDINGS",
            "MASKS"]
@@ -419,19 +420,21 @@ _NOT_ACCEPTED = ("query_positions", "key_positions", "kernel", "out", "return_ls
                  "rope_keys")
 
 
-def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme: str = "none",
-                   mask: str = "causal", layout: str = "bshd", sharding: str = "zigzag",
+def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
+                   scheme: str = "none", mask: str = "causal", sharding: str = "zigzag",
                    group: Any = None, sliding_window: Optional[int] = None,
                    scale: Optional[float] = None, ctx: Any = None,
                    **scheme_args: Any) -> torch.Tensor:
     """Context-parallel attention: q, k, v are this rank's shards (q [B, S/W,
-    H, D], k [B, S/W, Hkv, D], v [B, S/W, Hkv, Dv] in "bshd", or bhsd; H a
-    multiple of Hkv) of one sequence of S tokens sharded by `sharding`
+    H, D], k [B, S/W, Hkv, D], v [B, S/W, Hkv, Dv] in layout "bshd", or
+    "bhsd"; layout is required, as everywhere in posenc.torch; H a multiple
+    of Hkv; one dtype) of one sequence of S tokens sharded by `sharding`
     (shard()); returns this rank's output shard, equal within the flash
     tolerance to shard(posenc.torch.attention(full q, k, v, same keywords)).
     scheme: one of posenc.schemes(fused=True), its keyword arguments as in
     posenc.torch.attention (trainable tensors, e.g. the T5 table or the Shaw
-    tables, get gradients summed over the group); mask "causal" or
+    tables, get gradients summed over the group; T5's `bidirectional`
+    follows the mask unless given); mask "causal" or
     "bidirectional"; sliding_window, scale as there. Positions follow from
     the sharding (query_positions / key_positions are not accepted).
     ctx: the posenc.Context of the kernel calls (None: torch.get_num_threads()).
@@ -439,6 +442,7 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scheme:
     same arguments; a mismatch raises ValueError on every rank."""
     rank, world = _rank_world(group)
     _check_backend(group)
+    scheme_args = t5_direction(scheme, mask, scheme_args)
     names = _trainable(scheme, scheme_args)
     pctx = _pt._torch_ctx() if ctx is None else ctx
     error = None
@@ -488,6 +492,7 @@ def _check_local(q: Any, k: Any, v: Any, scheme: Any, mask: Any, layout: Any, sh
             got = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
             raise ValueError(f"{name}: got {got}, expected a rank-4 CPU tensor in layout "
                              f"{layout!r}")
+    check_dtypes(q, k, v)
     sdim = 1 if layout == "bshd" else 2
     n = int(q.shape[sdim])
     for name, x in (("k", k), ("v", v)):

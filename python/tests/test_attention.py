@@ -59,17 +59,19 @@ def test_gradcheck_attention_float64():
     for scheme, kw in [("none", {}), ("alibi", {"mask": "bidirectional"}),
                        ("rope", {"theta": 100.0, "sliding_window": 3})]:
         assert torch.autograd.gradcheck(
-            lambda a, b, c: pt.attention(a, b, c, scheme=scheme, **kw), (q, k, v)), scheme
+            lambda a, b, c: pt.attention(a, b, c, layout="bshd", scheme=scheme, **kw),
+            (q, k, v)), scheme
 
 
 def test_t5_table_gradient_matches_plain_torch():
     q, k, v = inputs()
     table = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
-    out = pt.attention(q, k, v, scheme="t5", table=table, max_distance=16)
+    out = pt.attention(q, k, v, layout="bshd", scheme="t5", table=table, max_distance=16)
     out.square().sum().backward()
     ref_table = table.detach().clone().requires_grad_(True)
     rel = torch.arange(7)[None, :] - (torch.arange(5)[:, None] + 2)
-    buckets = posenc.t5_bucket(rel, num_buckets=8, max_distance=16)
+    # mask="causal" (the default) and no `bidirectional`: one-sided buckets, as in T5's decoder.
+    buckets = posenc.t5_bucket(rel, num_buckets=8, max_distance=16, bidirectional=False)
     bias = ref_table[buckets].permute(2, 0, 1)[None]
     # T5 keeps scale 1/sqrt(D) here: posenc's T5 bias is unscaled, like HF.
     ref = plain_attention(q, k, v, bias)

@@ -143,9 +143,13 @@ def test_t5_buckets_golden_and_plain_torch():
 
 def test_t5_bias_matches_hf_compute_bias_and_gradcheck():
     mod = pt.T5RelativeBias(4, num_buckets=32, max_distance=128)
-    got = mod(5, 9)
+    # The direction follows the mask unless given: HF's encoder (two-sided) / decoder.
+    assert torch.equal(mod(5, 9), t5_compute_bias(mod.weight, 5, 9, False, 32, 128))
+    got = mod(5, 9, mask="bidirectional")
     want = t5_compute_bias(mod.weight, 5, 9, True, 32, 128)
     assert torch.equal(got, want)
+    fixed = pt.T5RelativeBias(4, bidirectional=True)
+    assert torch.equal(fixed(5, 9), t5_compute_bias(fixed.weight, 5, 9, True, 32, 128))
     got.sum().backward()
     ref_w = mod.weight.detach().clone().requires_grad_(True)
     t5_compute_bias(ref_w, 5, 9, True, 32, 128).sum().backward()

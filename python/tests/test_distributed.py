@@ -207,7 +207,7 @@ def _stats(rank, world):
         q, k, v, dout = (cp.shard(t[n], 1, sharding).requires_grad_(n != "dout")
                          for n in ("q", "k", "v", "dout"))
         cp.ring_stats(reset=True)
-        out = cp.ring_attention(q, k, v, sharding=sharding)
+        out = cp.ring_attention(q, k, v, layout="bshd", sharding=sharding)
         fwd = cp.ring_stats(reset=True)
         out.backward(dout)
         res[sharding] = {"forward": fwd, "backward": cp.ring_stats(reset=True),
@@ -223,27 +223,30 @@ def _bad_inputs(rank, world):
         return (torch.randn(1, n, h, 4, generator=g), torch.randn(1, n, hkv, 4, generator=g),
                 torch.randn(1, n, hkv, 4, generator=g))
 
+    def ring(*args, **kwargs):
+        return cp.ring_attention(*args, layout="bshd", **kwargs)
+
     q, k, v = qkv()
     table = torch.ones(8, 2)
     calls = {
         "positions_len": lambda: cp.positions(2 * world * 3 + 2, "zigzag"),
         "shard_len": lambda: cp.shard(torch.zeros(2, world + 1), 1, "contiguous"),
-        "sharding": lambda: cp.ring_attention(q, k, v, sharding="striped"),
-        "mask": lambda: cp.ring_attention(q, k, v, mask="sliding"),
-        "scheme_not_fused": lambda: cp.ring_attention(q, k, v, scheme="deberta"),
-        "odd_zigzag_shard": lambda: cp.ring_attention(*qkv(5)),
-        "kv_len": lambda: cp.ring_attention(q, k[:, :2], v[:, :2]),
-        "query_positions": lambda: cp.ring_attention(q, k, v, query_positions=[0, 1, 2, 3]),
-        "heads": lambda: cp.ring_attention(*qkv(h=3)),
-        "shard_lengths_differ": lambda: cp.ring_attention(*qkv(6 if rank == 1 else 4)),
-        "schemes_differ": lambda: cp.ring_attention(q, k, v,
-                                                    scheme="alibi" if rank == 0 else "rope"),
-        "tables_differ": lambda: cp.ring_attention(q, k, v, scheme="t5",
-                                                   table=table + (rank == world - 1)),
-        "one_rank_bad": lambda: cp.ring_attention(q if rank != 1 else q[0], k, v),
+        "sharding": lambda: ring(q, k, v, sharding="striped"),
+        "mask": lambda: ring(q, k, v, mask="sliding"),
+        "scheme_not_fused": lambda: ring(q, k, v, scheme="deberta"),
+        "odd_zigzag_shard": lambda: ring(*qkv(5)),
+        "kv_len": lambda: ring(q, k[:, :2], v[:, :2]),
+        "query_positions": lambda: ring(q, k, v, query_positions=[0, 1, 2, 3]),
+        "heads": lambda: ring(*qkv(h=3)),
+        "shard_lengths_differ": lambda: ring(*qkv(6 if rank == 1 else 4)),
+        "schemes_differ": lambda: ring(q, k, v, scheme="alibi" if rank == 0 else "rope"),
+        "tables_differ": lambda: ring(q, k, v, scheme="t5", table=table + (rank == world - 1)),
+        "one_rank_bad": lambda: ring(q if rank != 1 else q[0], k, v),
+        "dtypes": lambda: ring(q.half(), k, v),
+        "layout": lambda: cp.ring_attention(q, k, v, layout="nhsd"),
         "unshard_shapes_differ": lambda: cp.unshard(torch.zeros(2, 4 + 2 * (rank == 1))),
         "dim": lambda: cp.shard(torch.zeros(2, 4 * world), 2),
-        "causal_only_scheme": lambda: cp.ring_attention(
+        "causal_only_scheme": lambda: ring(
             q, k, v, scheme="fire", mask="bidirectional", w1=torch.ones(3), b1=torch.ones(3),
             w2=torch.ones(2, 3), b2=torch.ones(2), c=torch.tensor(0.1),
             threshold=torch.tensor(5.0)),
@@ -373,6 +376,8 @@ BAD = {
     "schemes_differ": "scheme: got 'rope' on rank 1 but 'alibi' on rank 0",
     "tables_differ": "table: got ",
     "one_rank_bad": "q: got (4, 2, 4), expected a rank-4 CPU tensor",
+    "dtypes": "k.dtype: got torch.float32, expected q.dtype torch.float16",
+    "layout": "layout: got 'nhsd', expected one of bshd, bhsd",
     "unshard_shapes_differ": "x_local: shape/dtype ((2, 6), 'torch.float32') on rank 1",
     "dim": "dim: got 2, expected a dimension of a rank-2 tensor",
 }
@@ -393,8 +398,10 @@ def test_bad_input_raises_value_error_on_every_rank(world, name):
 def test_without_a_process_group_every_entry_raises():
     assert not dist.is_initialized()
     q = torch.zeros(1, 4, 1, 2)
+    with pytest.raises(TypeError, match="layout"):  # required, as everywhere in posenc.torch
+        cp.ring_attention(q, q, q)
     for call in (lambda: cp.positions(8), lambda: cp.shard(q), lambda: cp.unshard(q),
-                 lambda: cp.ring_attention(q, q, q)):
+                 lambda: cp.ring_attention(q, q, q, layout="bshd")):
         with pytest.raises(ValueError, match="process group is not initialised"):
             call()
 
@@ -406,7 +413,7 @@ def test_a_nccl_group_is_refused_before_any_transfer(monkeypatch):
                         ("get_backend", "nccl")):
         monkeypatch.setattr(dist, name, lambda *a, value=value, **k: value)
     q = torch.zeros(1, 4, 1, 2)
-    for call in (lambda: cp.unshard(q), lambda: cp.ring_attention(q, q, q)):
+    for call in (lambda: cp.unshard(q), lambda: cp.ring_attention(q, q, q, layout="bshd")):
         with pytest.raises(ValueError, match="backend 'nccl', expected one that carries CPU"):
             call()
 
@@ -424,7 +431,7 @@ def _hang(rank, world):
         time.sleep(120)  # never joins the collective
     else:
         q = torch.zeros(1, 4, 1, 2)
-        cp.ring_attention(q, q, q, group=group)
+        cp.ring_attention(q, q, q, layout="bshd", group=group)
 
 
 def test_a_hung_collective_fails_instead_of_hanging():

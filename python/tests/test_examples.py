@@ -78,7 +78,14 @@ def test_visualize_example_writes_png(tmp_path):
 
 
 def test_rotary_attention_layer_example():
+    """RotaryEmbedding.from_config feeding posenc.torch.attention (GQA, KV cache)
+    against the same block in plain torch."""
     out = run("rotary_attention_layer.py")
     assert "rope: llama3 RotaryEmbedding(head_dim=32" in out
+    assert "rope_type='llama3'" in out and "layout='bshd'" in out
+    assert "full pass matches plain torch: True" in out
+    assert float(re.search(r"max \|diff\| (\S+)\)", out).group(1)) < 1e-5
     assert "output (2, 10, 128) grad of q weight finite: True" in out
-    assert "kv-cache step matches full pass: True" in out
+    assert "gradients match plain torch: True" in out
+    assert "cache length 10 kv-cache step matches full pass: True" in out
+    assert "attention without a layout: " in out and "'layout'" in out

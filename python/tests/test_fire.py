@@ -26,7 +26,7 @@ def test_fire_matches_plain_torch(kernel, dtype, tol, threshold):
     torch.manual_seed(0)
     f = pt.FIRE(4, 8, init_threshold=threshold).to(dtype)
     q, k, v = (torch.randn(2, 45, 4, 16, dtype=dtype, requires_grad=True) for _ in range(3))
-    out = f(q, k, v, kernel=kernel)
+    out = f(q, k, v, layout="bshd", kernel=kernel)
     g = torch.randn_like(out)
     grads = torch.autograd.grad((out * g).sum(), [q, k, v, *f.parameters()])
     ref = _plain_attention(f, q, k, v)
@@ -64,10 +64,11 @@ def test_fire_rejects_bidirectional_and_bad_tensors():
     f = pt.FIRE(2, 4)
     q = torch.randn(1, 5, 2, 8)
     with pytest.raises(ValueError, match="mask: got bidirectional, expected causal"):
-        f(q, q, q, mask="bidirectional")
+        f(q, q, q, layout="bshd", mask="bidirectional")
     args = f.scheme_args()
     args["w2"] = torch.zeros(3, 4)
     with pytest.raises(ValueError, match="scheme.fire.w2"):
-        pt.attention(q, q, q, scheme="fire", **args)
+        pt.attention(q, q, q, layout="bshd", scheme="fire", **args)
     with pytest.raises(ValueError, match="scheme.fire.c"):
-        pt.attention(q, q, q, scheme="fire", **{**f.scheme_args(), "c": torch.tensor(float("nan"))})
+        pt.attention(q, q, q, layout="bshd", scheme="fire",
+                     **{**f.scheme_args(), "c": torch.tensor(float("nan"))})

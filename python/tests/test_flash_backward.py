@@ -77,7 +77,7 @@ def make(scheme, dtype=torch.float32, b=2, sq=9, sk=13, h=4, hkv=2, d=8, dv=8, s
 
 def scheme_kwargs(scheme, t):
     if scheme == "t5":
-        return dict(table=t["table"], max_distance=16)
+        return dict(table=t["table"], max_distance=16, bidirectional=True)
     if scheme == "shaw":
         return dict(a_key=t["a_key"], a_value=t["a_value"], clip=3)
     return {}
@@ -95,7 +95,8 @@ def plain_kwargs(scheme, t):
 @pytest.mark.parametrize("mask,window", [("causal", None), ("bidirectional", 4)])
 def test_flash_forward_and_gradients_match_plain_torch(scheme, mask, window):
     x, ref = make(scheme)
-    out = pt.attention(x["q"], x["k"], x["v"], scheme=scheme, mask=mask, sliding_window=window,
+    out = pt.attention(x["q"], x["k"], x["v"], layout="bshd", scheme=scheme, mask=mask,
+                       sliding_window=window,
                        **scheme_kwargs(scheme, x))
     assert out.dtype == torch.float32
     want = plain_attention(ref["q"], ref["k"], ref["v"], scheme, mask, window,
@@ -118,8 +119,8 @@ def test_flash_gradcheck_with_float32_tolerances():
 
         def fn(*args, scheme=scheme, names=names):
             t = dict(zip(names, args))
-            return pt.attention(t["q"], t["k"], t["v"], scheme=scheme, kernel="flash",
-                                mask="bidirectional", **scheme_kwargs(scheme, t))
+            return pt.attention(t["q"], t["k"], t["v"], layout="bshd", scheme=scheme,
+                                kernel="flash", mask="bidirectional", **scheme_kwargs(scheme, t))
 
         inputs = tuple(x[n] for n in names)
         assert fn(*inputs).dtype == torch.float64
@@ -129,16 +130,16 @@ def test_flash_gradcheck_with_float32_tolerances():
 
 def test_auto_kernel_dispatch():
     x, _ = make("none", dtype=torch.float64, b=1, sq=3, sk=5, h=2, hkv=1, d=4, dv=4)
-    exact = pt.attention(x["q"], x["k"], x["v"], kernel="reference")
+    exact = pt.attention(x["q"], x["k"], x["v"], layout="bshd", kernel="reference")
     # float64 inputs stay on the exact reference (bit-identical results).
-    assert torch.equal(pt.attention(x["q"], x["k"], x["v"]), exact)
-    fused = pt.attention(x["q"], x["k"], x["v"], kernel="flash")
+    assert torch.equal(pt.attention(x["q"], x["k"], x["v"], layout="bshd"), exact)
+    fused = pt.attention(x["q"], x["k"], x["v"], layout="bshd", kernel="flash")
     assert not torch.equal(fused, exact) and torch.allclose(fused, exact, atol=1e-6)
 
 
 def test_bfloat16_inputs_use_flash():
     x, ref = make("alibi", dtype=torch.bfloat16)
-    out = pt.attention(x["q"], x["k"], x["v"], scheme="alibi")
+    out = pt.attention(x["q"], x["k"], x["v"], layout="bshd", scheme="alibi")
     assert out.dtype == torch.bfloat16
     want = plain_attention(ref["q"], ref["k"], ref["v"], "alibi")
     assert torch.allclose(out.double(), want, atol=3e-2)
@@ -170,9 +171,9 @@ def test_errors():
     x, _ = make("none")
     q, k, v = x["q"], x["k"], x["v"]
     with pytest.raises(ValueError, match="kernel"):
-        pt.attention(q, k, v, kernel="cuda")
+        pt.attention(q, k, v, layout="bshd", kernel="cuda")
     with pytest.raises(ValueError, match="kernel"):
-        pt.attention(q, k, v, scheme="transformer_xl", kernel="flash",
+        pt.attention(q, k, v, layout="bshd", scheme="transformer_xl", kernel="flash",
                      r_w_bias=torch.zeros(4, 8), r_r_bias=torch.zeros(4, 8),
                      rw=torch.zeros(13, 4, 8))
     out = torch.empty(q.shape[:3] + (v.shape[3],))

@@ -192,7 +192,7 @@ def test_config_path_and_dynamic_seq_len(tmp_path):
 
 def test_rotary_embedding_from_config_llama3(rope_init):
     case = next(c for c in rope_init["cases"] if c["rope_type"] == "llama3")
-    rope = pt.RotaryEmbedding.from_config(hf_config(case))
+    rope = pt.RotaryEmbedding.from_config(hf_config(case), layout="bhsd")
     ev = case["evaluations"][0]
     pos = torch.tensor(ev["position_ids"])
     q = torch.ones(1, 1, len(pos), rope.head_dim)

@@ -36,7 +36,8 @@ def test_public_backward_matches_torch_autograd():
     torch.manual_seed(1)
     q, k, v = (torch.randn(1, 7, 2, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
     table = torch.randn(32, 2, dtype=torch.float64, requires_grad=True)
-    out = pt.attention(q, k, v, scheme="t5", table=table, bidirectional=False, kernel="reference")
+    out = pt.attention(q, k, v, layout="bshd", scheme="t5", table=table, bidirectional=False,
+                       kernel="reference")
     g = torch.randn_like(out)
     ref = torch.autograd.grad((out * g).sum(), [q, k, v, table])
     for fn, extra in ((posenc.attention_backward, {}),):

@@ -147,6 +147,10 @@ def test_config_errors_are_io_and_config_statuses():
     try:
         expect(lib.posenc_rope_from_config(str(bad_json).encode(), 0, None, 1, ref(m), None, 0),
                CONFIG, "rope_scaling.factor: got nothing (missing)")
+        # Text that is not JSON is an I/O error, as in C++, Python and the CLI (exit 4).
+        bad_json.write_text('{"hidden_size": 64, "num_attention_heads": ')
+        expect(lib.posenc_rope_from_config(str(bad_json).encode(), 0, None, 1, ref(m), None, 0),
+               IO, "not valid JSON")
     finally:
         bad_json.unlink()
     ok = lib.posenc_rope_from_config(str(gguf / "e_phi2_partial_rotary.gguf").encode(), 0, None, 1,

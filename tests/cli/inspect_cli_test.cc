@@ -116,6 +116,12 @@ TEST(InspectCli, UserErrorsAreOneLine) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
   r = RunCli("inspect /nonexistent/config.json");
   EXPECT_EQ(r.exit_code, 4);
+  // Text that is not JSON is an I/O error (exit 4), as in C++ (IoError), C
+  // (POSENC_ERROR_IO) and Python (posenc.IoError); exit 3 is for unusable JSON.
+  std::ofstream(dir + "/trunc.json") << R"({"head_dim": 64, "rope_scaling": )";
+  r = RunCli("inspect '" + dir + "/trunc.json'");
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("trunc.json: not valid JSON"), std::string::npos) << r.err;
   r = RunCli("inspect " + Cfg("gemma-3-4b.json") + " --layer-type chunked");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--layer-type: got chunked"), std::string::npos) << r.err;
