@@ -37,6 +37,7 @@ void BuildApp(CLI::App& app) {
   RegisterAlibiCommand(app);
   RegisterBenchCommand(app);
   RegisterBucketsCommand(app);
+  RegisterChooseCommand(app);
   RegisterDemoCommand(app);
   RegisterExperimentCommand(app);
   RegisterInspectCommand(app);

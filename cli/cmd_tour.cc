@@ -8,9 +8,10 @@
 //  6. without positions word order is invisible: "dog bites man" vs "man
 //     bites dog" through one attention layer per scheme (posenc/demo.h);
 //  7. train short, test long: the numbers of the last `posenc experiment
-//     extrapolation` run (--experiment DIR, else the newer of
-//     ./report/experiment and the repository's docs/experiments/extrapolation),
-//     or how to produce them.
+//     extrapolation` run (--experiment DIR, else the newest of ./my-run (the
+//     README's full run), ./experiment-quick (scripts/run.sh's quick run) and
+//     the repository's docs/experiments/extrapolation), or how to produce them;
+//  8. which encoding for which model: `posenc choose` on two requests.
 // The tour is a list of section functions (kTourSections below): to add a
 // section, write `void SectionXxx(TourSection& s)` and add one line to the
 // list. Text output prints each section's lines; --json prints
@@ -26,8 +27,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "choose_text.h"
 #include "commands.h"
 #include "output.h"
+#include "posenc/choose.h"
 #include "posenc/demo.h"
 #include "posenc/error.h"
 #include "posenc/learned.h"
@@ -359,11 +362,13 @@ void SectionExtrapolation(TourSection& s) {
       "(ratio 4L / L below 1: the longer context helps; above 1: the scheme breaks past L).");
   std::string dir = s.args().experiment;
   const std::string repo = report::RepositoryExperimentDir();
-  if (dir.empty()) dir = report::NewestExperimentDir({"report/experiment", repo}).value_or("");
+  if (dir.empty()) {
+    dir = report::NewestExperimentDir({"my-run", "experiment-quick", repo}).value_or("");
+  }
   if (dir.empty()) {
     s.Line(
-        "No results yet: run `posenc experiment extrapolation -o report/experiment` (about 20 "
-        "minutes on 2 cores; --quick for a 4-minute smoke run), then `posenc tour` again.");
+        "No results yet: run `posenc experiment extrapolation -o my-run` (about 20 minutes on 2 "
+        "cores; --quick for a 4-minute smoke run), then `posenc tour` again.");
     s.Value("results", nullptr);
     return;
   }
@@ -373,6 +378,47 @@ void SectionExtrapolation(TourSection& s) {
   if (r.quick && dir != repo && report::NewestExperimentDir({repo})) {
     ExtrapolationLines(s, report::LoadExperimentResults(repo), "repository_ratio_4l_over_l");
   }
+}
+
+// --- which encoding for which model (posenc choose) ------------------------------
+
+void SectionChoose(TourSection& s) {
+  s.Line(
+      "The lesson's last question: which positional encoding for which model? `posenc choose` "
+      "answers from posenc's measurements (docs/evidence/choose.json: the experiment runs, the "
+      "scheme-cost benchmark, the engine support matrix), every reason with its evidence.");
+  const std::string evidence = DefaultEvidencePath();
+  nlohmann::json values = nlohmann::json::object();
+  struct Ask {
+    const char* command;
+    const char* key;
+    ChooseRequest request;
+  };
+  std::vector<Ask> asks(2);
+  asks[0] = {"posenc choose --train-length 2048 --target-length 8192", "decoder_4x", {}};
+  asks[0].request.train_length = 2048;
+  asks[0].request.target_length = 8192;
+  asks[1] = {"posenc choose --train-length 2048 --target-length 8192 --engine flash-attention",
+             "decoder_4x_flash_attention", asks[0].request};
+  asks[1].request.engines = {InferenceEngine::kFlashAttention};
+  for (const Ask& a : asks) {
+    const nlohmann::json answer = nlohmann::json::parse(ChooseEncodingJson(a.request, evidence));
+    s.Line("$ {}", a.command);
+    std::vector<std::string> lines = ChooseLines(answer, false);
+    for (std::size_t i = 0; i < lines.size() && i < 5; ++i) s.Line("{}", lines[i]);
+    if (lines.size() > 5)
+      s.Line("    ... {} more (the command itself shows all, with reasons)", lines.size() - 5);
+    nlohmann::json ranking = nlohmann::json::array();
+    for (const auto& c : answer["candidates"]) {
+      ranking.push_back({{"scheme", c["scheme"]}, {"verdict", c["verdict"]}});
+    }
+    values[a.key] = ranking;
+  }
+  s.Line(
+      "Try it on your model: posenc choose --from config.json (or a .gguf) --target-length N "
+      "[--finetune none|short|full] [--engine ...]; the answer includes the exact config "
+      "change, checked by posenc's loader.");
+  s.Value("choose", values);
 }
 
 // The tour, in order. Add a section with one line here.
@@ -388,6 +434,7 @@ const TourEntry kTourSections[] = {
     {"Past the end of a learned table", SectionPastTheEnd},
     {"Without positions, word order is invisible: dog bites man", SectionPermutation},
     {"Train short, test long: what the claims look like in trained models", SectionExtrapolation},
+    {"Which encoding for which model? (posenc choose)", SectionChoose},
 };
 
 void RunTour(const TourArgs& args) {
@@ -426,8 +473,9 @@ void RegisterTourCommand(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print the sections and measured values as JSON");
   sub->add_option("-o,--output", args->output, "Output file (default: stdout)");
   sub->add_option("--experiment", args->experiment,
-                  "Results folder of `posenc experiment extrapolation` (default: the newer of "
-                  "report/experiment and the repository's docs/experiments/extrapolation)");
+                  "Results folder of `posenc experiment extrapolation` (default: the newest of "
+                  "my-run, experiment-quick and the repository's "
+                  "docs/experiments/extrapolation)");
   sub->callback([args] { RunTour(*args); });
 }
 

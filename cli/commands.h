@@ -21,6 +21,7 @@ inline constexpr int kExitIo = 4;
 void RegisterTableCommand(CLI::App& app, const TableBudget& budget = {});
 void RegisterAlibiCommand(CLI::App& app);       // cli/cmd_alibi.cc
 void RegisterBenchCommand(CLI::App& app);       // cli/cmd_bench.cc
+void RegisterChooseCommand(CLI::App& app);      // cli/cmd_choose.cc
 void RegisterDemoCommand(CLI::App& app);        // cli/cmd_demo.cc
 void RegisterExperimentCommand(CLI::App& app);  // cli/cmd_experiment.cc
 void RegisterBucketsCommand(CLI::App& app);     // cli/cmd_buckets.cc

@@ -55,6 +55,9 @@ if(TARGET posenc_cli)
   endforeach()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/configs/ DESTINATION ${POSENC_DATADIR}/configs
           FILES_MATCHING PATTERN "*.json")
+  # The evidence base of `posenc choose` (cli/choose_text.h).
+  install(FILES ${PROJECT_SOURCE_DIR}/docs/evidence/choose.json
+          DESTINATION ${POSENC_DATADIR}/evidence)
   # `posenc bench`'s PyTorch baselines (cli/bench_common.h).
   install(FILES ${PROJECT_SOURCE_DIR}/bench/torch_baseline.py
                 ${PROJECT_SOURCE_DIR}/bench/torch_attention.py

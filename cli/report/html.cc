@@ -174,7 +174,8 @@ std::string TableHtml(const Table& t) {
   std::string out = "<div class=\"scroll\"><table><thead><tr>";
   for (const auto& h : t.header) out += "<th>" + Escape(h) + "</th>";
   out += "</tr></thead><tbody>";
-  for (const auto& row : t.rows) {
+  for (std::size_t r = 0; r < t.rows.size(); ++r) {
+    const auto& row = t.rows[r];
     out += "<tr>";
     for (std::size_t i = 0; i < row.size(); ++i) {
       const std::string& cell = row[i];
@@ -182,7 +183,11 @@ std::string TableHtml(const Table& t) {
           i > 0 && !cell.empty() &&
           (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-' || cell[0] == '+');
       out += num ? "<td class=\"num\">" : "<td>";
-      out += Escape(cell) + "</td>";
+      const std::string link =
+          r < t.links.size() && i < t.links[r].size() ? t.links[r][i] : std::string();
+      out +=
+          link.empty() ? Escape(cell) : "<a href=\"" + Escape(link) + "\">" + Escape(cell) + "</a>";
+      out += "</td>";
     }
     out += "</tr>";
   }
@@ -275,6 +280,13 @@ std::string NodeModulesDir() {
   }
   if (std::string installed = InstalledData("node_modules"); !installed.empty()) return installed;
   return POSENC_NODE_MODULES_DIR;
+}
+
+std::string EvidencePath() {
+  if (std::string installed = InstalledData("evidence"); !installed.empty()) {
+    return installed + "/choose.json";
+  }
+  return std::string(POSENC_SOURCE_DIR_FOR_REPORT) + "/docs/evidence/choose.json";
 }
 
 std::string ExamplesDir() {

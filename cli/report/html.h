@@ -31,6 +31,11 @@ std::string NodeModulesDir();
 // The directory of example model configs in use (see above).
 std::string ExamplesDir();
 
+// The evidence file of `posenc choose` in use: PREFIX/share/posenc/evidence/
+// choose.json beside an installed executable, else the source tree's
+// docs/evidence/choose.json.
+std::string EvidencePath();
+
 // Reads the bundles; throws posenc::IoError naming the missing file and
 // saying to run scripts/setup.sh.
 ChartLibrary LoadChartLibrary();

@@ -65,6 +65,9 @@ struct Table {
   std::string caption;
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
+  // Optional, shaped like rows: the target of each cell's link ("#fig-ID" or
+  // "#SECTION" in the page; "" for none). The CSV keeps the cell text.
+  std::vector<std::vector<std::string>> links;
 };
 
 using Block = std::variant<Chart, Heatmap, Table>;

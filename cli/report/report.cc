@@ -28,6 +28,7 @@ std::vector<Builder> Builders() {
       {"numerics", NumericsSection},
       {"train short, test long", ExperimentSection},
       {"comparison", CompareSection},
+      {"choosing an encoding", ChooseSection},
   };
 }
 

@@ -51,5 +51,6 @@ Section AttentionSection(const ReportOptions& options);    // 7
 Section NumericsSection(const ReportOptions& options);     // 8
 Section ExperimentSection(const ReportOptions& options);   // 9 (train short, test long)
 Section CompareSection(const ReportOptions& options);      // 10
+Section ChooseSection(const ReportOptions& options);       // 11 (choosing an encoding)
 
 }  // namespace posenc::report

@@ -29,6 +29,7 @@ from ._attention import (attention, attention_backward, flash_attention,
 from ._bias import (alibi_bias, alibi_slopes, bloom_alibi_tensor, deberta_bucket,
                     deberta_relative_position, relative_matrix, t5_bias, t5_bias_grad,
                     t5_bucket)
+from ._choose import choose
 from ._config import inspect, rope_config, rope_inv_freq
 from ._rope import apply_mrope, apply_rope, apply_rope_qk, rope_cos_sin, rope_default_inv_freq
 
@@ -37,7 +38,7 @@ __all__ = [
     "set_num_threads", "get_num_threads",
     "LearnedTable", "add_sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table",
     "apply_mrope", "apply_rope", "apply_rope_qk", "rope_cos_sin", "rope_default_inv_freq",
-    "inspect", "rope_config", "rope_inv_freq", "attention", "attention_backward",
+    "choose", "inspect", "rope_config", "rope_inv_freq", "attention", "attention_backward",
     "flash_attention", "flash_attention_backward", "flash_attention_varlen", "scheme_info",
     "schemes",
     "alibi_bias", "alibi_slopes", "bloom_alibi_tensor", "deberta_bucket",

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "posenc/choose.h"
 #include "posenc/model_config.h"
 
 namespace posenc::python {
@@ -133,6 +134,26 @@ void BindConfig(py::module_& m) {
       },
       py::arg("config"), py::arg("is_text"), py::arg("source"), py::arg("seq_len"),
       py::arg("layer_type"), py::arg("numerics"));
+  // posenc.choose (posenc/_choose.py): the answer of posenc/choose.h as JSON
+  // text; None / 0 for what the caller left to the defaults.
+  m.def(
+      "choose_json",
+      [](const std::optional<std::string>& architecture, std::int64_t train_length,
+         std::int64_t target_length, const std::string& finetune, const std::string& from_path,
+         const std::vector<std::string>& engines, const std::string& evidence) {
+        ChooseRequest r;
+        if (architecture) r.architecture = ParseModelArchitecture(*architecture, "architecture");
+        r.train_length = train_length;
+        r.target_length = target_length;
+        r.finetune = ParseFinetuneBudget(finetune, "finetune");
+        r.from = from_path;
+        for (const std::string& e : engines)
+          r.engines.push_back(ParseInferenceEngine(e, "engines"));
+        py::gil_scoped_release release;
+        return ChooseEncodingJson(r, evidence);
+      },
+      py::arg("architecture"), py::arg("train_length"), py::arg("target_length"),
+      py::arg("finetune"), py::arg("from_path"), py::arg("engines"), py::arg("evidence"));
 }
 
 }  // namespace posenc::python

@@ -1,10 +1,21 @@
 #!/usr/bin/env python3
 """Runs every command shown in the repository's Markdown shell blocks
-(```sh / ```bash / ```shell) from the repository root, on the built release
-tree, so that the READMEs and docs cannot drift from the code: each command
-must exit 0 within its timeout. Registered as the ctest `doc_commands`
-(tests/CMakeLists.txt) for the build tree build/release, which the commands
-name.
+(```sh / ```bash / ```shell) on the built release tree, so that the READMEs
+and docs cannot drift from the code: each command must exit 0 within its
+timeout, and a command that names an output (-o / --output / a `>`
+redirection) must leave that file, or a non-empty folder, behind.
+Registered as the ctest `doc_commands` (tests/CMakeLists.txt) for the build
+tree build/release, which the commands name.
+
+Each command runs as written, in a fresh temporary directory that mirrors
+the repository root: one symbolic link per top-level entry (build/,
+examples/, tests/, node_modules/, ...) except the folders that documented
+commands write (OUTPUTS below). So a command sees the paths the docs name,
+its outputs land in the scratch directory and never in the source tree, and
+the commands pass in any order and any number of times, whatever a user's
+earlier run (scripts/run.sh's report/, say) left in the checkout. A command
+whose output path would go through a link into the source tree fails the
+check.
 
 A command is one line of a block (a trailing backslash continues it; blank
 lines and comment lines are not commands). SKIP below lists the only
@@ -18,9 +29,12 @@ usage: run_doc_commands.py ROOT [--list]
 import os
 import pathlib
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 # (regex matched against the command, reason). Keep it short and explicit.
@@ -50,6 +64,9 @@ SKIP = [
 ]
 TIMEOUT_S = 120
 SKIP_DIRS = {"build", "node_modules", ".git", "report", "dist"}
+# Top-level folders that documented commands (or scripts/run.sh) write: not
+# mirrored into a command's scratch directory, so they start absent there.
+OUTPUTS = {".git", "report", "my-run", "dist", "out", "experiment-quick"}
 
 
 def markdown_files(root):
@@ -96,10 +113,55 @@ def strip_comment(command):
     return command
 
 
-def run(command, root):
+def scratch_mirror(root):
+    """A fresh temporary directory with a link to each top-level entry of
+    root except OUTPUTS."""
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="posenc-doc-"))
+    for entry in sorted(root.iterdir()):
+        if entry.name not in OUTPUTS:
+            (scratch / entry.name).symlink_to(entry)
+    return scratch
+
+
+def output_paths(command):
+    """The paths a command names as its output: the value of -o / --output
+    (also --output=X) and the target of a `>` redirection."""
+    try:
+        words = shlex.split(command, comments=False)
+    except ValueError:
+        return []
+    out = []
+    for i, w in enumerate(words):
+        if w in ("-o", "--output", ">") and i + 1 < len(words):
+            out.append(words[i + 1])
+        elif w.startswith("--output="):
+            out.append(w.split("=", 1)[1])
+        elif w.startswith(">") and len(w) > 1 and not w.startswith(">&"):
+            out.append(w[1:])
+    return [p for p in out if p and not p.startswith("/dev/")]
+
+
+def check_outputs(command, scratch):
+    """None when every named output is in the scratch directory and was
+    written (a non-empty file, or a folder holding a file); else why not."""
+    for name in output_paths(command):
+        path = scratch / name
+        first = pathlib.Path(name).parts[0] if not os.path.isabs(name) else None
+        if first is None or (scratch / first).is_symlink():
+            return f"output '{name}' is outside the scratch directory (it would write into " \
+                   "the source tree or an absolute path)"
+        if path.is_dir():
+            if not any(p.is_file() for p in path.rglob("*")):
+                return f"output folder '{name}' is empty"
+        elif not path.is_file() or path.stat().st_size == 0:
+            return f"output '{name}' was not written (missing or empty)"
+    return None
+
+
+def run(command, cwd):
     """(exit code, stderr) of one command in its own process group; on the
     timeout the whole group is killed, so no child outlives the check."""
-    proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", command], cwd=root,
+    proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", command], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -129,11 +191,19 @@ def main():
                 print(f"RUN  {where}: {command}")
                 continue
             t0 = time.monotonic()
-            rc, err = run(command, root)
+            scratch = scratch_mirror(root)
+            try:
+                rc, err = run(command, scratch)
+                problem = check_outputs(command, scratch) if rc == 0 else None
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
             dt = time.monotonic() - t0
-            if rc == 0:
+            if rc == 0 and problem is None:
                 passed += 1
                 print(f"PASS {where} ({dt:.1f} s): {command}")
+            elif rc == 0:
+                failed += 1
+                print(f"FAIL {where} ({dt:.1f} s): {command}\n     {problem}")
             else:
                 failed += 1
                 print(f"FAIL {where} (exit {rc}, {dt:.1f} s): {command}\n{err[-2000:]}")
