@@ -334,7 +334,7 @@ void SectionPermutation(TourSection& s) {
 
 void ExtrapolationLines(TourSection& s, const report::ExperimentResults& r, const char* key) {
   s.Line("{}: {}", r.quick ? "Smoke-test numbers" : "Measured", r.Describe());
-  s.Line("  {:<11} {:>12} {:>12} {:>8}   (bits/byte on {} held-out test bytes; L = {})", "scheme",
+  s.Line("  {:<12} {:>12} {:>12} {:>8}   (bits/byte on {} held-out test bytes; L = {})", "scheme",
          "at L", "at 4L", "4L / L", r.eval_tokens, r.train_length);
   nlohmann::json values = nlohmann::json::object();
   for (const auto& sc : r.schemes) {
@@ -346,7 +346,7 @@ void ExtrapolationLines(TourSection& s, const report::ExperimentResults& r, cons
                                 : std::string("error");
     };
     const auto ratio = sc.Ratio(4, r.train_length);
-    s.Line("  {:<11} {:>12} {:>12} {:>8}", sc.name, cell(a), cell(b),
+    s.Line("  {:<12} {:>12} {:>12} {:>8}", sc.name, cell(a), cell(b),
            ratio ? fmt::format("{:.3f}", *ratio) : "-");
     if (b != nullptr && !b->bits_per_byte) s.Line("    {} at 4L: {}", sc.name, b->error);
     values[sc.name] = ratio ? nlohmann::json(*ratio) : nlohmann::json();

@@ -16,7 +16,7 @@ cmake --build --preset release -j "$(nproc)" --target posenc_cli _posenc
 experiment=experiment-quick
 echo "run: posenc experiment extrapolation --quick -o $experiment: the QUICK smoke run of the"
 echo "     train-short-test-long experiment (~2 minutes; its numbers check the pipeline, not the"
-echo "     measurement). The full run (~12-20 min on 2 cores): build/release/cli/posenc"
+echo "     measurement). The full run (~14-20 min on 2 cores): build/release/cli/posenc"
 echo "     experiment extrapolation -o DIR; the repository's last full run is in"
 echo "     docs/experiments/extrapolation."
 ./build/release/cli/posenc experiment extrapolation --quick -o "$experiment"

@@ -307,25 +307,26 @@ Section CompareSection(const ReportOptions& options) {
       {"DeBERTa", {"deberta", "an encoder scheme without a fused kernel"}}};
   Section s;
   for (const auto& m : rows) {
-    t.rows.push_back({m.method, m.enters,
-                      m.params_note.empty()
-                          ? Thousands(m.extra_params)
-                          : fmt::format("{} ({})", Thousands(m.extra_params), m.params_note),
-                      fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)",
-                                  Sci(m.max_abs_at_l), Sci(m.max_abs_at_4l)),
-                      m.min_code_distance >= 0
-                          ? fmt::format("yes: {}", Sci(m.min_code_distance))
-                          : fmt::format("distances only: {} distinct values over |i - j| < L",
-                                        m.distinct_distances),
-                      fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute",
-                                  Sci(m.shift_change)),
-                      PastEndName(m.past_end) + ": " + m.past_end_detail,
-                      fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
-                      fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in,
-                      experiment_names.count(m.method)
-                          ? RatioCell(options.experiment.get(), experiment_names.at(m.method).first,
-                                      experiment_names.at(m.method).second)
-                          : "-"});
+    t.rows.push_back(
+        {m.method, m.enters,
+         m.params_note.empty() ? Thousands(m.extra_params)
+                               : fmt::format("{} ({})", Thousands(m.extra_params), m.params_note),
+         fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)", Sci(m.max_abs_at_l),
+                     Sci(m.max_abs_at_4l)),
+         m.min_code_distance >= 0
+             ? fmt::format("yes: {}", Sci(m.min_code_distance))
+             : fmt::format("distances only: {} distinct values over |i - j| < L",
+                           m.distinct_distances),
+         fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute",
+                     Sci(m.shift_change)),
+         PastEndName(m.past_end) + ": " + m.past_end_detail,
+         fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
+         fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in,
+         experiment_names.count(m.method)
+             ? RatioCell(options.experiment.get(), experiment_names.at(m.method).first,
+                         experiment_names.at(m.method).second) +
+                   FinetunedRatios(options.experiment.get(), experiment_names.at(m.method).first)
+             : "-"});
     s.summary.push_back(fmt::format(
         "{}: bounded {}, min code distance {}, shift change {}, past end {}", m.method,
         m.bounded ? "yes" : "no", m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",

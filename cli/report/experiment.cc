@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "posenc/error.h"
+#include "properties.h"
 
 #ifndef POSENC_SOURCE_DIR_FOR_REPORT
 #error "POSENC_SOURCE_DIR_FOR_REPORT must be defined by the build (cli/CMakeLists.txt)"
@@ -106,6 +107,24 @@ ExperimentScheme ReadScheme(const Reader& r, const std::string& name, const json
   if (s.contains("val_drop_last_quarter")) {
     out.val_drop_last_quarter = r.NumOrNull(s, "val_drop_last_quarter", w);
   }
+  if (s.contains("curve_length") && !s.at("curve_length").is_null()) {
+    out.curve_length = r.Int(s, "curve_length", w);
+  }
+  if (s.contains("finetune") && !s.at("finetune").is_null()) {
+    const json& f = r.Get(s, "finetune", w);
+    const std::string wf = w + "finetune.";
+    ExperimentFinetune ft;
+    ft.length = r.Int(f, "length", wf);
+    ft.steps = r.Int(f, "steps", wf);
+    ft.tokens = r.Int(f, "tokens", wf);
+    ft.fraction_of_pretraining = r.Num(f, "fraction_of_pretraining", wf);
+    if (f.contains("batch")) ft.batch = r.Int(f, "batch", wf);
+    if (f.contains("lr")) ft.lr = r.Num(f, "lr", wf);
+    if (f.contains("rope_type") && !f.at("rope_type").is_null())
+      ft.rope_type = r.Str(f, "rope_type", wf);
+    if (f.contains("factor")) ft.factor = r.NumOrNull(f, "factor", wf);
+    out.finetune = ft;
+  }
   return out;
 }
 
@@ -158,6 +177,33 @@ std::string RatioCell(const ExperimentResults* r, const std::string& scheme,
   return fmt::format("{:.3f} ({:.3f} -> {:.3f} bits/byte, L = {}){}",
                      *b->bits_per_byte / *a->bits_per_byte, *a->bits_per_byte, *b->bits_per_byte,
                      r->train_length, quick);
+}
+
+std::string FinetuneDescription(const ExperimentFinetune& f) {
+  return fmt::format("T = {}, {} steps{}, {} tokens ({:.1f} % of pre-training), {}{}", f.length,
+                     f.steps, f.batch > 0 ? fmt::format(" of {} windows", f.batch) : "",
+                     Thousands(f.tokens), 100.0 * f.fraction_of_pretraining,
+                     f.rope_type.empty()
+                         ? std::string("plain RoPE (no scaling)")
+                         : fmt::format("{} x{:g}", f.rope_type, f.factor.value_or(0)),
+                     f.lr > 0 ? fmt::format(", peak lr {:g}", f.lr) : "");
+}
+
+std::string FinetunedRatios(const ExperimentResults* r, const std::string& scheme) {
+  if (r == nullptr) return "";
+  std::string cells;
+  std::int64_t length = 0;
+  for (const auto& s : r->schemes) {
+    if (!s.finetune || s.trained_as != scheme) continue;
+    const auto ratio = s.Ratio(4, r->train_length);
+    const ExperimentEval* b = s.At(4 * r->train_length);
+    cells += fmt::format(
+        "{}{} {}", cells.empty() ? "" : ", ", s.name,
+        ratio ? fmt::format("{:.3f} ({:.3f} at 4L)", *ratio, *b->bits_per_byte) : std::string("-"));
+    length = s.finetune->length;
+  }
+  if (cells.empty()) return "";
+  return fmt::format("; fine-tuned at T = {}: {}", length, cells);
 }
 
 ExperimentResults LoadExperimentResults(const std::string& dir) {

@@ -32,6 +32,15 @@ struct ExperimentPoint {
   std::int64_t val_tokens = 0;
 };
 
+// How a fine-tuned row (rope+ft, rope+pi+ft, rope+ntk+ft, rope+yarn+ft) was
+// trained on from the trained model: at `length` T for `steps` steps.
+struct ExperimentFinetune {
+  std::int64_t length = 0, steps = 0, tokens = 0, batch = 0;
+  double fraction_of_pretraining = 0, lr = 0;
+  std::string rope_type;         // "" for plain RoPE (the control)
+  std::optional<double> factor;  // T / L, empty for plain RoPE
+};
+
 struct ExperimentScheme {
   std::string name, trained_as;
   std::int64_t params = 0;
@@ -39,8 +48,10 @@ struct ExperimentScheme {
   std::vector<ExperimentEval> eval;
   std::vector<ExperimentBin> loss_by_position;
   std::int64_t loss_by_position_length = 0;
-  std::vector<ExperimentPoint> curve;  // trained schemes only
+  std::vector<ExperimentPoint> curve;  // trained and fine-tuned rows only
+  std::int64_t curve_length = 0;       // validation window of the curve (0: L)
   std::optional<double> val_drop_last_quarter;
+  std::optional<ExperimentFinetune> finetune;  // fine-tuned rows only
 
   const ExperimentEval* At(std::int64_t length) const;
   // bits/byte at multiple x L over bits/byte at L (empty if either is missing).
@@ -73,11 +84,19 @@ struct ExperimentResults {
   std::string Describe() const;
 };
 
+// "T = 512, 200 steps, 819,200 tokens (20.0 % of pre-training), linear x4.0, peak lr 0.0005".
+std::string FinetuneDescription(const ExperimentFinetune& f);
+
 // The comparison table's measured cell for a scheme ("rope", "alibi", ...):
 // "1.234 (2.70 -> 3.33 bits/byte)", the error past L, "not trained: why", or
 // how to produce the results when `results` is null.
 std::string RatioCell(const ExperimentResults* results, const std::string& scheme,
                       const std::string& not_trained_reason);
+
+// The fine-tuned rows of a trained scheme for its comparison-table cell:
+// "; fine-tuned at T = 512 (rope+ft 1.02, rope+pi+ft 1.01, ...)", or "" when
+// the results have none.
+std::string FinetunedRatios(const ExperimentResults* results, const std::string& scheme);
 
 // Reads DIR/results.json; throws IoError when it is missing or malformed.
 ExperimentResults LoadExperimentResults(const std::string& dir);

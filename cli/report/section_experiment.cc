@@ -3,8 +3,10 @@
 //
 // Figures: bits per byte against evaluation length per scheme (log x, the
 // train length L marked), the loss by position inside the longest window,
-// the training curves (validation bits/byte against step), and a table with
-// every number and the tokens it averages. Schemes that cannot run at a
+// the training curves (validation bits/byte against step), the fine-tuning
+// curves of the +ft rows (validation at their target length T against
+// fine-tuning step; only when the run has them), and a table with every
+// number, the tokens it averages and each fine-tuned row's settings. Schemes that cannot run at a
 // length (the learned table past L) appear as their error message, never as
 // a point. Without --experiment the section says how to produce the results.
 #include <fmt/format.h>
@@ -88,6 +90,7 @@ Chart CurveChart(const ExperimentResults& r) {
                          {"scheme", "scheme", false}));
   std::int64_t tokens = 0;
   for (const auto& s : r.schemes) {
+    if (s.finetune) continue;  // drawn at T in FinetuneChart
     for (const auto& p : s.curve) {
       if (p.step == 0) continue;  // the untrained loss (8 bits) would flatten the plot
       Json rec = {{"scheme", s.name},
@@ -109,6 +112,45 @@ Chart CurveChart(const ExperimentResults& r) {
   return c;
 }
 
+const ExperimentFinetune* FirstFinetune(const ExperimentResults& r) {
+  for (const auto& s : r.schemes) {
+    if (s.finetune) return &*s.finetune;
+  }
+  return nullptr;
+}
+
+Chart FinetuneChart(const ExperimentResults& r, const ExperimentFinetune& f) {
+  Chart c = MakeChart(
+      "experiment_finetune",
+      fmt::format("Fine-tuning curves: validation bits per byte at T = {} against step", f.length),
+      LineSpec(
+          {"step", "fine-tuning step"},
+          {"val_bits_per_byte", fmt::format("bits per byte (validation, at T = {})", f.length)},
+          {"scheme", "scheme", false}));
+  std::int64_t tokens = 0;
+  for (const auto& s : r.schemes) {
+    if (!s.finetune) continue;
+    for (const auto& p : s.curve) {
+      Json rec = {{"scheme", s.name},
+                  {"step", p.step},
+                  {"val_bits_per_byte", p.val_bits_per_byte},
+                  {"val_tokens", p.val_tokens},
+                  {"length", s.curve_length}};
+      if (p.train_bits_per_byte) rec["train_bits_per_byte"] = *p.train_bits_per_byte;
+      c.Add(rec);
+      tokens = p.val_tokens;
+    }
+  }
+  c.caption = fmt::format(
+      "Each +ft row starts from the same trained rope weights (step 0: the trained model with "
+      "the row's fixed scaling, before any fine-tuning) and trains on at T = {} with the same "
+      "optimiser settings, seed and data order: {}. Validation on {} bytes of held-out "
+      "validation documents in windows of T. rope+ft is the control: long windows without "
+      "scaling.",
+      f.length, FinetuneDescription(f), Thousands(tokens));
+  return c;
+}
+
 Table ResultsTable(const ExperimentResults& r) {
   Table t;
   t.id = "experiment_table";
@@ -119,7 +161,10 @@ Table ResultsTable(const ExperimentResults& r) {
         fmt::format("bits/byte at {} ({}L)", n, n / std::max<std::int64_t>(r.train_length, 1)));
   }
   t.header.push_back("4L ÷ L");
-  t.header.push_back("validation drop over the last quarter");
+  t.header.push_back(
+      "validation drop over the last quarter (of training at L; +ft rows: of fine-tuning at T)");
+  const ExperimentFinetune* ft = FirstFinetune(r);
+  if (ft != nullptr) t.header.push_back("fine-tuning");
   for (const auto& s : r.schemes) {
     std::vector<std::string> row = {s.name, s.trained_as, Thousands(s.params),
                                     fmt::format("{:.0f}", s.train_tokens_per_s)};
@@ -140,14 +185,24 @@ Table ResultsTable(const ExperimentResults& r) {
     const auto ratio = s.Ratio(4, r.train_length);
     row.push_back(ratio ? fmt::format("{:.3f}", *ratio) : "-");
     row.push_back(s.val_drop_last_quarter ? fmt::format("{:.4f}", *s.val_drop_last_quarter) : "-");
+    if (ft != nullptr) row.push_back(s.finetune ? FinetuneDescription(*s.finetune) : "-");
     t.rows.push_back(std::move(row));
   }
   t.caption = fmt::format(
-      "Test bits per byte ({} bytes per length); the rope+ rows are the trained rope model "
-      "evaluated with PI (linear), dynamic NTK and YaRN frequencies from posenc's scaling code "
-      "(factor = length / L), no training. training tokens/s: measured during this run ({} "
-      "threads, {}).",
-      Thousands(r.eval_tokens), r.threads, r.cpu);
+      "Test bits per byte ({} bytes per length); rope+pi, rope+ntk and rope+yarn are the trained "
+      "rope model evaluated with PI (linear), dynamic NTK and YaRN frequencies from posenc's "
+      "scaling code (factor = length / L), no training.{} training tokens/s: measured during "
+      "this run ({} threads, {}){}.",
+      Thousands(r.eval_tokens),
+      ft == nullptr
+          ? ""
+          : fmt::format(
+                " The +ft rows are the trained rope model fine-tuned at T = {} (rope+ft: no "
+                "scaling, the control; rope+pi+ft: linear, rope+ntk+ft: static NTK-aware base, "
+                "rope+yarn+ft: YaRN, each with the fixed factor T / L = {:g} at every length).",
+                ft->length,
+                static_cast<double>(ft->length) / std::max<std::int64_t>(r.train_length, 1)),
+      r.threads, r.cpu, ft == nullptr ? "" : "; for the +ft rows: while fine-tuning at T");
   return t;
 }
 
@@ -162,8 +217,8 @@ Section ExperimentSection(const ReportOptions& options) {
         "What each encoding does past the length it was trained at, measured in small trained "
         "models on real text (Press et al. 2022, Figure 1; Peng et al. 2023).",
         "No results in this report. Produce them with `posenc experiment extrapolation -o DIR` "
-        "(about 12-20 minutes on 2 cores; --quick for a 2-minute smoke run), then `posenc report "
-        "--experiment DIR`."};
+        "(about 14-20 minutes on 2 cores; --quick for a 2- to 4-minute smoke run), then "
+        "`posenc report --experiment DIR`."};
     s.summary.push_back("experiment: no results (posenc report --experiment DIR)");
     return s;
   }
@@ -203,13 +258,24 @@ Section ExperimentSection(const ReportOptions& options) {
   s.blocks.emplace_back(LengthChart(r, errors));
   s.blocks.emplace_back(PositionChart(r));
   s.blocks.emplace_back(CurveChart(r));
+  if (const ExperimentFinetune* ft = FirstFinetune(r)) {
+    s.paragraphs.push_back(fmt::format(
+        "Fine-tuned context extension (rows ending in +ft; Chen et al. 2023, PI; Peng et al. "
+        "2023, YaRN): after training, the rope model trains on at the target length T = {} "
+        "once per frequency scheme, each from the same trained weights with the same optimiser, "
+        "seed and data order: {}. Each row is then evaluated like the others, past T too. "
+        "rope+ft (no scaling) is the control: what having seen long windows does on its own.",
+        ft->length, FinetuneDescription(*ft)));
+    s.blocks.emplace_back(FinetuneChart(r, *ft));
+  }
   s.blocks.emplace_back(ResultsTable(r));
   for (const auto& sc : r.schemes) {
     const auto ratio = sc.Ratio(4, r.train_length);
     s.summary.push_back(fmt::format(
-        "experiment{}: {} bits/byte at L {}, 4L/L {}", r.quick ? " (quick)" : "", sc.name,
+        "experiment{}: {} bits/byte at L {}, 4L/L {}{}", r.quick ? " (quick)" : "", sc.name,
         Bpb(sc.At(r.train_length) ? sc.At(r.train_length)->bits_per_byte : std::nullopt),
-        ratio ? fmt::format("{:.3f}", *ratio) : "-"));
+        ratio ? fmt::format("{:.3f}", *ratio) : "-",
+        sc.finetune ? fmt::format(" (fine-tuned: {})", FinetuneDescription(*sc.finetune)) : ""));
   }
   return s;
 }

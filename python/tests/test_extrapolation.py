@@ -2,7 +2,8 @@
 preparation (Brown tag stripping, the document split), a tiny end-to-end run
 (a few steps, two trained schemes, a few KB of text; seconds) checked against
 the results.json schema, the evaluation path against an independent loss
-computation, the learned table's error row, and every bad input."""
+computation, the learned table's error row, the fine-tuned rope rows (a tiny
+fine-tuning at T = 4L, seconds), and every bad input."""
 import io
 import json
 import math
@@ -282,6 +283,14 @@ def run_main(argv, capsys):
     (["--steps", "0"], 2, "--steps: got 0, expected an integer >= 1 (a budget too small"),
     (["--steps", "x"], 2, "argument --steps: invalid int value: 'x'"),
     (["--dim", "30"], 2, "--dim: got 30, expected a multiple of 2 x --heads (4)"),
+    (["--finetune-length", "16"], 2,
+     "--finetune-length: got 16, expected an integer > the train length 16 and <= 65536"),
+    (["--finetune-length", "70000"], 2, "--finetune-length: got 70000, expected an integer >"),
+    (["--finetune-length", "x"], 2, "argument --finetune-length: invalid int value: 'x'"),
+    (["--finetune-steps", "0"], 2, "--finetune-steps: got 0, expected an integer >= 1"),
+    (["--finetune-lr", "0"], 2, "--finetune-lr: got 0.0, expected a number in (0, 1]"),
+    (["--finetune-lr", "nan"], 2, "--finetune-lr: got nan, expected a number in (0, 1]"),
+    (["--schemes", "rope+bogus+ft"], 2, "--schemes: got 'rope+bogus+ft', expected names from"),
 ])
 def test_bad_input_one_line_and_exit_code(tmp_path, capsys, extra, code, needle):
     argv = ["-o", str(tmp_path / "out"), "--corpus", str(tiny_corpus(tmp_path))] + TINY + extra
@@ -331,7 +340,10 @@ def test_defaults_follow_the_issue():
     assert math.isfinite(o.lr) and o.schemes is None  # resolved by run(): every available one
     from posenc.experiments.extrapolation.schemes import default_names
     assert default_names()[:7] == ["none", "sinusoidal", "learned", "rope", "alibi", "t5", "shaw"]
-    assert default_names()[-3:] == ["rope+pi", "rope+ntk", "rope+yarn"]
+    assert default_names()[-7:] == ["rope+pi", "rope+ntk", "rope+yarn", "rope+ft", "rope+pi+ft",
+                                    "rope+ntk+ft", "rope+yarn+ft"]
+    assert o.finetune_length == 4 * o.train_length and o.finetune_lr == pytest.approx(0.3 * o.lr)
+    assert q.finetune_steps < o.finetune_steps
 
 
 def test_fire_is_one_table_entry_used_when_posenc_has_it(tmp_path, capsys):
@@ -348,3 +360,89 @@ def test_fire_is_one_table_entry_used_when_posenc_has_it(tmp_path, capsys):
     r = run_experiment(o, quiet())["schemes"]["fire"]
     assert r["attention"] == "fire" and all(e["bits_per_byte"] is not None for e in r["eval"])
     assert r["curve"][-1]["val_bits_per_byte"] < r["curve"][0]["val_bits_per_byte"]
+
+
+# ----------------------------------------------------------------------------- fine-tuned rows
+
+FT_STEPS = 16
+
+
+@pytest.fixture(scope="module")
+def finetuned_results(tmp_path_factory):
+    """rope is not named: asking for +ft rows trains it and fine-tunes only those rows."""
+    tmp = tmp_path_factory.mktemp("extrapolation_ft")
+    corpus = tiny_corpus(tmp)
+    o = cli.options(["-o", str(tmp / "out"), "--corpus", str(corpus), "--no-speed-check",
+                     "--schemes", "rope+ft,rope+yarn+ft", "--finetune-length", "64",
+                     "--finetune-steps", str(FT_STEPS), "--finetune-lr", "2e-3"] + TINY)
+    results = run_experiment(o, quiet())
+    output.write_results(results, o.output)
+    return o, results
+
+
+def test_finetuned_rows_schema(finetuned_results):
+    o, results = finetuned_results
+    on_disk = json.loads(pathlib.Path(o.output, "results.json").read_text())
+    assert list(on_disk["schemes"]) == ["rope", "rope+ft", "rope+yarn+ft"]
+    cfg = on_disk["config"]
+    batch = 8 * 16 // 64  # a step holds a training step's tokens
+    assert cfg["finetune"]["length"] == 64 and cfg["finetune"]["batch"] == batch
+    for name, rope_type in (("rope+ft", None), ("rope+yarn+ft", "yarn")):
+        s = on_disk["schemes"][name]
+        assert s["trained_as"] == "rope"
+        f = s["finetune"]
+        assert {"length", "steps", "tokens", "fraction_of_pretraining"} <= set(f)
+        assert f["length"] == 64 and f["steps"] == FT_STEPS
+        assert f["tokens"] == FT_STEPS * batch * 64
+        assert f["fraction_of_pretraining"] == pytest.approx(f["tokens"] / (40 * 8 * 16))
+        assert f["rope_type"] == rope_type and f["lr"] == 2e-3
+        assert f["factor"] == (None if rope_type is None else 4.0)
+        assert [r["length"] for r in s["eval"]] == [16, 32, 64]
+        assert all(r["bits_per_byte"] is not None for r in s["eval"])
+        assert s["curve_length"] == 64 and s["curve"][-1]["step"] == FT_STEPS
+        assert s["curve"][-1]["val_tokens"] % 64 == 0
+        assert s["val_drop_last_quarter"] is not None
+    assert "finetune" not in on_disk["schemes"]["rope"]
+    curves = pathlib.Path(o.output, "training_curves.csv").read_text().splitlines()
+    assert curves[0].endswith(",val_length,phase")
+    assert any(r.startswith("rope+yarn+ft,") and r.endswith(",64,finetune") for r in curves)
+    summary = pathlib.Path(o.output, "summary.csv").read_text().splitlines()
+    assert "finetune_fraction_of_pretraining" in summary[0]
+
+
+def test_finetuning_lowers_the_loss_at_the_target_length(finetuned_results):
+    _, results = finetuned_results
+    at = {n: {r["length"]: r["bits_per_byte"] for r in s["eval"]}
+          for n, s in results["schemes"].items()}
+    for name in ("rope+ft", "rope+yarn+ft"):
+        assert at[name][64] < at["rope"][64], (name, at)
+        curve = results["schemes"][name]["curve"]
+        assert curve[-1]["val_bits_per_byte"] < curve[0]["val_bits_per_byte"], curve
+    # both rows start from the same weights and data: equal at step 0 only for equal frequencies
+    assert results["schemes"]["rope+ft"]["curve"][0]["val_bits_per_byte"] != \
+        results["schemes"]["rope+yarn+ft"]["curve"][0]["val_bits_per_byte"]
+
+
+def test_fixed_scaling_holds_at_every_length():
+    from posenc.experiments.extrapolation.schemes import Rope
+    rope = Rope(ModelShape(32, 2, 1, 16))
+    rope.fixed = ("yarn", 4.0)
+    for n in (16, 64, 256):
+        cfg = rope.config(n)
+        assert cfg["rope_scaling"] == {"rope_type": "yarn", "factor": 4.0,
+                                       "original_max_position_embeddings": 16}
+    a, fa = rope.frequencies(16)
+    b, fb = rope.frequencies(256)
+    assert torch.equal(a, b) and fa == fb and fa > 1.0  # YaRN's attention factor 0.1 ln 4 + 1
+    rope.fixed = ("ntk", 4.0)
+    inv, _ = rope.frequencies(64)
+    d = 16
+    assert float(inv[1]) == pytest.approx((10000.0 * 4.0 ** (d / (d - 2))) ** (-2 / d), rel=1e-9)
+
+
+def test_finetune_length_must_fit_the_corpus(tmp_path, capsys):
+    corpus = tiny_corpus(tmp_path)
+    got, err = run_main(["-o", str(tmp_path / "out"), "--corpus", str(corpus), "--schemes",
+                         "rope+ft", "--finetune-length", "60000"] + TINY, capsys)
+    assert got == 2 and err.count("\n") == 1, err
+    assert "--finetune-length: got 60000, but the train split has" in err

@@ -141,6 +141,68 @@ TEST(ReportExperiment, SectionFiguresCarryTheirTokens) {
   EXPECT_EQ(table.rows[1][6], "error (as at 32)");
 }
 
+// kResults plus a fine-tuned row (rope+yarn+ft, T = 64) with its curve at T.
+std::string WithFinetunedRow() {
+  return Edited(R"("loss_by_position": [], "loss_by_position_length": null}}})",
+                R"("loss_by_position": [], "loss_by_position_length": null},
+  "rope+yarn+ft": {"trained_as": "rope", "params": 20672, "train_tokens_per_s": 4000.0,
+   "eval": [{"length": 16, "bits_per_byte": 2.6, "tokens": 256},
+            {"length": 32, "bits_per_byte": 2.55, "tokens": 256},
+            {"length": 64, "bits_per_byte": 2.47, "tokens": 256}],
+   "loss_by_position": [], "loss_by_position_length": 64, "curve_length": 64,
+   "curve": [{"step": 0, "tokens": 0, "train_bits_per_byte": null, "val_bits_per_byte": 3.1,
+              "val_tokens": 256},
+             {"step": 8, "tokens": 1024, "train_bits_per_byte": 2.6, "val_bits_per_byte": 2.5,
+              "val_tokens": 256}],
+   "val_drop_last_quarter": 0.02,
+   "finetune": {"length": 64, "steps": 8, "tokens": 1024, "fraction_of_pretraining": 0.2,
+                "batch": 2, "lr": 0.001, "rope_type": "yarn", "factor": 4.0}}}})");
+}
+
+TEST(ReportExperiment, FinetunedRowsKeepTheirSettingsAndCurveAtT) {
+  ReportOptions options;
+  options.experiment = std::make_shared<const ExperimentResults>(
+      LoadExperimentResults(WriteResults("exp_finetune", WithFinetunedRow())));
+  const ExperimentResults& r = *options.experiment;
+  const ExperimentScheme* ft = r.Find("rope+yarn+ft");
+  ASSERT_NE(ft, nullptr);
+  ASSERT_TRUE(ft->finetune.has_value());
+  EXPECT_EQ(ft->finetune->length, 64);
+  EXPECT_EQ(ft->finetune->tokens, 1024);
+  EXPECT_EQ(ft->finetune->rope_type, "yarn");
+  EXPECT_EQ(ft->curve_length, 64);
+  EXPECT_FALSE(r.Find("rope")->finetune.has_value());
+  EXPECT_EQ(FinetuneDescription(*ft->finetune),
+            "T = 64, 8 steps of 2 windows, 1,024 tokens (20.0 % of pre-training), yarn x4, peak "
+            "lr 0.001");
+  EXPECT_EQ(FinetunedRatios(&r, "rope"),
+            "; fine-tuned at T = 64: rope+yarn+ft 0.950 (2.470 at 4L)");
+  EXPECT_EQ(FinetunedRatios(&r, "alibi"), "");
+
+  const Section s = ExperimentSection(options);
+  const Chart& curve = BlockAs<Chart>(s, "experiment_training");
+  ASSERT_EQ(curve.records.size(), 1u);  // rope's; the fine-tuned curve is drawn at T
+  const Chart& finetune = BlockAs<Chart>(s, "experiment_finetune");
+  ASSERT_EQ(finetune.records.size(), 2u);  // step 0 included: the scaled model before tuning
+  EXPECT_EQ(finetune.records[1]["length"].get<std::int64_t>(), 64);
+  const Table& table = BlockAs<Table>(s, "experiment_table");
+  ASSERT_EQ(table.rows.size(), 4u);
+  EXPECT_EQ(table.header.back(), "fine-tuning");
+  EXPECT_EQ(table.rows[3][0], "rope+yarn+ft");
+  EXPECT_EQ(table.rows[3][8], "0.0200");  // its own last-quarter drop (of fine-tuning)
+  EXPECT_EQ(table.rows[3][9].rfind("T = 64, 8 steps", 0), 0u) << table.rows[3][9];
+  EXPECT_EQ(table.rows[0][9], "-");
+}
+
+TEST(ReportExperiment, WithoutFinetunedRowsThereIsNoFinetuneFigure) {
+  ReportOptions options;
+  options.experiment = std::make_shared<const ExperimentResults>(
+      LoadExperimentResults(WriteResults("exp_no_finetune", kResults)));
+  const Section s = ExperimentSection(options);
+  for (const auto& b : s.blocks) EXPECT_NE(BlockId(b), "experiment_finetune");
+  EXPECT_EQ(BlockAs<Table>(s, "experiment_table").header.size(), 9u);
+}
+
 TEST(ReportExperiment, QuickRunIsSaidSo) {
   const std::string quick = Edited("\"quick\": false", "\"quick\": true");
   ReportOptions options;

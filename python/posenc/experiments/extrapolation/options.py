@@ -1,9 +1,14 @@
-"""The options of one extrapolation run (defaults = the full run: about 12
-minutes on 2 idle cores, at most 20; cli.QUICK overrides some for --quick)."""
+"""The options of one extrapolation run (defaults = the full run: 15:50
+measured on 2 cores shared with other work (load average 2-3), 11:47 before
+the +ft rows on an idle machine; the 4 x 200 fine-tuning steps of the +ft rows
+took 70 s of it; cli.QUICK overrides some for --quick)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import List, Optional
+
+# Default fine-tuning peak rate relative to --lr (finetune.py says why).
+FINETUNE_LR_RATIO = 0.3
 
 
 @dataclass
@@ -28,3 +33,15 @@ class Options:
     curve_points: int = 16
     speed_check: bool = True
     speed_steps: int = 8        # timed steps per attention and dtype (alternating)
+    # Fine-tuned rows (finetune.py): target length T (None: 4 x train_length),
+    # optimiser steps at T, peak learning rate (None: FINETUNE_LR_RATIO x lr).
+    finetune_length: Optional[int] = None
+    finetune_steps: int = 200
+    finetune_lr: Optional[float] = None
+
+    def resolved_finetune_length(self) -> int:
+        return self.finetune_length or 4 * self.train_length
+
+    def resolved_finetune_lr(self) -> float:
+        return self.finetune_lr if self.finetune_lr is not None else \
+            FINETUNE_LR_RATIO * self.lr

@@ -1,7 +1,8 @@
 """Files of the extrapolation experiment: DIR/results.json and one CSV per
 figure (bits_per_byte.csv: bits/byte against evaluation length;
 loss_by_position.csv: loss against position at the longest length;
-training_curves.csv; summary.csv: the table). Each file is written to a
+training_curves.csv: validation at L against step, the fine-tuned rows' at
+their target length T against fine-tuning step; summary.csv: the table). Each file is written to a
 temporary name beside it and renamed into place, so an interrupted run
 never leaves half a file."""
 from __future__ import annotations
@@ -82,17 +83,24 @@ def write_results(results: Dict[str, Any], directory: str) -> List[str]:
     out["loss_by_position.csv"] = _csv(["scheme", "length", "start", "end", "bits_per_byte",
                                         "tokens"], rows)
     rows = [[name, c["step"], c["tokens"], c["train_bits_per_byte"], c["val_bits_per_byte"],
-             c["val_tokens"]] for name, s in schemes.items() for c in s.get("curve", [])]
+             c["val_tokens"], s.get("curve_length", L), "finetune" if "finetune" in s else "train"]
+            for name, s in schemes.items() for c in s.get("curve", [])]
     out["training_curves.csv"] = _csv(["scheme", "step", "tokens", "train_bits_per_byte",
-                                       "val_bits_per_byte", "val_tokens"], rows)
+                                       "val_bits_per_byte", "val_tokens", "val_length",
+                                       "phase"], rows)
     rows = []
     for name, s in schemes.items():
         by = {r["length"]: r.get("bits_per_byte") for r in s["eval"]}
+        f = s.get("finetune") or {}
         rows.append([name, s["trained_as"], s["params"], s["train_tokens_per_s"],
-                     by.get(L), ratio(s, 4, L), by.get(max(cfg["eval_lengths"]))])
+                     by.get(L), ratio(s, 4, L), by.get(max(cfg["eval_lengths"])),
+                     s.get("val_drop_last_quarter"), f.get("length"), f.get("steps"),
+                     f.get("tokens"), f.get("fraction_of_pretraining")])
     out["summary.csv"] = _csv(["scheme", "trained_as", "params", "train_tokens_per_s",
                                "bits_per_byte_at_train_length", "ratio_4x_over_1x",
-                               "bits_per_byte_at_longest"], rows)
+                               "bits_per_byte_at_longest", "val_drop_last_quarter",
+                               "finetune_length", "finetune_steps", "finetune_tokens",
+                               "finetune_fraction_of_pretraining"], rows)
     paths = []
     for name in FILES:
         _write(p / name, out[name])

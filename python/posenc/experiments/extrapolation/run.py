@@ -1,5 +1,6 @@
 """The extrapolation experiment from start to end: data, one model per scheme
-trained at L, evaluation at every length, results (see __init__.py)."""
+trained at L, evaluation at every length, the training-free and fine-tuned
+RoPE extension rows (finetune.py), results (see __init__.py)."""
 from __future__ import annotations
 
 import datetime
@@ -14,8 +15,10 @@ import torch
 import posenc
 
 from . import data as data_mod
+from . import finetune as ft
 from .errors import ExperimentError
 from .model import TransformerLM
+from .names import FINETUNED, base_of
 from .options import Options
 from .progress import Progress
 from .schemes import EXTENSIONS, NOT_TRAINED, SCHEMES, ModelShape, default_names
@@ -55,7 +58,7 @@ def blas_library() -> str:
         return "unknown"
 
 
-def check_sizes(o: Options, corpus: data_mod.Corpus) -> int:
+def check_sizes(o: Options, corpus: data_mod.Corpus, finetuned: bool = False) -> int:
     """Raises when a split is too small for the configuration; returns the
     test span (predicted bytes shared by every evaluation length)."""
     L = o.train_length
@@ -72,15 +75,23 @@ def check_sizes(o: Options, corpus: data_mod.Corpus) -> int:
         raise ExperimentError(
             f"{where}: the test split has {corpus.test.data.size} bytes, expected at least "
             f"{longest + 1} (one window of the longest --eval-lengths {longest})")
+    if finetuned:
+        T = o.resolved_finetune_length()
+        for split, need in ((corpus.train, T + 2), (corpus.val, T + 1)):
+            if split.data.size < need:
+                name = "train" if split is corpus.train else "validation"
+                raise ExperimentError(
+                    f"--finetune-length: got {T}, but the {name} split has {split.data.size} "
+                    f"bytes, expected at least {need} (one window of T for the +ft rows)")
     return span
 
 
-def work_units(o: Options, trained: List[str], rows: int) -> float:
+def work_units(o: Options, trained: List[str], rows: int, finetuned: int = 0) -> float:
     L = o.train_length
     train = 3.0 * o.steps * o.batch * L * len(trained)
     val = (o.curve_points + 1) * o.val_tokens * len(trained)
-    evals = rows * sum(o.eval_tokens * (1 + n / (4 * L)) for n in o.eval_lengths)
-    return train + val + evals
+    evals = (rows + finetuned) * sum(o.eval_tokens * (1 + n / (4 * L)) for n in o.eval_lengths)
+    return train + val + evals + ft.work_units(o, finetuned)
 
 
 def speed_check(o: Options, shape: ModelShape, train_data: np.ndarray,
@@ -148,14 +159,14 @@ def run(o: Options, progress: Optional[Progress] = None,
     corpus = corpus or data_mod.load_corpus(o.corpus)
     if o.schemes is None:
         o.schemes = default_names()
-    span = check_sizes(o, corpus)
+    finetuned = [f for f in FINETUNED if f in o.schemes]
+    span = check_sizes(o, corpus, bool(finetuned))
     L = o.train_length
     shape = ModelShape(o.dim, o.heads, o.layers, L)
-    trained = [n for n in SCHEMES if n in o.schemes or
-               any(EXTENSIONS.get(e, ("",))[0] == n for e in o.schemes)]
+    trained = [n for n in SCHEMES if any(base_of(s) == n for s in o.schemes)]
     extensions = [e for e in EXTENSIONS if e in o.schemes]
     progress = progress or Progress(0)
-    progress.total = work_units(o, trained, len(trained) + len(extensions))
+    progress.total = work_units(o, trained, len(trained) + len(extensions), len(finetuned))
     progress.line(f"corpus: {corpus.description}; split (documents / bytes): "
                   + ", ".join(f"{k} {v['documents']} / {v['bytes']:,}"
                               for k, v in corpus.summary().items() if isinstance(v, dict)))
@@ -163,6 +174,7 @@ def run(o: Options, progress: Optional[Progress] = None,
     val_span = data_mod.eval_span(corpus.val.data, L, o.val_tokens)
     val_windows = data_mod.windows(corpus.val.data, L, max(val_span, L))
     offsets = draw_offsets(corpus.train.data.size, L, o.steps, o.batch, o.seed)
+    plan = ft.make_plan(o, corpus) if finetuned else None
     speed = speed_check(o, shape, corpus.train.data, progress) if o.speed_check else []
 
     def config_of(complete: bool) -> Dict[str, Any]:
@@ -173,7 +185,15 @@ def run(o: Options, progress: Optional[Progress] = None,
             "batch": o.batch, "lr": o.lr, "dtype": o.dtype, "seed": o.seed, "threads": o.threads,
             "posenc_threads": posenc_threads, "eval_tokens": span,
             "val_tokens": int(val_windows.shape[0] * L),
-            "tokens_per_scheme": o.steps * o.batch * L, "seconds": time.monotonic() - started,
+            "tokens_per_scheme": o.steps * o.batch * L,
+            "finetune": None if plan is None else {
+                "length": plan.length, "steps": plan.steps, "batch": plan.batch,
+                "lr": plan.lr, "tokens": plan.tokens,
+                "fraction_of_pretraining": plan.tokens / plan.pretraining_tokens,
+                "offsets_seed": o.seed + 1, "val_tokens": int(plan.val_windows.shape[0]
+                                                              * plan.length),
+                "rows": finetuned},
+            "seconds": time.monotonic() - started,
             "load_average": {"before": load_before[0], "after": os.getloadavg()[0]},
             "not_trained": {k: v for k, v in NOT_TRAINED.items()},
             "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
@@ -211,11 +231,12 @@ def run(o: Options, progress: Optional[Progress] = None,
             continue
         progress.line(f"{name}: {result.tokens_per_s:,.0f} training tokens/s "
                       f"({result.seconds:.0f} s)")
+        weights = ft.snapshot(model) if plan is not None and name == "rope" else None
         rows, longest = evaluate_all(model, test_windows, o, progress, name)
         entry = scheme_entry(name, name, counts, result.tokens_per_s, rows, longest)
         entry.update({"adds": SCHEMES[name].adds, "attention": SCHEMES[name].attention,
                       "train_seconds": result.seconds, "curve": result.curve,
-                      "val_bits_per_byte": result.curve[-1]["val_bits_per_byte"],
+                      "curve_length": L, "val_bits_per_byte": result.curve[-1]["val_bits_per_byte"],
                       "val_drop_last_quarter": last_quarter_drop(result.curve)})
         # The same validation windows through the evaluation path (other batching).
         recheck = evaluate(model, val_windows, 4 * o.batch * L + L, o.dtype)
@@ -232,10 +253,56 @@ def run(o: Options, progress: Optional[Progress] = None,
                               "original_max_position_embeddings": L}
             schemes[ext] = e
             model.position.extension = None
+        if weights is not None and plan is not None:
+            for row in finetuned:
+                schemes[row] = finetune_row(row, weights, shape, plan, o, corpus, test_windows,
+                                            counts, progress)
         if on_scheme is not None:
             on_scheme({"config": config_of(False), "schemes": schemes})
     progress.finish()
     return {"config": config_of(True), "schemes": schemes}
+
+
+def finetune_row(name: str, weights: Dict[str, Any], shape: ModelShape, plan: ft.FinetunePlan,
+                 o: Options, corpus: data_mod.Corpus, test_windows: Dict[int, np.ndarray],
+                 counts: Dict[str, int], progress: Progress) -> Dict[str, Any]:
+    """One fine-tuned row: the trained rope weights trained on at T with the
+    row's fixed scaling (finetune.py), then evaluated at every length."""
+    model = ft.build(shape, weights, name, plan, o.seed)
+    L, T = o.train_length, plan.length
+    share = (1 + T / (4 * L)) / 1.25
+    units_per_step = 3.0 * plan.batch * T * share
+    val_units = plan.val_windows.shape[0] * T * share
+    progress.line(f"{name}: fine-tuning the trained rope model at T = {T} "
+                  f"({FINETUNED[name][1] or 'plain RoPE, no'} scaling"
+                  f"{'' if FINETUNED[name][1] is None else f', factor {plan.factor:g}'}), "
+                  f"{plan.steps} steps of {plan.batch} windows, peak lr {plan.lr:g}")
+
+    def on_step(step: int, point: Optional[Dict[str, Any]]) -> None:
+        progress.advance(units_per_step + (val_units if point else 0),
+                         f"{name} step {step}/{plan.steps}")
+        if point is not None:
+            progress.line(f"{name} step {step}/{plan.steps}: train "
+                          f"{point['train_bits_per_byte']:.4f}, validation at {T} "
+                          f"{point['val_bits_per_byte']:.4f} bits/byte")
+    try:
+        result = ft.finetune(model, plan, corpus.train.data, o.dtype, on_step)
+    except FloatingPointError as e:
+        progress.line(f"{name}: {e}")
+        rows = [{"length": n, "bits_per_byte": None, "tokens": 0, "error": str(e)}
+                for n in o.eval_lengths]
+        entry = scheme_entry(name, "rope", counts, 0.0, rows, None)
+        entry["finetune"] = ft.record(name, plan, None)
+        return entry
+    progress.line(f"{name}: {result.tokens_per_s:,.0f} fine-tuning tokens/s at {T} "
+                  f"({result.seconds:.0f} s)")
+    rows, longest = evaluate_all(model, test_windows, o, progress, name)
+    entry = scheme_entry(name, "rope", counts, result.tokens_per_s, rows, longest)
+    entry.update({"finetune": ft.record(name, plan, result), "train_seconds": result.seconds,
+                  "curve": result.curve, "curve_length": T,
+                  "val_bits_per_byte": result.curve[-1]["val_bits_per_byte"],
+                  "val_drop_last_quarter": last_quarter_drop(result.curve)})
+    return entry
 
 
 def scheme_entry(name: str, trained_as: str, counts: Dict[str, int], tok_s: float,

@@ -21,6 +21,12 @@ scaling code through posenc.rope_config with a dict config, factor = eval
 length / train length, original length = train length (HF semantics: the
 dynamic base at seq_len = factor * L is theta * (factor^2 - factor + 1)^(d/(d-2))).
 
+Context extension with fine-tuning (finetune.py): the rows rope+ft (plain
+RoPE), rope+pi+ft (linear), rope+ntk+ft (static NTK-aware base, rope_type
+ntk) and rope+yarn+ft (yarn) copy the trained rope weights and train on at a
+target length T with a FIXED scaling (Rope.fixed: factor T / L, original
+length L) that also holds at every evaluation length.
+
 fire is in the table now and runs wherever posenc.torch has FIRE (its
 `available` check); without it, it is left out of the default list and
 `--schemes fire` says what is missing. transformer_xl and deberta are not
@@ -40,7 +46,7 @@ from torch import nn
 import posenc
 import posenc.torch as pt
 
-from .names import EXTENSIONS, TRAINED
+from .names import EXTENSIONS, FINETUNED, TRAINED
 
 T5_BUCKETS = 32
 T5_MAX_DISTANCE = 128
@@ -100,14 +106,18 @@ class Learned(Positional):
 
 class Rope(Positional):
     """RoPE inside the fused kernel. `extension` (None, "linear", "dynamic",
-    "yarn") switches the frequencies for evaluation past the train length."""
+    "yarn") switches the frequencies for evaluation past the train length
+    (factor = evaluation length / L, never below 1); `fixed` = (rope_type,
+    factor) holds one scaling at every length instead (the fine-tuned rows:
+    factor T / L). Both keep original_max_position_embeddings = L."""
 
     attention_scheme = "rope"
 
     def __init__(self, shape: ModelShape) -> None:
         super().__init__(shape)
         self.extension: Optional[str] = None
-        self._cache: Dict[Tuple[Optional[str], int], Tuple[torch.Tensor, float]] = {}
+        self.fixed: Optional[Tuple[str, float]] = None
+        self._cache: Dict[Tuple[Any, ...], Tuple[torch.Tensor, float]] = {}
 
     def config(self, length: int) -> Dict[str, Any]:
         """The HF-style config dict given to posenc.rope_config."""
@@ -115,14 +125,22 @@ class Rope(Positional):
                                "num_attention_heads": self.shape.heads,
                                "rope_theta": ROPE_THETA,
                                "max_position_embeddings": self.shape.train_length}
-        if self.extension is not None:
+        if self.fixed is not None and self.extension is not None:
+            raise ValueError("Rope: set `extension` or `fixed`, not both")
+        if self.fixed is not None:
+            rope_type, factor = self.fixed
+            cfg["max_position_embeddings"] = int(round(factor * self.shape.train_length))
+            cfg["rope_scaling"] = {"rope_type": rope_type, "factor": float(factor),
+                                   "original_max_position_embeddings": self.shape.train_length}
+        elif self.extension is not None:
             factor = max(1.0, length / self.shape.train_length)
             cfg["rope_scaling"] = {"rope_type": self.extension, "factor": factor,
                                    "original_max_position_embeddings": self.shape.train_length}
         return cfg
 
     def frequencies(self, length: int) -> Tuple[torch.Tensor, float]:
-        key = (self.extension, length)
+        # A fixed scaling does not depend on the length: one entry for all.
+        key = ("fixed", self.fixed) if self.fixed is not None else (self.extension, length)
         if key not in self._cache:
             info = posenc.rope_config(self.config(length), length, numerics="accurate")
             self._cache[key] = (torch.from_numpy(info["inv_freq"]),
@@ -213,6 +231,7 @@ NOT_TRAINED = {"transformer_xl": "no fused kernel (posenc.torch.attention would 
 
 
 def default_names() -> List[str]:
-    """Every available trained scheme followed by the rope extension rows."""
+    """Every available trained scheme followed by the rope extension rows
+    (training-free, then fine-tuned)."""
     names = [n for n, s in SCHEMES.items() if s.available()]
-    return names + (list(EXTENSIONS) if "rope" in names else [])
+    return names + (list(EXTENSIONS) + list(FINETUNED) if "rope" in names else [])
