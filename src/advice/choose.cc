@@ -147,6 +147,10 @@ json Measured(const std::string& source, const std::string& field, json value) {
   return {{"source", source}, {"field", field}, {"value", std::move(value)}};
 }
 json Citation(const std::string& text) { return {{"citation", text}}; }
+// Evidence of an absence: the evidence file's field that holds no entry for it.
+json Absent(const std::string& field, const std::string& what) {
+  return Measured("docs/evidence/choose.json", field, "no entry for " + what);
+}
 
 struct Resolved {
   ModelArchitecture architecture = ModelArchitecture::kDecoder;
@@ -229,7 +233,8 @@ void ApplyEngines(Candidate& c, const json& evidence, const std::string& feature
                   const Resolved& o) {
   const json& support = evidence["support"];
   if (!support.contains(feature)) {
-    c.Cap("engine support of '" + feature + "' not recorded", "not measured");
+    c.Cap("engine support of '" + feature + "' not recorded",
+          Absent("support", "'" + feature + "'"));
     return;
   }
   const json& cells = support[feature];
@@ -522,13 +527,14 @@ Candidate LiteratureCandidate(const json& entry, int order, const json& evidence
   }
   if (o.architecture != ModelArchitecture::kDecoder) {
     c.Reason("not measured: posenc's experiment trains decoder-only language models",
-             "not measured");
+             Absent("runs[].rows",
+                    "a '" + std::string(ModelArchitectureName(o.architecture)) + "' model"));
   }
   // A table with rows only up to L cannot serve positions past it (measured:
   // the experiment's learned row), whatever the architecture.
   if (c.scheme == "learned" && m > 1.0 + 1e-9) {
     const json& rows = evidence["runs"][0]["rows"];
-    json ev = "not measured";
+    json ev = Absent("runs[0].rows", "'learned'");
     std::string err = "positions past its rows are errors";
     if (rows.contains("learned")) {
       for (const auto& [len, e] : rows["learned"]["eval"].items()) {
@@ -658,7 +664,7 @@ std::string ChooseEncodingJson(const ChooseRequest& request, const std::string& 
       keep.order = 1000;
       keep.Reason("the model's current scaling (" + o.from->rope_type +
                       "); not measured: the experiment has no row for it",
-                  "not measured");
+                  Absent("runs[].rows", "'rope+" + o.from->rope_type + "'"));
       keep.config = {{"change", "none"}};
       ApplyEngines(keep, evidence, "rope:" + o.from->rope_type, o);
       cs.push_back(std::move(keep));
@@ -684,7 +690,7 @@ std::string ChooseEncodingJson(const ChooseRequest& request, const std::string& 
     Candidate none;
     none.scheme = o.from->scheme;
     none.Reason("not measured: posenc's experiment has no row for a '" + o.from->scheme + "' model",
-                "not measured");
+                Absent("runs[].rows", "'" + o.from->scheme + "'"));
     cs.push_back(std::move(none));
   }
   Rank(cs);
