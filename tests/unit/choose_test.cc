@@ -284,29 +284,6 @@ TEST(Choose, FromAnExistingModelGivesTheCheckedChange) {
   EXPECT_EQ(ntk["merge_patch"]["max_position_embeddings"], 32768);
 }
 
-// Builds a config.json from a golden rope_init case (as model_config_test does).
-std::string CaseConfig(const json& c, bool legacy) {
-  const json& cfg = c["config"];
-  json out = {{"hidden_size", cfg["hidden_size"]},
-              {"num_attention_heads", cfg["num_attention_heads"]},
-              {"head_dim", cfg["head_dim"]},
-              {"max_position_embeddings", cfg["max_position_embeddings"]}};
-  if (!cfg["original_max_position_embeddings_top_level"].is_null()) {
-    out["original_max_position_embeddings"] = cfg["original_max_position_embeddings_top_level"];
-  }
-  json rope = cfg["rope_parameters_input"];
-  if (legacy) {
-    out["rope_theta"] = rope["rope_theta"];
-    rope.erase("rope_theta");
-    rope["type"] = rope["rope_type"];
-    rope.erase("rope_type");
-    out["rope_scaling"] = rope;
-  } else {
-    out["rope_parameters"] = rope;
-  }
-  return out.dump();
-}
-
 // Every candidate's change, applied to the file, loads and gives what the
 // answer says it checked.
 void ExpectChangesLoad(const json& answer, const std::string& original, const std::string& name,
@@ -336,7 +313,7 @@ TEST(Choose, EveryGoldenConfigRoundTripsThroughTheLoader) {
   int n = 0;
   for (const json& c : test::Golden("rope_init.json")["cases"]) {
     for (bool legacy : {false, true}) {
-      const std::string text = CaseConfig(c, legacy);
+      const std::string text = test::GoldenCaseConfig(c, legacy);
       const std::string path = Write(c["name"].get<std::string>() + ".json", text);
       ChooseRequest r;
       r.from = path;

@@ -28,29 +28,7 @@ double MaxRelErr(const std::vector<double>& got, const std::vector<double>& want
   return worst;
 }
 
-// A config.json for a fixture case; `legacy` writes rope_scaling with the
-// theta at the top level, as older configs do.
-std::string CaseConfig(const json& c, bool legacy) {
-  const json& cfg = c["config"];
-  json out = {{"hidden_size", cfg["hidden_size"]},
-              {"num_attention_heads", cfg["num_attention_heads"]},
-              {"head_dim", cfg["head_dim"]},
-              {"max_position_embeddings", cfg["max_position_embeddings"]}};
-  if (!cfg["original_max_position_embeddings_top_level"].is_null()) {
-    out["original_max_position_embeddings"] = cfg["original_max_position_embeddings_top_level"];
-  }
-  json rope = cfg["rope_parameters_input"];
-  if (legacy) {
-    out["rope_theta"] = rope["rope_theta"];
-    rope.erase("rope_theta");
-    rope["type"] = rope["rope_type"];
-    rope.erase("rope_type");
-    out["rope_scaling"] = rope;
-  } else {
-    out["rope_parameters"] = rope;
-  }
-  return out.dump();
-}
+std::string CaseConfig(const json& c, bool legacy) { return test::GoldenCaseConfig(c, legacy); }
 
 TEST(ModelConfigGolden, EveryCaseThroughTheLoaderBothSchemas) {
   int n = 0;

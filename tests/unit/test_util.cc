@@ -113,6 +113,29 @@ TempDirs& Made() {
 
 }  // namespace
 
+std::string GoldenCaseConfig(const nlohmann::json& c, bool legacy) {
+  using nlohmann::json;
+  const json& cfg = c["config"];
+  json out = {{"hidden_size", cfg["hidden_size"]},
+              {"num_attention_heads", cfg["num_attention_heads"]},
+              {"head_dim", cfg["head_dim"]},
+              {"max_position_embeddings", cfg["max_position_embeddings"]}};
+  if (!cfg["original_max_position_embeddings_top_level"].is_null()) {
+    out["original_max_position_embeddings"] = cfg["original_max_position_embeddings_top_level"];
+  }
+  json rope = cfg["rope_parameters_input"];
+  if (legacy) {
+    out["rope_theta"] = rope["rope_theta"];
+    rope.erase("rope_theta");
+    rope["type"] = rope["rope_type"];
+    rope.erase("rope_type");
+    out["rope_scaling"] = rope;
+  } else {
+    out["rope_parameters"] = rope;
+  }
+  return out.dump();
+}
+
 std::string TempDir(const std::string& name) {
   namespace fs = std::filesystem;
   const fs::path dir =

@@ -16,6 +16,10 @@ namespace posenc::test {
 // Parses tests/golden/NAME (e.g. "rope_init.json").
 const nlohmann::json& Golden(const std::string& name);
 
+// A config.json (text) for a tests/golden/rope_init.json case; `legacy`
+// writes rope_scaling with the theta at the top level, as older configs do.
+std::string GoldenCaseConfig(const nlohmann::json& golden_case, bool legacy);
+
 // Absolute path of a file in the source tree (e.g. "examples/configs/x.json").
 std::string SourcePath(const std::string& relative);
 
