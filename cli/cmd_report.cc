@@ -40,6 +40,12 @@ void RunReport(const ReportArgs& args) {
   if (!args.experiment.empty()) {
     options.experiment = std::make_shared<const report::ExperimentResults>(
         report::LoadExperimentResults(args.experiment));
+  } else if (const std::string dir = report::DefaultExperimentDir();
+             std::filesystem::is_regular_file(std::filesystem::path(dir) / "results.json")) {
+    // The committed run: section "Train short, test long" is never empty.
+    options.experiment =
+        std::make_shared<const report::ExperimentResults>(report::LoadExperimentResults(dir));
+    options.experiment_is_default = true;
   }
   // Load the chart library first: a missing npm install fails before the work.
   const report::ChartLibrary library = report::LoadChartLibrary();
@@ -72,7 +78,8 @@ void RegisterReportCommand(CLI::App& app) {
   cmd->add_flag("--quick", args->quick, "Smaller figures (a few seconds; for tests)");
   cmd->add_option("--experiment", args->experiment,
                   "Folder of `posenc experiment extrapolation` results (section \"Train short, "
-                  "test long\" and the comparison table's measured column)");
+                  "test long\" and the comparison table's measured column; default: the "
+                  "committed run, docs/experiments/extrapolation)");
   cmd->add_option("--threads", args->threads, "Threads of the posenc::Context")
       ->capture_default_str();
   cmd->callback([args] { RunReport(*args); });

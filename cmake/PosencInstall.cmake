@@ -2,7 +2,8 @@
 # the static library (posenc::posenc) and the shared one (posenc::shared, with
 # the C API), the CMake package, posenc.pc for pkg-config, the CLI and what it
 # reads at run time (share/posenc/: the report's chart library, example
-# configs and the bench baselines, found relative to the executable).
+# configs, the committed extrapolation run and the bench baselines, found
+# relative to the executable).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -58,6 +59,10 @@ if(TARGET posenc_cli)
   # The evidence base of `posenc choose` (cli/choose_text.h).
   install(FILES ${PROJECT_SOURCE_DIR}/docs/evidence/choose.json
           DESTINATION ${POSENC_DATADIR}/evidence)
+  # The committed extrapolation run `posenc report` shows by default
+  # (cli/report/html.h DefaultExperimentDir; the report reads results.json).
+  install(FILES ${PROJECT_SOURCE_DIR}/docs/experiments/extrapolation/results.json
+          DESTINATION ${POSENC_DATADIR}/experiments/extrapolation)
   # `posenc bench`'s PyTorch baselines (cli/bench_common.h).
   install(FILES ${PROJECT_SOURCE_DIR}/bench/torch_baseline.py
                 ${PROJECT_SOURCE_DIR}/bench/torch_attention.py

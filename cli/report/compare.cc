@@ -89,6 +89,7 @@ MethodMeasure MeasureLearned(const CompareSetup& s) {
   const LearnedTable table = LearnedTable::RandomNormal(init);
   m.extra_params = table.max_positions() * table.dim();
   const std::int64_t rows = std::min(s.length, table.max_positions());
+  if (rows != s.length) m.length = rows;  // the table has no row past max_positions
   std::vector<double> values(table.values().begin(), table.values().begin() + rows * table.dim());
   m.max_abs_at_l = MaxAbs(values);
   m.max_abs_at_4l = MaxAbs(std::vector<double>(table.values().begin(), table.values().end()));
@@ -109,10 +110,10 @@ MethodMeasure MeasureLearned(const CompareSetup& s) {
                  TensorView::Contiguous(out.data(), DType::kFloat32, {1, table.dim()}));
     m.past_end = PastEnd::kContinues;
     m.past_end_detail = "lookup past the end succeeded";
-  } catch (const InvalidArgument& e) {
-    m.past_end = PastEnd::kErrors;
+  } catch (const InvalidArgument&) {
+    m.past_end = PastEnd::kErrors;  // the message itself is quoted once, in section 3
     m.past_end_detail = std::string("position ") + std::to_string(table.max_positions()) +
-                        ": InvalidArgument (\"" + e.what() + "\")";
+                        ": InvalidArgument (quoted in section 3)";
   }
   m.attention_bytes = 0;
   m.memory_note = "none (the table is added before attention)";
@@ -286,12 +287,13 @@ Section CompareSection(const ReportOptions& options) {
       fmt::format("bounded: max |value| at L = {} / 4L", setup.length),
       fmt::format("unique: min distance between codes (L = {})", setup.length),
       "relative: score change under a common shift",
-      "past the trained length",
+      "defined past the trained length? (not whether it works there: see the next column)",
+      "works past the trained length? bits/byte at 4× train length ÷ at train length "
+      "(measured in trained models, section 9)",
       fmt::format("extra memory in attention at S = {}", setup.shape.seq),
-      "speed (ns/token, 1 thread, this machine)",
-      "used in",
-      "bits/byte at 4× train length ÷ at train length (measured: posenc experiment "
-      "extrapolation)"};
+      "speed (ns/token, 1 thread, this machine; not one shape: see each cell, and section 11 "
+      "for costs on one shape in one unit)",
+      "used in"};
   // Comparison-table method -> experiment scheme, and why a method is not trained there.
   const std::map<std::string, std::pair<std::string, std::string>> experiment_names = {
       {"sinusoidal", {"sinusoidal", ""}},
@@ -311,22 +313,30 @@ Section CompareSection(const ReportOptions& options) {
         {m.method, m.enters,
          m.params_note.empty() ? Thousands(m.extra_params)
                                : fmt::format("{} ({})", Thousands(m.extra_params), m.params_note),
-         fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)", Sci(m.max_abs_at_l),
-                     Sci(m.max_abs_at_4l)),
+         m.length > 0
+             ? fmt::format("yes (a finite table): {} over its {} rows; no row past them",
+                           Sci(m.max_abs_at_l), m.length)
+             : fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)",
+                           Sci(m.max_abs_at_l), Sci(m.max_abs_at_4l)),
          m.min_code_distance >= 0
-             ? fmt::format("yes: {}", Sci(m.min_code_distance))
+             ? fmt::format("yes: {}{}", Sci(m.min_code_distance),
+                           m.length > 0 ? fmt::format(" (L = {}, its rows)", m.length) : "")
              : fmt::format("distances only: {} distinct values over |i - j| < L",
                            m.distinct_distances),
          fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute",
                      Sci(m.shift_change)),
          PastEndName(m.past_end) + ": " + m.past_end_detail,
-         fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
-         fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in,
          experiment_names.count(m.method)
              ? RatioCell(options.experiment.get(), experiment_names.at(m.method).first,
                          experiment_names.at(m.method).second) +
                    FinetunedRatios(options.experiment.get(), experiment_names.at(m.method).first)
-             : "-"});
+             : "-",
+         fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
+         fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in});
+    std::vector<std::string> links(t.rows.back().size());
+    links[8] = "#fig-choose_cost";  // costs on one shape, in one unit
+    if (experiment_names.count(m.method)) links[7] = "#experiment";
+    t.links.push_back(std::move(links));
     s.summary.push_back(fmt::format(
         "{}: bounded {}, min code distance {}, shift change {}, past end {}", m.method,
         m.bounded ? "yes" : "no", m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",

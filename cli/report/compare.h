@@ -26,6 +26,7 @@ struct MethodMeasure {
   std::int64_t extra_params = 0;         // for shape.layers layers of shape.hidden
   double max_abs_at_l = 0.0;             // max |positional term| for positions/distances < L
   double max_abs_at_4l = 0.0;            // ... < 4L (learned: the whole table)
+  std::int64_t length = 0;               // L of these cells when not the setup's (learned: rows)
   bool bounded = false;                  // max_abs_at_4l <= max_abs_at_l * (1 + 1e-9)
   double min_code_distance = -1.0;       // absolute methods; -1 for relative ones
   std::int64_t distinct_distances = -1;  // relative methods; -1 for absolute ones

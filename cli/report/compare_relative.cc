@@ -16,6 +16,7 @@
 #include "posenc/shaw.h"
 #include "posenc/t5.h"
 #include "posenc/transformer_xl.h"
+#include "sections.h"
 
 namespace posenc::report {
 namespace {
@@ -98,7 +99,8 @@ MethodMeasure MeasureShaw(const CompareSetup& s) {
   MethodMeasure m;
   m.method = "Shaw";
   m.enters = "scores and values (q . a^K[clip(j - i)] in the logit, a^V added to v_j)";
-  ShawParams p;  // clip 16
+  ShawParams p;
+  p.clip = kShawClip;  // the report's one k (section 6)
   p.head_dim = s.shape.hidden / s.shape.heads;
   const std::int64_t rows = p.TableRows(), d = p.head_dim;
   m.extra_params = 2 * rows * d * s.shape.layers;

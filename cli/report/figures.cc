@@ -11,6 +11,7 @@
 #include "posenc/error.h"
 #include "posenc/positions.h"
 #include "posenc/shaw.h"
+#include "posenc/sinusoidal.h"
 #include "posenc/t5.h"
 #include "posenc/transformer_xl.h"
 
@@ -108,8 +109,8 @@ std::string LearnedPastEndMessage(const LearnedTable& table) {
 
 const std::vector<PositionScheme::Kind>& AttentionMapKinds() {
   using K = PositionScheme::Kind;
-  static const std::vector<K> kinds = {K::kNone, K::kRope,          K::kAlibi,  K::kT5,
-                                       K::kShaw, K::kTransformerXL, K::kDeBERTa};
+  static const std::vector<K> kinds = {K::kNone, K::kAbsolute, K::kRope,          K::kAlibi,
+                                       K::kT5,   K::kShaw,     K::kTransformerXL, K::kDeBERTa};
   return kinds;
 }
 
@@ -130,9 +131,22 @@ std::vector<double> AttentionMap(PositionScheme::Kind kind, const AttentionMapSe
   using K = PositionScheme::Kind;
   switch (kind) {
     case K::kNone:
-    case K::kAbsolute:
       params.scheme = PositionScheme::None();
       break;
+    case K::kAbsolute: {
+      // Sinusoidal absolute codes added to q and k (the identity projection of
+      // x + PE): the score gains PE(i).PE(j) and the cross terms.
+      SinusoidalParams sp;
+      sp.dim = d;
+      std::vector<double> pe(static_cast<std::size_t>(n * d));
+      SinusoidalTable(sp, 0, n, TensorView::Contiguous(pe.data(), DType::kFloat64, {n, d}));
+      for (std::size_t at = 0; at < pe.size(); ++at) {
+        q[at] += pe[at];
+        k[at] += pe[at];
+      }
+      params.scheme = PositionScheme::None();
+      break;
+    }
     case K::kRope: {
       RopeParams rp;
       rp.head_dim = d;

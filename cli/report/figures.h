@@ -47,7 +47,8 @@ struct AttentionMapSetup {
   double alibi_slope = 0.5;  // head 1 of 8 in the reference slopes
   std::int64_t shaw_clip = 4;
 };
-// kNone, kRope, kAlibi, kT5, kShaw, kTransformerXL, kDeBERTa (the order drawn).
+// kNone, kAbsolute (sinusoidal PE(i) added to q_i and k_i), kRope, kAlibi,
+// kT5, kShaw, kTransformerXL, kDeBERTa (the order drawn: 8 panels).
 const std::vector<PositionScheme::Kind>& AttentionMapKinds();
 std::vector<double> AttentionMap(PositionScheme::Kind kind, const AttentionMapSetup& setup);
 

@@ -12,6 +12,7 @@
 
 #include "assets.h"
 #include "atomic_file.h"
+#include "experiment.h"
 #include "posenc/error.h"
 
 #if !defined(POSENC_NODE_MODULES_DIR) || !defined(POSENC_EXAMPLES_DIR)
@@ -287,6 +288,13 @@ std::string EvidencePath() {
     return installed + "/choose.json";
   }
   return std::string(POSENC_SOURCE_DIR_FOR_REPORT) + "/docs/evidence/choose.json";
+}
+
+std::string DefaultExperimentDir() {
+  if (std::string installed = InstalledData("experiments/extrapolation"); !installed.empty()) {
+    return installed;
+  }
+  return RepositoryExperimentDir();
 }
 
 std::string ExamplesDir() {

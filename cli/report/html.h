@@ -36,6 +36,11 @@ std::string ExamplesDir();
 // docs/evidence/choose.json.
 std::string EvidencePath();
 
+// The committed extrapolation run the report uses without --experiment:
+// PREFIX/share/posenc/experiments/extrapolation beside an installed
+// executable, else the source tree's docs/experiments/extrapolation.
+std::string DefaultExperimentDir();
+
 // Reads the bundles; throws posenc::IoError naming the missing file and
 // saying to run scripts/setup.sh.
 ChartLibrary LoadChartLibrary();

@@ -95,7 +95,7 @@ std::string PastEndName(PastEnd p) {
     case PastEnd::kErrors:
       return "errors";
     case PastEnd::kExtrapolates:
-      return "extrapolates";
+      return "defined, values unseen in training";
     case PastEnd::kSaturates:
       return "saturates";
     case PastEnd::kInterpolates:

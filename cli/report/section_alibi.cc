@@ -43,13 +43,20 @@ Chart SlopesFigure(std::vector<std::string>& summary) {
                                            {"type", "quantitative"},
                                            {"title", "log2 slope"},
                                            {"format", ".4~g"}});
+  // Heads 1-8 coincide: a thick 8-head line under a thin 12-head one keeps both visible.
+  c.spec["encoding"]["strokeWidth"] = {
+      {"field", "heads"},
+      {"type", "nominal"},
+      {"scale", {{"domain", {"8 heads", "12 heads"}}, {"range", {6, 1.6}}}},
+      {"legend", nullptr}};
   std::string extra;
   for (std::size_t h = 8; h < s12.size(); ++h)
     extra += fmt::format("{}2^{:g}", extra.empty() ? "" : ", ", std::log2(s12[h]));
   c.caption = fmt::format(
       "8 heads: m_h = 2^(-8h/8) = 2^-{:g} ... 2^{:g}, a geometric series. 12 is not a power of "
       "two: heads 1-8 take the 8-head series and heads 9-12 every other slope of the 16-head "
-      "series ({}), so the slopes interleave instead of continuing the series.",
+      "series ({}), so the slopes interleave instead of continuing the series. Heads 1-8 of "
+      "both series coincide: the thin 12-head line runs on top of the thick 8-head one.",
       -std::log2(s8.front()), std::log2(s8.back()), extra);
   summary.push_back(fmt::format("ALiBi: 8 heads slopes 2^{:g}..2^{:g}; 12 heads add {}",
                                 std::log2(s8.front()), std::log2(s8.back()), extra));

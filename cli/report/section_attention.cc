@@ -2,9 +2,10 @@
 //
 // One input (deterministic random q, k, v: 32 tokens, head dim 32, one head,
 // causal mask) run through posenc::AttentionReference with the schemes none,
-// rope, alibi, t5, shaw, transformer_xl and deberta (figures.h
-// AttentionMap); the probability matrices are drawn side by side as small
-// multiples on a shared colour scale.
+// sinusoidal (PE added to q and k), rope, alibi, t5, shaw, transformer_xl and
+// deberta (figures.h AttentionMap); the eight probability matrices are drawn
+// side by side as small multiples (4 x 2, no empty panel) on a shared colour
+// scale, the caption saying what each panel shows.
 #include <algorithm>
 #include <cmath>
 
@@ -16,6 +17,42 @@
 #include "sections.h"
 
 namespace posenc::report {
+namespace {
+
+// The panel's name: the scheme kind, "sinusoidal" for the absolute panel.
+std::string PanelName(PositionScheme::Kind kind) {
+  return kind == PositionScheme::Kind::kAbsolute ? "sinusoidal"
+                                                 : std::string(PositionSchemeKindName(kind));
+}
+
+// The one thing each panel shows.
+std::string Takeaway(PositionScheme::Kind kind) {
+  using K = PositionScheme::Kind;
+  switch (kind) {
+    case K::kNone:
+      return "no position: the map is the content scores alone, the reference";
+    case K::kAbsolute:
+      return "PE(i) added to q_i and k_i: PE(i).PE(j) is largest near the diagonal, so nearby "
+             "keys gain weight";
+    case K::kRope:
+      return "q and k rotated: the same content scores, re-weighted by the distance i - j "
+             "only";
+    case K::kAlibi:
+      return "a linear penalty on distance: rows concentrate on the last few keys";
+    case K::kT5:
+      return "one learned scalar per bucket: far keys share a bucket and a bias";
+    case K::kShaw:
+      return "q . a^K[clip(j - i)]: every key beyond k of the query gets the same term";
+    case K::kTransformerXL:
+      return "q . W_R R_(i-j) plus global biases u, v: a sinusoidal distance term, projected";
+    case K::kDeBERTa:
+      return "content-to-position and position-to-content terms over log buckets";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
 
 Section AttentionSection(const ReportOptions&) {
   const AttentionMapSetup setup;
@@ -27,7 +64,7 @@ Section AttentionSection(const ReportOptions&) {
   style.size = 170;
   style.axis_values = {0, 8, 16, 24, 31};
   for (PositionScheme::Kind kind : AttentionMapKinds()) {
-    style.facet_order.emplace_back(PositionSchemeKindName(kind));
+    style.facet_order.emplace_back(PanelName(kind));
   }
   Chart c = MakeChart(
       "attention_maps",
@@ -37,10 +74,10 @@ Section AttentionSection(const ReportOptions&) {
   // Row 0 always holds a 1: a square-root colour scale keeps the rest visible.
   c.spec["spec"]["encoding"]["color"]["scale"]["type"] = "sqrt";
   const auto none = AttentionMap(PositionScheme::Kind::kNone, setup);
-  std::string diag;
+  std::string diag, takeaways;
   for (PositionScheme::Kind kind : AttentionMapKinds()) {
     const auto p = kind == PositionScheme::Kind::kNone ? none : AttentionMap(kind, setup);
-    const std::string name(PositionSchemeKindName(kind));
+    const std::string name = PanelName(kind);
     double mean_diag = 0.0, change = 0.0;
     for (std::int64_t i = 0; i < setup.tokens; ++i) {
       mean_diag +=
@@ -53,13 +90,15 @@ Section AttentionSection(const ReportOptions&) {
     }
     diag += fmt::format("{}{}: mean P(i, i) {:.3f}, max |P - P_none| {:.3f}",
                         diag.empty() ? "" : "; ", name, mean_diag, change);
+    takeaways += fmt::format("{}{}: {}", takeaways.empty() ? "" : "; ", name, Takeaway(kind));
   }
   c.caption = fmt::format(
       "The same q, k, v (N(0, 1), seed {}, head dim {}) with each scheme; scheme tables are "
       "random too (T5 N(0, 1) per bucket, Shaw k = {}, Transformer-XL u, v and W_R, DeBERTa "
-      "256/512 buckets), so the maps show the mechanism, not a trained model. ALiBi uses slope "
-      "{:g} (head 1 of 8): its rows concentrate on the last few keys. Measured: {}.",
-      setup.seed, setup.dim, setup.shaw_clip, setup.alibi_slope, diag);
+      "256/512 buckets), so the maps show the mechanism, not a trained model; the trained "
+      "models are in section 9. ALiBi uses slope {:g} (head 1 of 8). What each panel shows: "
+      "{}. Measured: {}.",
+      setup.seed, setup.dim, setup.shaw_clip, setup.alibi_slope, takeaways, diag);
   Section s;
   s.id = "attention";
   s.title = "Attention maps";

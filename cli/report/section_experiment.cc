@@ -8,7 +8,9 @@
 // fine-tuning step; only when the run has them), and a table with every
 // number, the tokens it averages and each fine-tuned row's settings. Schemes that cannot run at a
 // length (the learned table past L) appear as their error message, never as
-// a point. Without --experiment the section says how to produce the results.
+// a point. Without --experiment the report reads the committed run
+// (DefaultExperimentDir, html.h) and says so; without any results the section
+// says how to produce them.
 #include <fmt/format.h>
 
 #include "charts.h"
@@ -37,7 +39,7 @@ Chart LengthChart(const ExperimentResults& r, std::vector<std::string>& errors) 
                {"bits_per_byte", *e.bits_per_byte},
                {"tokens", e.tokens}});
       } else {
-        errors.push_back(fmt::format("{} at {}: {}", s.name, e.length, e.error));
+        errors.push_back(fmt::format("{} at {}", s.name, e.length));
       }
     }
   }
@@ -49,9 +51,11 @@ Chart LengthChart(const ExperimentResults& r, std::vector<std::string>& errors) 
       Thousands(r.eval_tokens),
       errors.empty()
           ? ""
-          : " Not drawn (the scheme cannot run there): " + errors.front() +
+          : " Not drawn (the scheme cannot run there; its error is in the table below): " +
+                errors.front() +
                 (errors.size() > 1 ? fmt::format(" (and {} more lengths)", errors.size() - 1)
-                                   : std::string()));
+                                   : std::string()) +
+                ".");
   return c;
 }
 
@@ -229,7 +233,14 @@ Section ExperimentSection(const ReportOptions& options) {
                           sp.documents, Thousands(sp.bytes));
   }
   s.paragraphs = {
-      fmt::format("Results of `posenc experiment extrapolation`: {}.", r.Describe()),
+      options.experiment_is_default
+          ? fmt::format(
+                "Results of the committed run of `posenc experiment extrapolation` "
+                "(docs/experiments/extrapolation, installed with the CLI), used by default: {} "
+                "on {} ({} threads). `posenc report --experiment DIR` replaces it with your own "
+                "run.",
+                r.Describe(), r.cpu, r.threads)
+          : fmt::format("Results of `posenc experiment extrapolation`: {}.", r.Describe()),
       fmt::format(
           "One byte-level decoder-only transformer per scheme (d = {}, {} heads, {} layers, "
           "pre-LayerNorm, GELU MLP, tied embeddings), identical except for its positional part, "

@@ -68,7 +68,13 @@ Section NumericsSection(const ReportOptions& options) {
   s.paragraphs = {
       "A float32 angle p * omega has about 7 significant digits: at p = 10^6 its absolute error "
       "is already around 0.03 rad. Where the precision breaks down depends on how the cos/sin "
-      "table is computed, not on the storage type alone."};
+      "table is computed, not on the storage type alone.",
+      "Two policies of posenc's RopeNumerics are compared. The accurate policy "
+      "(RopeNumerics::kAccurate, posenc's default) forms the angle p * inv_freq in float64 and "
+      "evaluates cos/sin in float64, rounding only the result to the storage type. The hf policy "
+      "(RopeNumerics::kHF) reproduces Hugging Face transformers: inv_freq in float32, one "
+      "float32 multiply p * inv_freq, cos/sin in float32, then the storage rounding. Each is "
+      "stored as float32 and as bfloat16."};
   s.blocks.emplace_back(std::move(c));
   s.summary = {summary[0], summary[2]};
   return s;

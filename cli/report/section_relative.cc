@@ -56,9 +56,12 @@ Chart T5Figure(std::vector<std::string>& summary) {
       LineSpec({"relative", "relative position j - i (key minus query)"}, {"bucket", "bucket"},
                {"direction", "direction", false, "line", false}));
   std::string text;
+  std::vector<std::int64_t> saturation;  // per direction: first distance in the last bucket
+  std::int64_t max_distance = 0;
   for (T5Direction dir : {T5Direction::kBidirectional, T5Direction::kCausal}) {
     T5BucketParams p;
     p.direction = dir;
+    max_distance = p.max_distance;
     const auto b = T5Buckets(p, lo, count);
     const std::set<std::int64_t> distinct(b.begin(), b.end());
     for (std::int64_t r = 0; r < count; ++r) {
@@ -73,17 +76,19 @@ Chart T5Figure(std::vector<std::string>& summary) {
       const std::int64_t rel = dir == T5Direction::kCausal ? -n : n;
       if (bk.Bucket(rel) != bk.Bucket(dir == T5Direction::kCausal ? -300 : 300)) sat = n + 1;
     }
+    saturation.push_back(sat);
     text += fmt::format(
         "{}: {} distinct buckets over -300..300, exact for |rel| < {}, last bucket "
         "from |rel| = {}. ",
         T5DirectionName(dir), distinct.size(), bk.max_exact(), sat);
   }
-  c.caption =
+  c.caption = fmt::format(
       "posenc::T5Buckets. Small distances get a bucket each, larger ones share "
-      "logarithmically wider buckets, and everything past max_distance shares the last "
-      "one: the bias saturates. Bidirectional uses half the buckets per sign; causal "
-      "sends every future key (j > i) to bucket 0. " +
-      text;
+      "logarithmically wider buckets, and every distance from {} on (bidirectional; causal: "
+      "from {}) shares the last one: the bias saturates there, before max_distance = {} "
+      "(the log buckets round down). Bidirectional uses half the buckets per sign; causal "
+      "sends every future key (j > i) to bucket 0. {}",
+      saturation[0], saturation[1], max_distance, text);
   summary.push_back("T5 buckets: " + text);
   return c;
 }
@@ -116,18 +121,20 @@ Chart DebertaFigure(std::vector<std::string>& summary) {
 Chart ShawFigure() {
   const std::int64_t n = 16;
   ShawParams p;
-  p.clip = 4;
+  p.clip = kShawClip;
   p.head_dim = 1;
   const auto idx = ShawIndexMatrix(p, n, n);
   MatrixStyle style;
   style.value_field = "clipped";
-  style.value_title = "clip(j - i, -4, 4)";
+  style.value_title = fmt::format("clip(j - i, -{}, {})", p.clip, p.clip);
   style.diverging = true;
-  style.label_field = "index";
-  style.light_label_above = 3;
+  style.label_field = "clipped";
+  style.light_label_above = p.clip - 1;
   style.size = 340;
-  Chart c = MakeChart("shaw_clip", "Shaw: table row clip(j - i, -k, k) + k for k = 4 (16 x 16)",
-                      MatrixSpec({"j", "key j"}, {"i", "query i"}, style));
+  Chart c = MakeChart(
+      "shaw_clip",
+      fmt::format("Shaw: clipped distance clip(j - i, -k, k) for k = {} ({} x {})", p.clip, n, n),
+      MatrixSpec({"j", "key j"}, {"i", "query i"}, style));
   std::int64_t saturated = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {
@@ -137,10 +144,12 @@ Chart ShawFigure() {
     }
   }
   c.caption = fmt::format(
-      "posenc::ShawIndexMatrix: the number in each cell is the row of a^K / a^V (2k + 1 = {} "
-      "rows) used for that pair. Only the band |j - i| < {} has its own rows; {} of the {} cells "
-      "sit on the two clipped rows, so beyond k every distance looks the same.",
-      p.TableRows(), p.clip, saturated, n * n);
+      "posenc::ShawIndexMatrix with k = {} (the k of the whole report; Shaw et al. used 16): "
+      "the number in each cell is clip(j - i, -{}, {}); the pair uses row clip(j - i) + k of "
+      "a^K / a^V (2k + 1 = {} rows). Only the band |j - i| < {} has its own rows; {} of the {} "
+      "cells sit on the two clipped rows (-{} and {}), so beyond k every distance looks the "
+      "same.",
+      p.clip, p.clip, p.clip, p.TableRows(), p.clip, saturated, n * n, p.clip, p.clip);
   return c;
 }
 

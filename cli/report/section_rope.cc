@@ -8,10 +8,12 @@
 // per-pair frequency ratio to the default table with the regions that
 // posenc::ComputeRopeScaling reports; the same for every --config file
 // (posenc::LoadModelConfig / ModelRopeScaling).
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numbers>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -159,6 +161,24 @@ Json RatioSpec(bool facet) {
       {"spec", inner}};
 }
 
+// Keeps in the colour legend only the regions some point uses (no legend
+// entry without a point).
+void RestrictRegionLegend(Chart& c) {
+  std::set<std::string> used;
+  for (const auto& r : c.records) used.insert(r["region"].get<std::string>());
+  Json& enc = c.spec.contains("spec") ? c.spec["spec"]["encoding"] : c.spec["encoding"];
+  Json& scale = enc["color"]["scale"];
+  Json domain = Json::array(), range = Json::array();
+  for (std::size_t i = 0; i < scale["domain"].size(); ++i) {
+    if (used.count(scale["domain"][i].get<std::string>()) != 0) {
+      domain.push_back(scale["domain"][i]);
+      range.push_back(scale["range"][i]);
+    }
+  }
+  scale["domain"] = domain;
+  scale["range"] = range;
+}
+
 std::string Regions(const RopeScaling& s) {
   std::int64_t counts[4] = {0, 0, 0, 0};
   for (const auto& p : s.pairs) ++counts[static_cast<int>(p.region)];
@@ -173,7 +193,21 @@ Chart ScalingFigure(std::vector<std::string>& summary) {
   auto add = [&](const std::string& name, const RopeScalingParams& p, std::int64_t seq_len) {
     const RopeScaling s = ComputeRopeScaling(p, seq_len);
     AddPairs(c, name, s);
-    notes += fmt::format("{}: {}. ", name, Regions(s));
+    double lowest = 1.0;
+    for (const auto& pair : s.pairs) lowest = std::min(lowest, pair.ratio_to_default);
+    notes += fmt::format("{}: {}", name, Regions(s));
+    const double factor = p.factor.value_or(1.0);
+    if (p.type == RopeScalingType::kDynamic && seq_len > p.max_position_embeddings) {
+      // HF dynamic NTK: base * (factor * S / max - (factor - 1))^(d / (d - 2)).
+      notes += fmt::format(
+          " (dynamic rescales the NTK base for the current length S = {}: its factor there is "
+          "{:g} * {} / {} - ({:g} - 1) = {:g}, so the lowest pair reaches 1/{:.0f})",
+          seq_len, factor, seq_len, p.max_position_embeddings, factor,
+          factor * static_cast<double>(seq_len) / static_cast<double>(p.max_position_embeddings) -
+              (factor - 1.0),
+          1.0 / lowest);
+    }
+    notes += ". ";
   };
   RopeScalingParams base;
   base.head_dim = kHeadDim;
@@ -204,14 +238,24 @@ Chart ScalingFigure(std::vector<std::string>& summary) {
     const RopeScaling s = ModelRopeScaling(cfg, layer.layer_type, cfg.max_position_embeddings,
                                            RopeNumerics::kAccurate);
     AddPairs(c, "LongRoPE (Phi-3.5-mini, long)", s);
-    longrope = fmt::format("LongRoPE (Phi-3.5-mini long_factor, head_dim {}): {}.", s.head_dim,
-                           Regions(s));
+    double lo = 1e300, hi = 0.0;  // LongRoPE's per-pair factors: 1 / ratio
+    for (const auto& pair : s.pairs) {
+      lo = std::min(lo, 1.0 / pair.ratio_to_default);
+      hi = std::max(hi, 1.0 / pair.ratio_to_default);
+    }
+    longrope = fmt::format(
+        "LongRoPE (Phi-3.5-mini long_factor, head_dim {}, factor {:.3g} = {} / {}): {}; its "
+        "per-pair factors (long_factor, ratio 1/factor) range from {:.3g} to {:.3g}, so "
+        "\"blended\" there means a pair's own factor between 1 and the largest.",
+        s.head_dim, s.factor, cfg.max_position_embeddings, cfg.original_max_position_embeddings,
+        Regions(s), lo, hi);
   }
   c.caption =
       "Each point is one frequency pair (head_dim 128, theta 10^4 unless noted), coloured by "
       "the region posenc::ComputeRopeScaling reports: kept (high frequencies, ratio 1), "
-      "blended, interpolated (ratio 1/factor). " +
+      "blended (a ratio between 1 and 1/factor), interpolated (ratio 1/factor). " +
       notes + longrope;
+  RestrictRegionLegend(c);
   summary.push_back("RoPE scaling regions: " + notes + longrope);
   return c;
 }
@@ -264,6 +308,7 @@ std::vector<Block> ConfigFigures(const ReportOptions& options) {
         "{} (head_dim {}, max_position_embeddings {}), evaluated at seq_len = "
         "max_position_embeddings with HF numerics. {}",
         path, cfg.head_dim, cfg.max_position_embeddings, text);
+    RestrictRegionLegend(c);
     out.emplace_back(std::move(c));
   }
   return out;

@@ -70,12 +70,32 @@ Heatmap TableHeatmap(const ReportSizes& sizes) {
   h.y_title = "position";
   h.value_title = "PE";
   h.scheme = ColorScheme::kDiverging;
+  // Near-constant columns: the value moves by less than kFlat over the table.
+  constexpr double kFlat = 0.1;
+  std::int64_t flat = 0, first_flat = -1;
+  double half_range = 0.0;  // range of column d/2 (the first of the right half)
+  for (std::int64_t j = 0; j < h.cols; ++j) {
+    double lo = 1e300, hi = -1e300;
+    for (std::int64_t r = 0; r < h.rows; ++r) {
+      const double v = h.values[static_cast<std::size_t>(r * h.cols + j)];
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (hi - lo < kFlat) {
+      ++flat;
+      if (first_flat < 0) first_flat = j;
+    }
+    if (j == h.cols / 2) half_range = hi - lo;
+  }
   h.caption = fmt::format(
       "Each row is one position's code (d = {}). Low dimensions oscillate fast, high dimensions "
-      "barely move across {} positions: the right half of the table is almost constant (sin near "
-      "0, "
-      "cos near 1). Max |PE| measured: {}.",
-      p.dim, h.rows, Sci(MaxAbs(h.values)));
+      "barely move across {} positions: pair i is near-constant when {} * 10000^(-2i/d) << 1. "
+      "Measured: {} of the {} dimensions ({:.0f} %{}) change by less than {} over the table "
+      "(sin near 0, cos near 1); dimension {} (the first of the right half) still spans {:.2f}. "
+      "Max |PE| measured: {}.",
+      p.dim, h.rows, h.rows, flat, h.cols, 100.0 * static_cast<double>(flat) / h.cols,
+      first_flat < 0 ? std::string() : fmt::format(", dimensions {} and up", first_flat), kFlat,
+      h.cols / 2, half_range, Sci(MaxAbs(h.values)));
   return h;
 }
 
@@ -105,7 +125,8 @@ std::pair<Chart, Heatmap> DotFigures(const ReportSizes& sizes, std::vector<std::
   c.caption = fmt::format(
       "d = {}. The four curves (p = 0, 100, 1000, 10000) lie on top of each other: PE(p).PE(p+k) = "
       "sum_i cos(k omega_i) depends on k only. Largest gap between the curves measured: {} "
-      "(float64 rounding). The product is symmetric in k and decays, but not monotonically.",
+      "(float64 rounding). Only k >= 0 is drawn: cos is even, so the product at -k equals the one "
+      "at k. It decays, but not monotonically.",
       p.dim, Sci(worst));
   summary.push_back(
       fmt::format("sinusoidal: PE(p).PE(p+k) depends on k only (max gap over p {})", Sci(worst)));
@@ -119,11 +140,13 @@ std::pair<Chart, Heatmap> DotFigures(const ReportSizes& sizes, std::vector<std::
   h.x_title = "position j";
   h.y_title = "position i";
   h.value_title = "PE(i).PE(j)";
-  h.scheme = ColorScheme::kDiverging;
+  h.scheme = ColorScheme::kSequential;  // domain [min, max] of the measured values
   h.caption = fmt::format(
       "Every diagonal band is constant: the dot product of two codes is a function of i - j. "
-      "The diagonal is d/2 = {} (each sin^2 + cos^2 pair adds 1).",
-      p.dim / 2);
+      "The diagonal is d/2 = {} (each sin^2 + cos^2 pair adds 1). Values measured from {:.2f} "
+      "to {:.2f} (the colour scale spans them).",
+      p.dim / 2, *std::min_element(h.values.begin(), h.values.end()),
+      *std::max_element(h.values.begin(), h.values.end()));
   return {c, h};
 }
 

@@ -26,7 +26,14 @@ struct ReportOptions {
   int threads = 1;                   // posenc::Context threads
   // `posenc experiment extrapolation` results (--experiment DIR); null: none.
   std::shared_ptr<const ExperimentResults> experiment;
+  // True when `experiment` is the committed run (DefaultExperimentDir, no
+  // --experiment given).
+  bool experiment_is_default = false;
 };
+
+// Shaw's clipping distance k, one value for the whole report (section 6's
+// figure, the comparison table).
+inline constexpr std::int64_t kShawClip = 4;
 
 // Sizes used by the builders.
 struct ReportSizes {

@@ -35,9 +35,63 @@ std::string Format(const char* format, ...) {
   return buf.data();
 }
 
+json Measured(const std::string& source, const std::string& field, json value) {
+  return {{"source", source}, {"field", field}, {"value", std::move(value)}};
+}
+json Citation(const std::string& text) { return {{"citation", text}}; }
+// Evidence of an absence: the evidence file's field that holds no entry for it.
+json Absent(const std::string& field, const std::string& what) {
+  return Measured("docs/evidence/choose.json", field, "no entry for " + what);
+}
+
+// A number of a row's measurement (nullopt for null/absent).
+std::optional<double> Number(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
+// bits/byte of `row` at length n (nullopt when absent or an error), and the
+// eval entry.
+const json* EvalAt(const json& row, std::int64_t n) {
+  const std::string key = std::to_string(n);
+  if (!row.contains("eval") || !row["eval"].contains(key)) return nullptr;
+  return &row["eval"][key];
+}
+
+std::vector<std::int64_t> Multiples(const json& row) {
+  std::vector<std::int64_t> m;
+  const std::int64_t L = row.value("train_length", std::int64_t{0});
+  if (L <= 0) return m;
+  for (const auto& [k, v] : row["eval"].items()) {
+    const std::int64_t n = std::stoll(k);
+    if (n % L == 0) m.push_back(n / L);
+  }
+  std::sort(m.begin(), m.end());
+  return m;
+}
+
+// The multiple of L that answers the request in `row` (smallest measured >= m).
+std::int64_t MultipleFor(const json& row, double m) {
+  const auto ms = Multiples(row);
+  if (ms.empty()) return 1;
+  for (std::int64_t x : ms) {
+    if (static_cast<double>(x) >= m - 1e-9) return x;
+  }
+  return ms.back();
+}
+
 }  // namespace advice
 
 namespace {
+
+using advice::Absent;
+using advice::Candidate;
+using advice::Citation;
+using advice::EvalAt;
+using advice::Measured;
+using advice::MultipleFor;
+using advice::Multiples;
+using advice::Number;
 
 using advice::Format;
 
@@ -89,68 +143,7 @@ json LoadEvidence(const std::string& path) {
   return doc;
 }
 
-// A number of a row's measurement (nullopt for null/absent).
-std::optional<double> Number(const json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
-  return j[key].get<double>();
-}
-
-// bits/byte of `row` at length n (nullopt when absent or an error), and the
-// eval entry.
-const json* EvalAt(const json& row, std::int64_t n) {
-  const std::string key = std::to_string(n);
-  if (!row.contains("eval") || !row["eval"].contains(key)) return nullptr;
-  return &row["eval"][key];
-}
-
-std::vector<std::int64_t> Multiples(const json& row) {
-  std::vector<std::int64_t> m;
-  const std::int64_t L = row.value("train_length", std::int64_t{0});
-  if (L <= 0) return m;
-  for (const auto& [k, v] : row["eval"].items()) {
-    const std::int64_t n = std::stoll(k);
-    if (n % L == 0) m.push_back(n / L);
-  }
-  std::sort(m.begin(), m.end());
-  return m;
-}
-
 // ---- candidates -------------------------------------------------------------------
-
-struct Candidate {
-  std::string scheme;
-  std::string verdict;  // filled by Rank()
-  json reasons = json::array();
-  json config;  // with --from
-  bool measured = false;
-  bool ruled_out = false;
-  bool capped = false;  // at most "possible"
-  std::string literature_verdict;
-  double score = std::numeric_limits<double>::infinity();
-  std::int64_t multiple = 0;  // the score is bits/byte at multiple x L
-  int order = 0;              // literature order
-
-  void Reason(std::string text, json evidence) {
-    reasons.push_back({{"text", std::move(text)}, {"evidence", std::move(evidence)}});
-  }
-  void RuleOut(std::string text, json evidence) {
-    ruled_out = true;
-    Reason("ruled out: " + std::move(text), std::move(evidence));
-  }
-  void Cap(std::string text, json evidence) {
-    capped = true;
-    Reason(std::move(text), std::move(evidence));
-  }
-};
-
-json Measured(const std::string& source, const std::string& field, json value) {
-  return {{"source", source}, {"field", field}, {"value", std::move(value)}};
-}
-json Citation(const std::string& text) { return {{"citation", text}}; }
-// Evidence of an absence: the evidence file's field that holds no entry for it.
-json Absent(const std::string& field, const std::string& what) {
-  return Measured("docs/evidence/choose.json", field, "no entry for " + what);
-}
 
 struct Resolved {
   ModelArchitecture architecture = ModelArchitecture::kDecoder;
@@ -280,21 +273,6 @@ void ApplyEngines(Candidate& c, const json& evidence, const std::string& feature
 bool IsFinetuned(const json& row) { return row.contains("finetune"); }
 bool IsExtension(const json& row) { return row.contains("extension") || IsFinetuned(row); }
 
-// The multiple of L that answers the request in `row` (smallest measured >= m).
-std::int64_t MultipleFor(const json& row, double m) {
-  const auto ms = Multiples(row);
-  if (ms.empty()) return 1;
-  for (std::int64_t x : ms) {
-    if (static_cast<double>(x) >= m - 1e-9) return x;
-  }
-  return ms.back();
-}
-
-struct RunView {
-  std::string name;
-  const json* run;
-};
-
 // Is this row a candidate for the request at all?
 bool RowApplies(const std::string& name, const json& row, const Resolved& o, double m) {
   if (o.from) {
@@ -417,99 +395,6 @@ Candidate MeasuredCandidate(const std::string& name, const json& row, const json
   return c;
 }
 
-// Where two measured rows stand in each committed run that measured both at
-// the multiple that answers the request.
-struct Comparison {
-  std::vector<std::string> a_ahead, b_ahead;  // "run a vs b" texts
-  json values = json::object();
-  bool any() const { return !values.empty(); }
-};
-
-Comparison CompareInRuns(const json& evidence, const std::string& a_name, const std::string& b_name,
-                         double m) {
-  Comparison c;
-  for (const json& run : evidence["runs"]) {
-    const json& rows = run["rows"];
-    if (!rows.contains(a_name) || !rows.contains(b_name)) continue;
-    const json& a = rows[a_name];
-    const json& b = rows[b_name];
-    const std::int64_t M = MultipleFor(a, m);
-    const json* ea = EvalAt(a, M * a.value("train_length", std::int64_t{0}));
-    const json* eb = EvalAt(b, M * b.value("train_length", std::int64_t{0}));
-    if (!ea || !eb || !Number(*ea, "bits_per_byte") || !Number(*eb, "bits_per_byte")) continue;
-    const double va = *Number(*ea, "bits_per_byte"), vb = *Number(*eb, "bits_per_byte");
-    const std::string run_name = run.value("name", std::string("run"));
-    c.values[run_name] = {{a_name, va}, {b_name, vb}};
-    (va <= vb ? c.a_ahead : c.b_ahead)
-        .push_back(Format("%s %.3f vs %.3f", run_name.c_str(), va, vb));
-  }
-  return c;
-}
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
-// One reason on `c` about its order against `other` (ranked above it).
-void StabilityReason(Candidate& c, const std::string& other, const Comparison& k) {
-  const json ev = Measured("docs/evidence/choose.json", "runs", k.values);
-  if (k.b_ahead.empty()) {
-    c.Reason(Format("stable: %s is ahead of it in every committed run that measured both (%s)",
-                    other.c_str(), Join(k.a_ahead).c_str()),
-             ev);
-  } else if (k.a_ahead.empty()) {
-    c.Reason(Format("it is ahead of %s in every committed run that measured both (%s), though "
-                    "ranked below it here",
-                    other.c_str(), Join(k.b_ahead).c_str()),
-             ev);
-  } else {
-    c.Reason(Format("the committed runs disagree on it against %s: %s is ahead in %s; it is "
-                    "ahead in %s",
-                    other.c_str(), other.c_str(), Join(k.a_ahead).c_str(), Join(k.b_ahead).c_str()),
-             ev);
-  }
-}
-
-// After the ranking: each measured candidate's order against the top one
-// and against the measured candidate just above it, in every committed run
-// ("stable" or "the runs disagree"); the top one gets a summary.
-void AddStability(std::vector<Candidate>& cs, const json& evidence, double m) {
-  std::vector<std::size_t> idx;
-  for (std::size_t i = 0; i < cs.size(); ++i) {
-    if (cs[i].measured && !cs[i].ruled_out) idx.push_back(i);
-  }
-  if (idx.size() < 2) return;
-  const std::string top = cs[idx[0]].scheme;
-  std::vector<std::string> disagree;
-  int compared = 0;
-  for (std::size_t n = 1; n < idx.size(); ++n) {
-    Candidate& c = cs[idx[n]];
-    const Comparison k = CompareInRuns(evidence, top, c.scheme, m);
-    if (k.any()) {
-      StabilityReason(c, top, k);
-      ++compared;
-      if (!k.b_ahead.empty()) disagree.push_back(c.scheme);
-    }
-    const std::string& above = cs[idx[n - 1]].scheme;
-    if (n >= 2) {
-      const Comparison kn = CompareInRuns(evidence, above, c.scheme, m);
-      if (kn.any()) StabilityReason(c, above, kn);
-    }
-  }
-  if (compared == 0) return;
-  cs[idx[0]].Reason(
-      disagree.empty()
-          ? Format("stable: ahead of the %d other measured candidates in every committed run "
-                   "that measured both",
-                   compared)
-          : Format("ahead in the default run; the committed runs disagree on its order against "
-                   "%s (see their reasons)",
-                   Join(disagree).c_str()),
-      Measured("docs/evidence/choose.json", "runs", compared));
-}
-
 // ---- literature candidates ------------------------------------------------------------
 
 Candidate LiteratureCandidate(const json& entry, int order, const json& evidence, const Resolved& o,
@@ -561,44 +446,6 @@ Candidate LiteratureCandidate(const json& entry, int order, const json& evidence
 }
 
 // ---- ranking ---------------------------------------------------------------------------
-
-void Rank(std::vector<Candidate>& cs) {
-  double best = std::numeric_limits<double>::infinity();
-  for (const Candidate& c : cs) {
-    if (c.measured && !c.ruled_out && !c.capped) best = std::min(best, c.score);
-  }
-  const bool any_measured = std::isfinite(best);
-  for (Candidate& c : cs) {
-    if (c.ruled_out) {
-      c.verdict = "ruled out";
-    } else if (c.measured) {
-      c.verdict =
-          !c.capped && c.score <= best * (1 + kChooseTolerance) ? "recommended" : "possible";
-      if (c.verdict == "recommended" && c.score > best) {
-        c.Reason(Format("within %.0f %% of the best measured score (%.3f): the measurement "
-                        "cannot tell them apart",
-                        100 * kChooseTolerance, best),
-                 Citation("choose.h kChooseTolerance"));
-      }
-    } else {
-      // Literature: its own verdict, capped; never above a measured recommendation.
-      c.verdict = (!c.capped && !any_measured && c.literature_verdict == "recommended")
-                      ? "recommended"
-                      : "possible";
-    }
-  }
-  auto rank_of = [](const Candidate& c) {
-    if (c.verdict == "recommended") return 0;
-    if (c.verdict == "possible") return c.measured ? 1 : 2;
-    return c.measured ? 3 : 4;
-  };
-  std::stable_sort(cs.begin(), cs.end(), [&](const Candidate& a, const Candidate& b) {
-    const int ra = rank_of(a), rb = rank_of(b);
-    if (ra != rb) return ra < rb;
-    if (a.measured && b.measured && a.score != b.score) return a.score < b.score;
-    return a.order < b.order;
-  });
-}
 
 // The measurement files behind the answer, by their repository names (the
 // evidence file names itself in "path", so the answer does not depend on

@@ -134,12 +134,16 @@ TEST(ExperimentCli, TinyRunFeedsReportAndTour) {
       << missing.err;
 }
 
-TEST(ExperimentCli, ReportWithoutResultsSaysHowToProduceThem) {
+// Without --experiment the report shows the committed run
+// (docs/experiments/extrapolation): section 9 is never empty.
+TEST(ExperimentCli, ReportWithoutExperimentUsesTheCommittedRun) {
   const std::string rep = TempDir("experiment_cli_noresults");
   const auto r = RunCli("report --quick -o " + rep);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string html = Slurp(fs::path(rep) / "index.html");
-  EXPECT_NE(html.find("No results in this report. Produce them with"), std::string::npos);
+  EXPECT_NE(html.find("Results of the committed run"), std::string::npos);
+  EXPECT_NE(html.find("--experiment DIR` replaces it"), std::string::npos);
+  EXPECT_EQ(html.find("No results in this report"), std::string::npos);
 }
 
 }  // namespace

@@ -75,6 +75,8 @@ standalone)
         grep -qF -- "$sig" "$page" || { echo "FAIL: $page lacks $bundle" >&2; exit 1; }
       done
     done
+    grep -q "Results of the committed run" "$tmp/report/index.html" || {
+      echo "FAIL: the report did not find share/posenc/experiments" >&2; exit 1; }
     grep -q "LongRoPE (Phi-3.5-mini" "$tmp/report/index.html" || {
       echo "FAIL: the report did not find share/posenc/configs" >&2; exit 1; }
     grep -q "\"rope_type\": \"llama3\"" "$tmp/inspect.json"

@@ -8,6 +8,9 @@
 //     marks), every figure offers "Save as SVG" / "Save as PNG";
 //   - hovering a heatmap shows a tooltip with values;
 //   - a 1024 x 1024 heatmap (posenc plot) renders in under 2 s;
+//   - the corrected captions state what the data file behind their figure says
+//     (checkStatements), section 9 shows the committed run by default and no
+//     facet grid has an empty panel;
 // and writes full-page screenshots into --out.
 //
 // Usage: node tests/report/browser_test.mjs --posenc build/release/cli/posenc --out DIR
@@ -126,18 +129,128 @@ async function checkPage(context, file, screenshot, expectHeatmapBudget) {
   await page.close();
 }
 
+// A minimal CSV reader (the report's quoting: "..." with "" for a quote).
+function readCsv(file) {
+  const rows = [];
+  for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+    if (!line) continue;
+    const cells = [];
+    let cell = '', quoted = false;
+    for (let i = 0; i < line.length; ++i) {
+      const ch = line[i];
+      if (quoted && ch === '"' && line[i + 1] === '"') { cell += '"'; ++i; }
+      else if (ch === '"') quoted = !quoted;
+      else if (ch === ',' && !quoted) { cells.push(cell); cell = ''; }
+      else cell += ch;
+    }
+    cells.push(cell);
+    rows.push(cells);
+  }
+  return rows;
+}
+
+// Records of a chart's CSV as objects keyed by the header.
+function csvRecords(file) {
+  const [header, ...rows] = readCsv(file);
+  return rows.map((r) => Object.fromEntries(header.map((h, i) => [h, r[i]])));
+}
+
+// Checks the page's text against the data behind each figure: every corrected
+// caption states what the data file says.
+async function checkStatements(context, file, dataDir) {
+  const page = await context.newPage();
+  await page.goto(pathToFileURL(file).href, { waitUntil: 'load' });
+  await page.waitForFunction(() => window.posencReport && window.posencReport.done, null,
+                             { timeout: 120000 });
+  const caption = (id) => page.evaluate((fid) => {
+    const el = document.querySelector(`#fig-${fid} figcaption`);
+    return el ? el.innerText.replace(/\s+/g, ' ') : '';
+  }, id);
+  const text = (await page.evaluate(() => document.body.innerText)).replace(/\s+/g, ' ');
+  const csv = (id) => path.join(dataDir, `${id}.csv`);
+
+  // Sinusoidal: the near-constant dimensions, counted from the table.
+  const [head, ...rows] = readCsv(csv('sinusoidal_table'));
+  const cols = head.length - 1;
+  let flat = 0;
+  for (let c = 1; c <= cols; ++c) {
+    const v = rows.map((r) => Number(r[c]));
+    if (Math.max(...v) - Math.min(...v) < 0.1) ++flat;
+  }
+  const sinCaption = await caption('sinusoidal_table');
+  check(sinCaption.includes(`${flat} of the ${cols} dimensions`) &&
+        !sinCaption.includes('right half of the table is almost constant'),
+        `sinusoidal_table: caption says ${flat} of ${cols} dimensions are near-constant`);
+  // PE(i).PE(j): the caption's range is the data's.
+  const sim = readCsv(csv('sinusoidal_similarity')).slice(1)
+    .flatMap((r) => r.slice(1).map(Number));
+  const [simLo, simHi] = [Math.min(...sim).toFixed(2), Math.max(...sim).toFixed(2)];
+  check((await caption('sinusoidal_similarity')).includes(`from ${simLo} to ${simHi}`),
+        `sinusoidal_similarity: caption range ${simLo}..${simHi} matches the data`);
+  check(!(await caption('sinusoidal_dot')).includes('symmetric in k'),
+        'sinusoidal_dot: no claim about k < 0 the plot does not show');
+
+  // T5: the distance from which every farther one shares the last bucket.
+  const t5 = csvRecords(csv('t5_buckets'));
+  const saturation = (dir, sign) => {
+    const b = new Map(t5.filter((r) => r.direction === dir)
+      .map((r) => [Number(r.relative), Number(r.bucket)]));
+    const last = b.get(sign * 300);
+    let n = 300;
+    while (n > 1 && b.get(sign * (n - 1)) === last) --n;
+    return n;
+  };
+  const bi = saturation('bidirectional', 1), causal = saturation('causal', -1);
+  const t5Caption = await caption('t5_buckets');
+  check(t5Caption.includes(
+    `every distance from ${bi} on (bidirectional; causal: from ${causal})`) &&
+        !t5Caption.includes('everything past max_distance'),
+        `t5_buckets: saturation from ${bi} (bidirectional) / ${causal} (causal), as the data`);
+
+  // Shaw: the cells are the clip values and k is one value on the whole page.
+  const shaw = csvRecords(csv('shaw_clip'));
+  const k = Math.max(...shaw.map((r) => Number(r.clipped)));
+  check(shaw.every((r) => Number(r.clipped) ===
+                          Math.max(-k, Math.min(k, Number(r.j) - Number(r.i)))),
+        `shaw_clip: every cell is clip(j - i, -${k}, ${k})`);
+  const ks = [...text.matchAll(/Shaw[^.;]*?\bk = (\d+)/g)].map((m) => Number(m[1]));
+  const compare = csvRecords(csv('comparison'));
+  const shawRow = compare.find((r) => r.method === 'Shaw');
+  check(ks.length > 0 && ks.every((v) => v === k) && Object.values(shawRow).join(' ')
+    .includes(`k = ${k}`), `Shaw's k is ${k} throughout (page: ${ks.join(', ')})`);
+
+  // Learned: the comparison row speaks of its own rows; the message is printed once.
+  const learned = Object.values(compare.find((r) => r.method === 'learned')).join(' | ');
+  const rowsMatch = learned.match(/over its (\d+) rows/);
+  check(rowsMatch && learned.includes(`position ${rowsMatch[1]}: InvalidArgument`),
+        `comparison: the learned row is measured at its ${rowsMatch && rowsMatch[1]} rows`);
+  const message = text.match(/Lookup says: (.*?\]\S*)/);
+  const count = message ? text.split(message[1].slice(0, 40)).length - 1 : 0;
+  check(count === 1, `the learned table's error message is on the page once (${count})`);
+
+  // Section 9 is never empty, and the measured column is filled.
+  check(text.includes('Results of the committed run') &&
+        (await caption('experiment_length')).length > 0,
+        'section 9 shows the committed run by default');
+  const measured = Object.keys(compare[0]).find((h) => h.startsWith('works past'));
+  check(measured && compare.filter((r) => /^\d/.test(r[measured])).length >= 5,
+        'comparison: the measured column is filled');
+
+  // No empty panel: the attention maps fill their grid of 4 columns.
+  const schemes = new Set(csvRecords(csv('attention_maps')).map((r) => r.scheme));
+  check(schemes.size % 4 === 0, `attention_maps: ${schemes.size} panels fill 4 columns`);
+  await page.close();
+}
+
 async function main() {
   const args = parseArgs(process.argv);
   const out = path.resolve(args.out);
   fs.rmSync(out, { recursive: true, force: true });
   fs.mkdirSync(out, { recursive: true });
   const reportDir = path.join(out, 'report');
-  // With the repository's last extrapolation run, so its figures are rendered and checked too.
-  const experiment = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..',
-                                  'docs', 'experiments', 'extrapolation');
-  const withExperiment = fs.existsSync(path.join(experiment, 'results.json'))
-    ? ['--experiment', experiment] : [];
-  run(args.posenc, ['report', '--quick', '-o', reportDir, ...withExperiment]);
+  // Without --experiment: the report uses the repository's committed extrapolation run by
+  // default, so its figures are rendered and checked too.
+  run(args.posenc, ['report', '--quick', '-o', reportDir]);
   const html = path.join(reportDir, 'index.html');
   check(fs.existsSync(html), `${html} written`);
   const plot = path.join(out, 'plot_1024.html');
@@ -156,6 +269,7 @@ async function main() {
     await context.route((url) => url.protocol !== 'file:' && url.protocol !== 'data:',
                         (route) => route.abort());
     await checkPage(context, html, path.join(out, 'report.png'), false);
+    await checkStatements(context, html, path.join(reportDir, 'data'));
     await checkPage(context, plot, path.join(out, 'plot_1024.png'), true);
   } finally {
     await context.close();

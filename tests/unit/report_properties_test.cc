@@ -168,12 +168,13 @@ TEST(ReportCompare, T5IsRelativeAndSaturates) {
 
 TEST(ReportCompare, ShawHasTwoKPlusOneDistinctTerms) {
   const MethodMeasure m = MeasureShaw(SmallSetup());
-  EXPECT_EQ(m.extra_params, 2 * 33 * 64 * 12);  // a^K, a^V [2k+1, D] per layer, k = 16
+  EXPECT_EQ(kShawClip, 4);  // the report's one k (section 6 and this table)
+  EXPECT_EQ(m.extra_params, 2 * 9 * 64 * 12);  // a^K, a^V [2k+1, D] per layer, k = 4
   EXPECT_TRUE(m.bounded);
-  EXPECT_EQ(m.distinct_distances, 33);  // clip(j - i, -16, 16): 33 rows, L = 64 > 16
+  EXPECT_EQ(m.distinct_distances, 2 * kShawClip + 1);  // clip(j - i, -k, k): 2k + 1 rows
   EXPECT_EQ(m.shift_change, 0.0);
   EXPECT_EQ(m.past_end, PastEnd::kSaturates);
-  EXPECT_EQ(m.attention_bytes, 12.0 * 256 * 33 * 4);
+  EXPECT_EQ(m.attention_bytes, 12.0 * 256 * 9 * 4);
 }
 
 TEST(ReportCompare, TransformerXLIsBoundedRelativeAndDistinctPerDistance) {
@@ -451,6 +452,7 @@ TEST(ReportSections, RelativeBucketsAndClipping) {
   for (const auto& r : Find<Chart>(s, "shaw_clip").records) {
     const auto d = r["j"].get<std::int64_t>() - r["i"].get<std::int64_t>();
     EXPECT_EQ(r["index"].get<std::int64_t>(), std::clamp<std::int64_t>(d, -4, 4) + 4);
+    EXPECT_EQ(r["clipped"].get<std::int64_t>(), std::clamp<std::int64_t>(d, -4, 4));
   }
 }
 
