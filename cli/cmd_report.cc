@@ -1,6 +1,7 @@
 // `posenc report [-o DIR] [--config CONFIG.json ...] [--quick] [--experiment DIR]`: builds the
 // report (cli/report/) and writes DIR/index.html, a self-contained page that
-// opens offline, plus DIR/data/<figure>.csv; prints a short summary.
+// opens offline, plus DIR/data/<figure>.csv; prints a short summary. Without
+// --experiment the report reads the committed run (report::DefaultExperimentDir).
 #include <filesystem>
 #include <iostream>
 #include <memory>

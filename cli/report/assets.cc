@@ -14,8 +14,9 @@ body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "
 header { padding: 24px 32px 8px; border-bottom: 1px solid var(--line); }
 header h1 { margin: 0 0 4px; font-size: 26px; }
 header p { margin: 0 0 8px; color: var(--muted); }
-nav { padding: 8px 32px; border-bottom: 1px solid var(--line); font-size: 14px; }
-nav a { color: var(--accent); text-decoration: none; margin-right: 14px; white-space: nowrap; }
+nav { padding: 8px 32px; border-bottom: 1px solid var(--line); font-size: 14px; display: flex;
+      flex-wrap: wrap; gap: 2px 14px; }
+nav a { color: var(--accent); text-decoration: none; white-space: nowrap; }
 main { padding: 8px 32px 48px; max-width: 1500px; }
 section { margin-top: 28px; }
 section > h2 { font-size: 21px; margin: 0 0 6px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }

@@ -277,23 +277,35 @@ Section CompareSection(const ReportOptions& options) {
       MeasureSinusoidal(setup),    MeasureLearned(setup), MeasureRope(setup),
       MeasureAlibi(setup),         MeasureT5(setup),      MeasureShaw(setup),
       MeasureTransformerXL(setup), MeasureDeberta(setup), MeasureFire(setup)};
+  // Properties (the lesson's four design requirements, then past the trained
+  // length) and costs, in two tables with short cells.
   Table t;
   t.id = "comparison";
-  t.title = "Comparison of methods (measured)";
-  t.header = {
+  t.title = "Comparison of methods: properties (measured)";
+  t.header = {"method",
+              "where position enters",
+              fmt::format("bounded: max |value| at L = {} / 4L", setup.length),
+              "continuous (from the formula, as section 11)",
+              fmt::format("unique: min distance between codes (L = {})", setup.length),
+              "relative: score change under a common shift",
+              "defined past the trained length? (not whether it works there: see the next column)",
+              "works past the trained length? bits/byte at 4× train length ÷ at train length "
+              "(measured in trained models, section 9)"};
+  Table costs;
+  costs.id = "comparison_costs";
+  costs.title = "Comparison of methods: costs";
+  costs.header = {
       "method",
-      "where position enters",
       fmt::format("extra parameters ({} layers, d = {})", setup.shape.layers, setup.shape.hidden),
-      fmt::format("bounded: max |value| at L = {} / 4L", setup.length),
-      fmt::format("unique: min distance between codes (L = {})", setup.length),
-      "relative: score change under a common shift",
-      "defined past the trained length? (not whether it works there: see the next column)",
-      "works past the trained length? bits/byte at 4× train length ÷ at train length "
-      "(measured in trained models, section 9)",
       fmt::format("extra memory in attention at S = {}", setup.shape.seq),
-      "speed (ns/token, 1 thread, this machine; not one shape: see each cell, and section 11 "
-      "for costs on one shape in one unit)",
-      "used in"};
+      "ns per token of the library call named below (1 thread; shapes differ)", "used in"};
+  // Continuity follows from each method's formula (the same words as section 11).
+  const std::map<std::string, std::string> continuous = {
+      {"sinusoidal", "yes (sin, cos of p)"},    {"learned", "no (a row per position)"},
+      {"RoPE", "yes (angles p θ_i)"},           {"ALiBi", "yes (linear in i - j)"},
+      {"T5 buckets", "no (buckets)"},           {"Shaw", "no (clipped lookup)"},
+      {"Transformer-XL", "yes (sinusoidal R)"}, {"DeBERTa", "no (log buckets)"},
+      {"FIRE", "yes (MLP of log distance)"}};
   // Comparison-table method -> experiment scheme, and why a method is not trained there.
   const std::map<std::string, std::pair<std::string, std::string>> experiment_names = {
       {"sinusoidal", {"sinusoidal", ""}},
@@ -311,13 +323,11 @@ Section CompareSection(const ReportOptions& options) {
   for (const auto& m : rows) {
     t.rows.push_back(
         {m.method, m.enters,
-         m.params_note.empty() ? Thousands(m.extra_params)
-                               : fmt::format("{} ({})", Thousands(m.extra_params), m.params_note),
-         m.length > 0
-             ? fmt::format("yes (a finite table): {} over its {} rows; no row past them",
-                           Sci(m.max_abs_at_l), m.length)
-             : fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)",
-                           Sci(m.max_abs_at_l), Sci(m.max_abs_at_4l)),
+         m.length > 0 ? fmt::format("yes (a finite table): {} over its {} rows; no row past them",
+                                    Sci(m.max_abs_at_l), m.length)
+                      : fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)",
+                                    Sci(m.max_abs_at_l), Sci(m.max_abs_at_4l)),
+         continuous.count(m.method) ? continuous.at(m.method) : "-",
          m.min_code_distance >= 0
              ? fmt::format("yes: {}{}", Sci(m.min_code_distance),
                            m.length > 0 ? fmt::format(" (L = {}, its rows)", m.length) : "")
@@ -330,33 +340,50 @@ Section CompareSection(const ReportOptions& options) {
              ? RatioCell(options.experiment.get(), experiment_names.at(m.method).first,
                          experiment_names.at(m.method).second) +
                    FinetunedRatios(options.experiment.get(), experiment_names.at(m.method).first)
-             : "-",
-         fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
-         fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in});
+             : "-"});
     std::vector<std::string> links(t.rows.back().size());
-    links[8] = "#fig-choose_cost";  // costs on one shape, in one unit
+    links[3] = "#fig-choose_properties";
     if (experiment_names.count(m.method)) links[7] = "#experiment";
     t.links.push_back(std::move(links));
+    costs.rows.push_back({m.method,
+                          m.params_note.empty()
+                              ? Thousands(m.extra_params)
+                              : fmt::format("{} ({})", Thousands(m.extra_params), m.params_note),
+                          fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
+                          fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in});
+    costs.links.push_back({"", "", "", "#fig-choose_cost", ""});
     s.summary.push_back(fmt::format(
         "{}: bounded {}, min code distance {}, shift change {}, past end {}", m.method,
         m.bounded ? "yes" : "no", m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",
         Sci(m.shift_change), PastEndName(m.past_end)));
   }
   t.caption = fmt::format(
-      "Every cell is measured when the report is built. bounded: largest |positional term| for "
-      "positions or distances below L and below 4L. unique: smallest Euclidean distance between "
-      "the codes of two positions below L (RoPE: the cos/sin rows). relative: max |s(i+t, j+t) - "
-      "s(i, j)| / max |s| over i, j < {} and t in {{1, 7, 100}} for the position-only score "
-      "(PE(i).PE(j), E_i.E_j, <R_i q, R_j k>, the ALiBi / T5 bias, q . a^K[idx], w . R_(i-j), "
-      "q . Kr[c2p], FIRE's bias at the paper's initialisation; relative tables random, untrained). "
-      "d = {}, {} heads, learned table {} rows.",
-      setup.shift_length, setup.shape.hidden, setup.shape.heads, setup.shape.max_positions);
+      "Every cell is measured when the report is built, except continuous (from the formula). "
+      "bounded: largest |positional term| for positions or distances below L and below 4L "
+      "(learned: its own rows). unique: smallest Euclidean distance between the codes of two "
+      "positions below L (RoPE: the cos/sin rows). relative: max |s(i+t, j+t) - s(i, j)| / max "
+      "|s| over i, j < {} and t in {{1, 7, 100}} for the position-only score (PE(i).PE(j), "
+      "E_i.E_j, <R_i q, R_j k>, the ALiBi / T5 bias, q . a^K[idx], w . R_(i-j), q . Kr[c2p], "
+      "FIRE's bias at the paper's initialisation; relative tables random, untrained). Defined "
+      "past the trained length says only that the method gives a value there; the next "
+      "column measures whether a trained model still works. d = {}, {} heads, learned table {} "
+      "rows, Shaw k = {}.",
+      setup.shift_length, setup.shape.hidden, setup.shape.heads, setup.shape.max_positions,
+      kShawClip);
+  costs.caption = fmt::format(
+      "Parameters and memory for {} layers, d = {}, {} heads, S = {}. The speed cells time each "
+      "method's own library call on its own shape (named in the cell: AddSinusoidal on the whole "
+      "input, ALiBi and T5 per query token, Shaw and Transformer-XL on one head, FIRE through "
+      "the float64 reference), so they are not comparable with each other; section 11's cost "
+      "table (linked from each cell) measures every method on one shape, in one unit.",
+      setup.shape.layers, setup.shape.hidden, setup.shape.heads, setup.shape.seq);
   s.id = "comparison";
   s.title = "Comparison table";
   s.paragraphs = {
       "The table the lesson leaves empty, filled with values measured on this build "
       "of the library."};
   s.blocks.emplace_back(std::move(t));
+  s.blocks.emplace_back(std::move(costs));
   return s;
 }
 

@@ -172,7 +172,8 @@ std::string RatioCell(const ExperimentResults* r, const std::string& scheme,
   const ExperimentEval* a = s->At(r->train_length);
   const ExperimentEval* b = s->At(4 * r->train_length);
   if (a == nullptr || b == nullptr) return "4L not evaluated in this run" + quick;
-  if (!b->bits_per_byte) return "no value past L: " + b->error + quick;
+  // The message itself is in section 9's table (once on the page).
+  if (!b->bits_per_byte) return "no value past L (it errors there; message in section 9)" + quick;
   if (!a->bits_per_byte) return "no value at L: " + a->error + quick;
   return fmt::format("{:.3f} ({:.3f} -> {:.3f} bits/byte, L = {}){}",
                      *b->bits_per_byte / *a->bits_per_byte, *a->bits_per_byte, *b->bits_per_byte,

@@ -88,7 +88,8 @@ struct ExperimentResults {
 std::string FinetuneDescription(const ExperimentFinetune& f);
 
 // The comparison table's measured cell for a scheme ("rope", "alibi", ...):
-// "1.234 (2.70 -> 3.33 bits/byte)", the error past L, "not trained: why", or
+// "1.234 (2.70 -> 3.33 bits/byte)", "no value past L" (the error is quoted
+// in section 9's table), "not trained: why", or
 // how to produce the results when `results` is null.
 std::string RatioCell(const ExperimentResults* results, const std::string& scheme,
                       const std::string& not_trained_reason);

@@ -61,9 +61,8 @@ enum class PastEnd : std::uint8_t {
   kSaturates,     // distances past the range share the last value
   kInterpolates,  // longer contexts are mapped back into the trained range (FIRE)
 };
-std::string PastEndName(
-    PastEnd p);  // "continues", "errors", "defined, values unseen in training", "saturates",
-                 // "interpolates"
+std::string PastEndName(PastEnd p);  // "continues", "errors", "defined, values unseen in training",
+                                     // "saturates", "interpolates"
 
 // Sizes used by the comparison table (a BERT-base / GPT-2-small shape).
 struct ModelShape {

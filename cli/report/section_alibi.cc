@@ -43,7 +43,9 @@ Chart SlopesFigure(std::vector<std::string>& summary) {
                                            {"type", "quantitative"},
                                            {"title", "log2 slope"},
                                            {"format", ".4~g"}});
-  // Heads 1-8 coincide: a thick 8-head line under a thin 12-head one keeps both visible.
+  // Heads 1-8 coincide: a thick 8-head line under a thin 12-head one keeps both visible
+  // (the mark's own strokeWidth would override the encoding).
+  c.spec["mark"].erase("strokeWidth");
   c.spec["encoding"]["strokeWidth"] = {
       {"field", "heads"},
       {"type", "nominal"},

@@ -9,15 +9,18 @@
 // -600..600; Shaw's clipped index clip(j - i, -k, k) + k for k = 4 on a
 // 16 x 16 grid (posenc::ShawIndexMatrix).
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "charts.h"
 #include "posenc/deberta.h"
+#include "posenc/fire.h"
 #include "posenc/relative.h"
 #include "posenc/shaw.h"
 #include "posenc/t5.h"
+#include "posenc/transformer_xl.h"
 #include "properties.h"
 #include "sections.h"
 
@@ -153,6 +156,78 @@ Chart ShawFigure() {
   return c;
 }
 
+// Transformer-XL's R: the sinusoid of the distance (not of the position),
+// rows in distance order, from posenc::TransformerXLPositionEmbedding.
+Heatmap TransformerXLFigure() {
+  TransformerXLParams p;
+  p.dim = 64;
+  const std::int64_t klen = 128;
+  std::vector<double> r(static_cast<std::size_t>(klen * p.dim));
+  TransformerXLPositionEmbedding(p, klen,
+                                 TensorView::Contiguous(r.data(), DType::kFloat64, {klen, p.dim}));
+  Heatmap h;
+  h.id = "transformer_xl_r";
+  h.title = fmt::format("Transformer-XL: R_(i-j) for distances 0..{} (d = {})", klen - 1, p.dim);
+  h.rows = klen;
+  h.cols = p.dim;
+  h.values.resize(r.size());
+  for (std::int64_t d = 0; d < klen; ++d) {  // row d of the figure: distance d
+    const std::int64_t row = TransformerXLRow(klen, d);
+    std::copy_n(r.begin() + row * p.dim, p.dim, h.values.begin() + d * p.dim);
+  }
+  h.x_title = "dimension ([sin | cos] halves)";
+  h.y_title = "distance i - j";
+  h.value_title = "R";
+  h.scheme = ColorScheme::kDiverging;
+  h.caption = fmt::format(
+      "posenc::TransformerXLPositionEmbedding (klen {}, d = {}, base 10^4): the sinusoidal "
+      "table of section 2, indexed by the distance i - j instead of the position, with "
+      "[sin | cos] halves. The score adds (q_i + v) . W_R R_(i-j) and u . k_j to the content "
+      "term: W_R, u and v are learned, R is fixed, so the position term depends on i - j "
+      "only (relative, measured in the comparison table). Row 0 (distance 0) is [0 ... 0 | "
+      "1 ... 1]; max |R| measured {}.",
+      klen, p.dim, Sci(MaxAbs(h.values)));
+  return h;
+}
+
+// FIRE's normalised distance x = psi(i - j) / psi(max(i, |L|)), psi(d) =
+// log(c d + 1), at the paper's initial c and L (posenc::FireWeights).
+Chart FireFigure(std::vector<std::string>& summary) {
+  const FireWeights w;
+  const double eps = FireParams{}.eps;
+  auto psi = [&](double d) { return std::log(std::abs(w.c * d) + 1.0); };
+  Chart c = MakeChart("fire_x",
+                      fmt::format("FIRE: normalised distance x fed to its MLP (c = {:g}, L = {:g})",
+                                  w.c, w.threshold),
+                      LineSpec({"distance", "distance i - j", AxisScale::kLog},
+                               {"x", "x = psi(i - j) / psi(max(i, L))"},
+                               {"query", "query position i", false, "line", false}));
+  std::string text;
+  for (std::int64_t q : {128, 512, 2048, 8192}) {
+    const double norm = psi(std::max<double>(static_cast<double>(q), std::abs(w.threshold))) + eps;
+    for (std::int64_t k = 0; k <= 60; ++k) {
+      const double d = std::round(std::pow(static_cast<double>(q), k / 60.0));
+      if (k > 0 && d == std::round(std::pow(static_cast<double>(q), (k - 1) / 60.0))) continue;
+      c.Add({{"query", fmt::format("i = {}", q)}, {"distance", d}, {"x", psi(d) / norm}});
+    }
+    text += fmt::format("{}i = {}: x at distance 128 is {:.3f}, at its farthest key {:.3f}",
+                        text.empty() ? "" : "; ", q, psi(128.0) / norm,
+                        psi(static_cast<double>(q)) / norm);
+  }
+  c.caption = fmt::format(
+      "FIRE (Li et al. 2024, posenc/fire.h) is a relative bias like T5's, but continuous: a "
+      "small learned MLP (shared by the heads) maps the distance, log-compressed and "
+      "normalised to x in [0, 1], to one bias per head. Up to i = |L| the normaliser is the "
+      "constant psi(L), so x depends on the distance only; past it the normaliser grows with i "
+      "and a longer context is squeezed back into [0, 1] (progressive interpolation): the same "
+      "distance gets a smaller x. Measured: {}. Its MLP is learned, so there is no canonical "
+      "bias to draw; its measured row is in the comparison table and its trained model in "
+      "section 9.",
+      text);
+  summary.push_back("FIRE x: " + text);
+  return c;
+}
+
 }  // namespace
 
 Section RelativeSection(const ReportOptions&) {
@@ -163,12 +238,15 @@ Section RelativeSection(const ReportOptions&) {
       "Relative methods give the score of query i and key j a term that depends on their "
       "difference only. They differ in how a difference becomes a term: T5 and DeBERTa bucket "
       "it (exact near, logarithmic far), Shaw clips it to +-k, ALiBi (section 5) multiplies it by "
-      "a slope."};
+      "a slope, Transformer-XL feeds a sinusoid of it through a learned projection, and FIRE "
+      "(Li et al. 2024) feeds its log-compressed, normalised value to a small learned MLP."};
   std::vector<std::string> summary;
   s.blocks.emplace_back(LessonMatrix());
   s.blocks.emplace_back(T5Figure(summary));
   s.blocks.emplace_back(DebertaFigure(summary));
   s.blocks.emplace_back(ShawFigure());
+  s.blocks.emplace_back(TransformerXLFigure());
+  s.blocks.emplace_back(FireFigure(summary));
   s.summary = std::move(summary);
   return s;
 }

@@ -215,15 +215,31 @@ async function checkStatements(context, file, dataDir) {
         `shaw_clip: every cell is clip(j - i, -${k}, ${k})`);
   const ks = [...text.matchAll(/Shaw[^.;]*?\bk = (\d+)/g)].map((m) => Number(m[1]));
   const compare = csvRecords(csv('comparison'));
-  const shawRow = compare.find((r) => r.method === 'Shaw');
+  const shawRow = csvRecords(csv('comparison_costs')).find((r) => r.method === 'Shaw');
   check(ks.length > 0 && ks.every((v) => v === k) && Object.values(shawRow).join(' ')
     .includes(`k = ${k}`), `Shaw's k is ${k} throughout (page: ${ks.join(', ')})`);
 
+  // RoPE scaling: the legend lists only regions some pair is in; dynamic's lowest ratio.
+  const scaling = csvRecords(csv('rope_scaling'));
+  const regions = new Set(scaling.map((r) => r.region));
+  const legend = await page.evaluate(() => window.posencReport.figures
+    .find((x) => x.id === 'rope_scaling').view.scale('color').domain());
+  check(legend.length === regions.size && legend.every((r) => regions.has(r)),
+        `rope_scaling: legend ${legend.join(', ')} = the regions of the data`);
+  const dynamic = scaling.filter((r) => r.scheme.startsWith('dynamic'));
+  const lowest = Math.round(1 / Math.min(...dynamic.map((r) => Number(r.ratio))));
+  check((await caption('rope_scaling')).includes(`the lowest pair reaches 1/${lowest}`),
+        `rope_scaling: dynamic's lowest pair at 1/${lowest}, as the data`);
+
   // Learned: the comparison row speaks of its own rows; the message is printed once.
   const learned = Object.values(compare.find((r) => r.method === 'learned')).join(' | ');
-  const rowsMatch = learned.match(/over its (\d+) rows/);
-  check(rowsMatch && learned.includes(`position ${rowsMatch[1]}: InvalidArgument`),
-        `comparison: the learned row is measured at its ${rowsMatch && rowsMatch[1]} rows`);
+  const tableRows = Number(((await caption('comparison')).match(/learned table (\d+) rows/) ||
+                             [0, 0])[1]);
+  const boundedL = Number(Object.keys(compare[0]).find((h) => h.startsWith('bounded'))
+    .match(/L = (\d+)/)[1]);
+  check(tableRows > 0 && learned.includes(`position ${tableRows}: InvalidArgument`) &&
+        (boundedL <= tableRows || learned.includes(`over its ${tableRows} rows`)),
+        `comparison: the learned row is measured within its ${tableRows} rows (L = ${boundedL})`);
   const message = text.match(/Lookup says: (.*?\]\S*)/);
   const count = message ? text.split(message[1].slice(0, 40)).length - 1 : 0;
   check(count === 1, `the learned table's error message is on the page once (${count})`);
@@ -235,6 +251,11 @@ async function checkStatements(context, file, dataDir) {
   const measured = Object.keys(compare[0]).find((h) => h.startsWith('works past'));
   check(measured && compare.filter((r) => /^\d/.test(r[measured])).length >= 5,
         'comparison: the measured column is filled');
+
+  // The comparison table states the lesson's four requirements, continuous included.
+  const requirements = ['bounded', 'continuous', 'unique', 'relative'];
+  check(requirements.every((w) => Object.keys(compare[0]).some((h) => h.startsWith(w))),
+        'comparison: bounded, continuous, unique and relative columns');
 
   // No empty panel: the attention maps fill their grid of 4 columns.
   const schemes = new Set(csvRecords(csv('attention_maps')).map((r) => r.scheme));

@@ -168,7 +168,7 @@ TEST(ReportCompare, T5IsRelativeAndSaturates) {
 
 TEST(ReportCompare, ShawHasTwoKPlusOneDistinctTerms) {
   const MethodMeasure m = MeasureShaw(SmallSetup());
-  EXPECT_EQ(kShawClip, 4);  // the report's one k (section 6 and this table)
+  EXPECT_EQ(kShawClip, 4);                     // the report's one k (section 6 and this table)
   EXPECT_EQ(m.extra_params, 2 * 9 * 64 * 12);  // a^K, a^V [2k+1, D] per layer, k = 4
   EXPECT_TRUE(m.bounded);
   EXPECT_EQ(m.distinct_distances, 2 * kShawClip + 1);  // clip(j - i, -k, k): 2k + 1 rows
@@ -454,6 +454,51 @@ TEST(ReportSections, RelativeBucketsAndClipping) {
     EXPECT_EQ(r["index"].get<std::int64_t>(), std::clamp<std::int64_t>(d, -4, 4) + 4);
     EXPECT_EQ(r["clipped"].get<std::int64_t>(), std::clamp<std::int64_t>(d, -4, 4));
   }
+}
+
+// The captions state what their figure's data says (issue 35).
+TEST(ReportSections, CaptionsAreComputedFromTheirData) {
+  // Sinusoidal: the near-constant columns (range < 0.1), counted from the table.
+  const Section sin = SinusoidalSection(Quick());
+  const Heatmap& h = Find<Heatmap>(sin, "sinusoidal_table");
+  std::int64_t flat = 0;
+  for (std::int64_t c = 0; c < h.cols; ++c) {
+    double lo = 1e300, hi = -1e300;
+    for (std::int64_t r = 0; r < h.rows; ++r) {
+      lo = std::min(lo, h.values[static_cast<std::size_t>(r * h.cols + c)]);
+      hi = std::max(hi, h.values[static_cast<std::size_t>(r * h.cols + c)]);
+    }
+    flat += hi - lo < 0.1 ? 1 : 0;
+  }
+  EXPECT_GT(flat, 0);
+  EXPECT_LT(flat, h.cols / 2);  // not "the right half"
+  EXPECT_NE(
+      h.caption.find(std::to_string(flat) + " of the " + std::to_string(h.cols) + " dimensions"),
+      std::string::npos)
+      << h.caption;
+  EXPECT_EQ(Find<Heatmap>(sin, "sinusoidal_similarity").scheme, ColorScheme::kSequential);
+  // T5: saturation from the bucket function, before max_distance.
+  const Section rel = RelativeSection(Quick());
+  const std::string& t5 = Find<Chart>(rel, "t5_buckets").caption;
+  EXPECT_NE(t5.find("every distance from 91 on (bidirectional; causal: from 113)"),
+            std::string::npos)
+      << t5;
+  EXPECT_EQ(t5.find("past max_distance"), std::string::npos) << t5;
+  // Shaw: one k.
+  EXPECT_NE(Find<Chart>(rel, "shaw_clip").caption.find("k = " + std::to_string(kShawClip)),
+            std::string::npos);
+  EXPECT_GT(Find<Chart>(rel, "fire_x").records.size(), 0u);
+  EXPECT_EQ(Find<Heatmap>(rel, "transformer_xl_r").rows, 128);
+}
+
+TEST(ReportSections, AttentionMapsHaveNoEmptyPanel) {
+  const Section s = AttentionSection(Quick());
+  std::set<std::string> panels;
+  for (const auto& r : Find<Chart>(s, "attention_maps").records) {
+    panels.insert(r["scheme"].get<std::string>());
+  }
+  EXPECT_EQ(panels.size(), 8u);  // 4 columns x 2 rows
+  EXPECT_EQ(panels.count("sinusoidal"), 1u);
 }
 
 TEST(ReportSections, LearnedRowNormsAndPastEndMessage) {
