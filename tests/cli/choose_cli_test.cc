@@ -126,7 +126,8 @@ TEST(ChooseCli, EngineRulesOut) {
   const CliResult r =
       RunCli("choose --json --train-length 128 --target-length 512 --engine flash-attention");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const json& c : json::parse(r.out)["candidates"]) {
+  const json answer = json::parse(r.out);  // a range-for over a temporary's member dangles
+  for (const json& c : answer["candidates"]) {
     if (c["scheme"] == "shaw" || c["scheme"] == "t5" || c["scheme"] == "fire") {
       EXPECT_EQ(c["verdict"], "ruled out") << c.dump();
     }
