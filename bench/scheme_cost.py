@@ -21,7 +21,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -29,6 +28,7 @@ import time
 import numpy as np
 
 import posenc
+from posenc.experiments.extrapolation.machine import cpu_model
 
 SCHEMES = ("none", "rope", "alibi", "t5", "shaw", "fire")
 
@@ -52,17 +52,6 @@ def scheme_args(name, heads, head_dim, rng):
                 "b2": np.zeros(heads, np.float32), "c": np.float32(0.1),
                 "threshold": np.float32(512.0)}
     return {}
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main():

@@ -86,6 +86,25 @@ Chart PositionChart(const ExperimentResults& r) {
   return c;
 }
 
+// One record per validation point of a scheme's curve from step `from_step`
+// on (with its window length when `with_length`); returns the validation
+// bytes of the last point (`tokens` when there is none).
+std::int64_t AddCurve(Chart& c, const ExperimentScheme& s, std::int64_t from_step, bool with_length,
+                      std::int64_t tokens) {
+  for (const auto& p : s.curve) {
+    if (p.step < from_step) continue;
+    Json rec = {{"scheme", s.name},
+                {"step", p.step},
+                {"val_bits_per_byte", p.val_bits_per_byte},
+                {"val_tokens", p.val_tokens}};
+    if (with_length) rec["length"] = s.curve_length;
+    if (p.train_bits_per_byte) rec["train_bits_per_byte"] = *p.train_bits_per_byte;
+    c.Add(rec);
+    tokens = p.val_tokens;
+  }
+  return tokens;
+}
+
 Chart CurveChart(const ExperimentResults& r) {
   Chart c =
       MakeChart("experiment_training", "Training curves: validation bits per byte against step",
@@ -95,16 +114,8 @@ Chart CurveChart(const ExperimentResults& r) {
   std::int64_t tokens = 0;
   for (const auto& s : r.schemes) {
     if (s.finetune) continue;  // drawn at T in FinetuneChart
-    for (const auto& p : s.curve) {
-      if (p.step == 0) continue;  // the untrained loss (8 bits) would flatten the plot
-      Json rec = {{"scheme", s.name},
-                  {"step", p.step},
-                  {"val_bits_per_byte", p.val_bits_per_byte},
-                  {"val_tokens", p.val_tokens}};
-      if (p.train_bits_per_byte) rec["train_bits_per_byte"] = *p.train_bits_per_byte;
-      c.Add(rec);
-      tokens = p.val_tokens;
-    }
+    // Step 0 is left out: the untrained loss (8 bits) would flatten the plot.
+    tokens = AddCurve(c, s, /*from_step=*/1, /*with_length=*/false, tokens);
   }
   c.caption = fmt::format(
       "Validation loss on {} bytes of held-out validation documents at the train length, every "
@@ -133,17 +144,7 @@ Chart FinetuneChart(const ExperimentResults& r, const ExperimentFinetune& f) {
           {"scheme", "scheme", false}));
   std::int64_t tokens = 0;
   for (const auto& s : r.schemes) {
-    if (!s.finetune) continue;
-    for (const auto& p : s.curve) {
-      Json rec = {{"scheme", s.name},
-                  {"step", p.step},
-                  {"val_bits_per_byte", p.val_bits_per_byte},
-                  {"val_tokens", p.val_tokens},
-                  {"length", s.curve_length}};
-      if (p.train_bits_per_byte) rec["train_bits_per_byte"] = *p.train_bits_per_byte;
-      c.Add(rec);
-      tokens = p.val_tokens;
-    }
+    if (s.finetune) tokens = AddCurve(c, s, /*from_step=*/0, /*with_length=*/true, tokens);
   }
   c.caption = fmt::format(
       "Each +ft row starts from the same trained rope weights (step 0: the trained model with "

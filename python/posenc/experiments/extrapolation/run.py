@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import platform
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -17,6 +16,7 @@ import posenc
 from . import data as data_mod
 from . import finetune as ft
 from .errors import ExperimentError
+from .machine import blas_library, cpu_model
 from .model import TransformerLM
 from .names import FINETUNED, base_of
 from .options import Options
@@ -35,27 +35,6 @@ def set_threads(n: int) -> str:
         posenc.set_num_threads(n)
         return f"{n} (posenc.set_num_threads)"
     return "1 (this posenc.torch runs its kernels on one thread)"
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def blas_library() -> str:
-    """Which libblas.so.3 the process mapped (reference BLAS or OpenBLAS)."""
-    try:
-        with open(f"/proc/{os.getpid()}/maps") as f:
-            libs = {line.split()[-1] for line in f if "blas" in line.lower()}
-        return ", ".join(sorted(os.path.realpath(p) for p in libs)) or "none mapped"
-    except OSError:
-        return "unknown"
 
 
 def check_sizes(o: Options, corpus: data_mod.Corpus, finetuned: bool = False) -> int:
