@@ -60,6 +60,9 @@ std::vector<nlohmann::json> RunAttentionBackwardBench(const AttentionBenchOption
 // `--decode`: decode against KV caches (cli/cmd_bench_attention_decode.cc).
 std::vector<nlohmann::json> RunAttentionDecodeBench(const AttentionBenchOptions& options,
                                                     nlohmann::json& machine);
+// `--decode`, the C entry point posenc_attention_decode against the C++ call
+// and against the prefill C entry point on one query ("attention_decode_c").
+std::vector<nlohmann::json> RunAttentionDecodeCBench(const AttentionBenchOptions& options);
 
 // The entries as text tables (one per kernel kind present).
 void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostream& out);

@@ -230,6 +230,7 @@ std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o,
   }
   if (o.decode) {
     for (auto& e : RunAttentionDecodeBench(o, machine)) entries.push_back(std::move(e));
+    for (auto& e : RunAttentionDecodeCBench(o)) entries.push_back(std::move(e));
   }
   return entries;
 }
@@ -291,6 +292,18 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
                        e["fraction_of_bandwidth"].get<double>(),
                        e["cache_resident"].get<bool>() ? "yes" : "no", num(e["torch_ms"], "{:.3f}"),
                        num(e["speedup_vs_torch"], "{:.2f}x"));
+  }
+  if (any("attention_decode_c")) {
+    out << fmt::format("{:<9} {:<8} {:<9} {:>9} {:>9} {:>7} {:>12} {:>9}\n", "decode C", "keys",
+                       "dtype", "C ms", "C++ ms", "C/C++", "prefill C ms", "speedup");
+  }
+  for (const nlohmann::json& e : entries) {
+    if (e["kernel"] != "attention_decode_c") continue;
+    out << fmt::format("{:<9} {:<8} {:<9} {:>9.3f} {:>9.3f} {:>7.3f} {:>12.3f} {:>8.1f}x\n",
+                       e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(),
+                       e["dtype"].get<std::string>(), e["ms"].get<double>(),
+                       e["cpp_ms"].get<double>(), e["c_over_cpp"].get<double>(),
+                       e["prefill_c_ms"].get<double>(), e["speedup_vs_prefill_c"].get<double>());
   }
 }
 

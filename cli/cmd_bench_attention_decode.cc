@@ -20,6 +20,12 @@
 //    viewed as [1, 8, 4, 128] per kv head: HF's repeat_kv would first copy
 //    the cache 4x, so this baseline is faster than HF), bias materialised
 //    as [1, 32, 1, Sk] before timing; rope rotates q inside the call.
+//  - The C entry point ("attention_decode_c" entries, Sk = 1000, 4000 and
+//    32768, or --max-seq alone): the same shapes through posenc/c.h's
+//    posenc_attention_decode on a posenc_context, alternating with the C++
+//    call above ("c_over_cpp" = C ms / C++ ms), and with the prefill entry
+//    point posenc_flash_attention on one query ("prefill_c_ms": the only C
+//    path before posenc_attention_decode; "speedup_vs_prefill_c").
 #include <fmt/format.h>
 
 #include <chrono>
@@ -32,6 +38,7 @@
 #include "bench_attention_util.h"
 #include "bench_common.h"
 #include "posenc/bandwidth.h"
+#include "posenc/c.h"
 #include "posenc/flash_attention.h"
 
 namespace posenc::cli {
@@ -86,7 +93,127 @@ DecodeReply MeasureInChild(const std::string& scheme, std::int64_t seq,
   return r;
 }
 
+struct DecodeCReply {
+  double c_ms = 0, cpp_ms = 0, c_ms2 = 0, prefill_c_ms = 0;
+  int ok = 0;
+  char error[240] = {};
+};
+
+// posenc_attention_decode against FlashAttentionDecode (alternating), then
+// against posenc_flash_attention with one query (alternating).
+DecodeCReply MeasureCInChild(const std::string& scheme, std::int64_t seq,
+                             const AttentionBenchOptions& o) {
+  DecodeCReply r;
+  const DType dtype = DType::kBFloat16;
+  const auto n = static_cast<std::size_t>(seq * kKvHeads * kHeadDim);
+  BenchVector<unsigned char> qb = Filled(dtype, kHeads * kHeadDim, 1), kb = Filled(dtype, n, 2),
+                             vb = Filled(dtype, n, 3), ob = Filled(dtype, kHeads * kHeadDim, 4);
+  // C++: as MeasureInChild.
+  AttentionParams params;
+  FlashAttentionOptions options;
+  const bench_attention::BenchScheme bs =
+      bench_attention::MakeBenchScheme(scheme, kHeads, kHeadDim);
+  params.scheme = bs.scheme;
+  if (scheme == "rope") options.rope_keys = FlashRopeKeys::kPreRotated;
+  const TensorView q = TensorView::Contiguous(qb.data(), dtype, {1, 1, kHeads, kHeadDim});
+  const TensorView k = TensorView::Contiguous(kb.data(), dtype, {1, seq, kKvHeads, kHeadDim});
+  const TensorView v = TensorView::Contiguous(vb.data(), dtype, {1, seq, kKvHeads, kHeadDim});
+  const TensorView out = TensorView::Contiguous(ob.data(), dtype, {1, 1, kHeads, kHeadDim});
+  const Context ctx(o.threads);
+  // C: the same buffers, a typed scheme (RoPE params or ALiBi slopes).
+  posenc_context* cctx = nullptr;
+  if (posenc_context_create(o.threads, POSENC_BACKEND_AUTO, &cctx) != POSENC_OK) {
+    throw Error(posenc_last_error());
+  }
+  const std::unique_ptr<posenc_context, void (*)(posenc_context*)> owner(cctx,
+                                                                         posenc_context_destroy);
+  const auto tensor = [](void* data, std::int64_t s, std::int64_t h) {
+    posenc_tensor t;
+    const std::int64_t shape[4] = {1, s, h, kHeadDim};
+    if (posenc_tensor_contiguous(data, POSENC_BFLOAT16, 4, shape, &t) != POSENC_OK) {
+      throw Error(posenc_last_error());
+    }
+    return t;
+  };
+  const posenc_tensor cq = tensor(qb.data(), 1, kHeads), ck = tensor(kb.data(), seq, kKvHeads),
+                      cv = tensor(vb.data(), seq, kKvHeads), co = tensor(ob.data(), 1, kHeads);
+  posenc_rope_params rope;
+  posenc_rope_params_init(&rope);
+  rope.head_dim = kHeadDim;
+  rope.pairing = POSENC_PAIRING_HALF_SPLIT;
+  std::vector<double> slopes(static_cast<std::size_t>(kHeads));
+  posenc_scheme cs;
+  posenc_scheme_init(&cs);
+  if (scheme == "rope") {
+    cs.kind = POSENC_SCHEME_ROPE;
+    cs.rope = &rope;
+    cs.rope_keys = POSENC_ROPE_KEYS_PRE_ROTATED;
+  } else if (scheme == "alibi") {
+    if (posenc_alibi_slopes(kHeads, 8.0, POSENC_ALIBI_REFERENCE, slopes.data(), kHeads) !=
+        POSENC_OK) {
+      throw Error(posenc_last_error());
+    }
+    cs.kind = POSENC_SCHEME_ALIBI;
+    cs.alibi_slopes = slopes.data();
+    cs.num_alibi_slopes = kHeads;
+  } else {
+    Require(scheme == "none", "scheme", scheme, "none, alibi or rope for the C decode bench");
+  }
+  posenc_attention_params cp;
+  posenc_attention_params_init(&cp);
+  cp.scheme = &cs;
+  const auto c_decode = [&] {
+    if (posenc_attention_decode(cctx, &cp, &cq, &ck, &cv, &co, nullptr) != POSENC_OK) {
+      throw Error(posenc_last_error());
+    }
+  };
+  const auto cpp_decode = [&] {
+    FlashAttentionDecode(params, q, k, v, out, TensorView{}, options, ctx);
+  };
+  const auto c_prefill = [&] {
+    if (posenc_flash_attention(cctx, &cp, &cq, &ck, &cv, &co) != POSENC_OK) {
+      throw Error(posenc_last_error());
+    }
+  };
+  const int warmup = std::max(o.warmup, 1);
+  std::tie(r.c_ms, r.cpp_ms) = MedianMsAlternating(c_decode, cpp_decode, o.reps, warmup);
+  std::tie(r.c_ms2, r.prefill_c_ms) =
+      MedianMsAlternating(c_decode, c_prefill, std::min(o.reps, 10), warmup);
+  return r;
+}
+
 }  // namespace
+
+std::vector<nlohmann::json> RunAttentionDecodeCBench(const AttentionBenchOptions& o) {
+  const std::vector<std::int64_t> seqs = o.max_seq < 16384
+                                             ? std::vector<std::int64_t>{o.max_seq}
+                                             : std::vector<std::int64_t>{1000, 4000, 32768};
+  std::vector<nlohmann::json> entries;
+  for (const std::string scheme : {"none", "alibi", "rope"}) {
+    for (const std::int64_t seq : seqs) {
+      const DecodeCReply r =
+          bench_attention::RunInChild<DecodeCReply>([&] { return MeasureCInChild(scheme, seq, o); },
+                                                    fmt::format("decode C {} Sk={}", scheme, seq));
+      entries.push_back({{"kernel", "attention_decode_c"},
+                         {"scheme", scheme},
+                         {"seq", seq},
+                         {"dtype", "bfloat16"},
+                         {"queries", 1},
+                         {"heads", kHeads},
+                         {"kv_heads", kKvHeads},
+                         {"head_dim", kHeadDim},
+                         {"threads", o.threads},
+                         {"ms", r.c_ms},
+                         {"cpp_ms", r.cpp_ms},
+                         {"c_over_cpp", r.c_ms / r.cpp_ms},
+                         {"ms_beside_prefill", r.c_ms2},
+                         {"prefill_c_ms", r.prefill_c_ms},
+                         {"speedup_vs_prefill_c", r.prefill_c_ms / r.c_ms2},
+                         {"reps", o.reps}});
+    }
+  }
+  return entries;
+}
 
 std::vector<nlohmann::json> RunAttentionDecodeBench(const AttentionBenchOptions& o,
                                                     nlohmann::json& machine) {

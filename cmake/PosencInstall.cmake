@@ -8,22 +8,28 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(POSENC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/posenc)
-set(posenc_install_targets posenc)
-if(TARGET posenc_shared)
-  list(APPEND posenc_install_targets posenc_shared)
-endif()
-install(TARGETS ${posenc_install_targets} EXPORT posenc-targets
+# Two export sets: posenc::shared needs only Threads at a consumer's link
+# step, posenc::posenc (static) also Highway and nlohmann_json; the package
+# config (posenc-config.cmake.in) looks for those only for the static one.
+install(TARGETS posenc EXPORT posenc-static-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET posenc_shared)
+  install(TARGETS posenc_shared EXPORT posenc-shared-targets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT posenc-shared-targets NAMESPACE posenc:: DESTINATION ${POSENC_CMAKE_DIR})
+  export(EXPORT posenc-shared-targets NAMESPACE posenc::
+         FILE ${PROJECT_BINARY_DIR}/posenc-shared-targets.cmake)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/posenc
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_BINARY_DIR}/include/posenc/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/posenc)
-install(EXPORT posenc-targets NAMESPACE posenc:: DESTINATION ${POSENC_CMAKE_DIR})
-export(EXPORT posenc-targets NAMESPACE posenc::
-       FILE ${PROJECT_BINARY_DIR}/posenc-targets.cmake)
+install(EXPORT posenc-static-targets NAMESPACE posenc:: DESTINATION ${POSENC_CMAKE_DIR})
+export(EXPORT posenc-static-targets NAMESPACE posenc::
+       FILE ${PROJECT_BINARY_DIR}/posenc-static-targets.cmake)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/posenc-config.cmake.in
   ${PROJECT_BINARY_DIR}/posenc-config.cmake INSTALL_DESTINATION ${POSENC_CMAKE_DIR})
@@ -37,6 +43,22 @@ install(FILES ${PROJECT_BINARY_DIR}/posenc-config.cmake
 file(RELATIVE_PATH POSENC_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/posenc.pc.in ${PROJECT_BINARY_DIR}/posenc.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/posenc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# The build tree's own .pc (the pkg-config convention: with the build
+# directory on PKG_CONFIG_PATH, `pkg-config posenc` picks posenc-uninstalled
+# over any installed posenc.pc): headers from the source and build trees,
+# libposenc.so where the build put it.
+if(TARGET posenc_shared)
+  file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/posenc-uninstalled.pc CONTENT
+"libdir=$<TARGET_FILE_DIR:posenc_shared>
+includedir=${PROJECT_SOURCE_DIR}/include
+
+Name: posenc (uninstalled, ${PROJECT_BINARY_DIR})
+Description: ${PROJECT_DESCRIPTION} (C API: posenc/c.h)
+Version: ${PROJECT_VERSION}
+Libs: -L\${libdir} -lposenc
+Cflags: -I\${includedir} -I${PROJECT_BINARY_DIR}/include
+")
+endif()
 
 if(TARGET posenc_cli)
   install(TARGETS posenc_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -25,17 +25,58 @@
  *    types), so any value a caller passes is well defined on both sides; a
  *    value outside the constants is POSENC_ERROR_INVALID_ARGUMENT.
  *
- * Link: `pkg-config --cflags --libs posenc`, or CMake find_package(posenc)
- * and target posenc::shared. The symbols live in libposenc.so beside the
- * C++ API. */
+ *  - Every public struct begins with `size_t struct_size`, which its _init
+ *    (or constructor) function sets; a function that takes the struct checks
+ *    it and fails with POSENC_ERROR_INVALID_ARGUMENT ("x.struct_size: got 0,
+ *    expected 48 ...") when a caller skipped the init.
+ *
+ * Stability (from 1.0; the 0.x series may still change, with the changes
+ * listed in CHANGELOG.md): within one major version
+ *  - a function keeps its name, signature and meaning, and an enumeration
+ *    constant its value; new functions and constants may be added;
+ *  - a struct only grows at its end, and the library accepts the
+ *    struct_size of every earlier release of the same major version,
+ *    reading only the fields that caller knew (the others take their _init
+ *    value); today every struct has one size;
+ *  - the symbols carry the version node POSENC_<major>.<minor> of the
+ *    shared library (soname libposenc.so.<major>.<minor> in 0.x).
+ * A header newer than the library (struct_size larger than the library
+ * knows) is refused with POSENC_ERROR_INVALID_ARGUMENT, never misread.
+ *
+ * Memory: the library allocates while it validates and prepares a call;
+ * the calling thread and the context's workers keep kernel scratch between
+ * calls (decode: O(threads * splits * H * Dv) floats, a few MiB at most)
+ * until the thread exits or the context is destroyed. Steady-state
+ * zero-allocation calls are not promised yet.
+ *
+ * Link: `pkg-config --cflags --libs posenc` (in a build tree:
+ * PKG_CONFIG_PATH=<build> and the posenc-uninstalled.pc there), or CMake
+ * find_package(posenc) and target posenc::shared. The symbols live in
+ * libposenc.so beside the C++ API. */
 #ifndef POSENC_C_H_
 #define POSENC_C_H_
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "posenc/version.h" /* POSENC_VERSION_MAJOR/_MINOR/_PATCH/_STRING */
+
+/* The version as one number, MAJOR * 10000 + MINOR * 100 + PATCH, at
+ * compile time (compare with posenc_version_number() at run time). */
+#define POSENC_VERSION_NUMBER \
+  (POSENC_VERSION_MAJOR * 10000 + POSENC_VERSION_MINOR * 100 + POSENC_VERSION_PATCH)
+
+/* Import/export: the library's own build defines POSENC_BUILDING_LIBRARY;
+ * consumers of the static library on Windows define POSENC_STATIC (the CMake
+ * target posenc::posenc does). */
 #if defined(_WIN32)
+#if defined(POSENC_BUILDING_LIBRARY)
 #define POSENC_C_API __declspec(dllexport)
+#elif defined(POSENC_STATIC)
+#define POSENC_C_API
+#else
+#define POSENC_C_API __declspec(dllimport)
+#endif
 #elif defined(__GNUC__)
 #define POSENC_C_API __attribute__((visibility("default")))
 #else
@@ -60,10 +101,13 @@ enum {
 
 /* "ok", "invalid_argument", "config", "io", "out_of_memory", "internal". */
 POSENC_C_API const char* posenc_status_name(posenc_status status);
-/* The message of the last failing call on this thread ("" if none). */
+/* The message of this thread's last call: "" when it succeeded (every
+ * function that returns posenc_status clears it on success). */
 POSENC_C_API const char* posenc_last_error(void);
 /* "MAJOR.MINOR.PATCH" of the library (the same as posenc --version). */
 POSENC_C_API const char* posenc_version(void);
+/* MAJOR * 10000 + MINOR * 100 + PATCH of the library that is loaded. */
+POSENC_C_API int32_t posenc_version_number(void);
 
 /* ---- tensors ---- */
 
@@ -73,6 +117,7 @@ typedef int32_t posenc_dtype; /* one of: */
 enum { POSENC_FLOAT32 = 0, POSENC_FLOAT64 = 1, POSENC_BFLOAT16 = 2, POSENC_FLOAT16 = 3 };
 
 typedef struct {
+  size_t struct_size; /* set by posenc_tensor_contiguous / _strided */
   void* data;
   posenc_dtype dtype;
   int32_t rank;                     /* 1..POSENC_MAX_RANK */
@@ -83,14 +128,27 @@ typedef struct {
 /* Fills *out with a contiguous row-major view of `rank` dims. */
 POSENC_C_API posenc_status posenc_tensor_contiguous(void* data, posenc_dtype dtype, int32_t rank,
                                                     const int64_t* shape, posenc_tensor* out);
+/* Fills *out with a strided view (strides in elements, each >= 0; e.g. the
+ * first Sk rows of a KV cache of capacity C). */
+POSENC_C_API posenc_status posenc_tensor_strided(void* data, posenc_dtype dtype, int32_t rank,
+                                                 const int64_t* shape, const int64_t* strides,
+                                                 posenc_tensor* out);
 
 /* Positions of a [batch, seq] set of tokens: ids (count == seq shared by all
- * rows, or batch * seq row-major) or, with ids == NULL, offset + s. */
+ * rows, or batch * seq row-major) or, with ids == NULL, offset + s. Made by
+ * posenc_positions_ids / posenc_positions_offset. */
 typedef struct {
+  size_t struct_size;
   const int64_t* ids;
   int64_t count;
   int64_t offset;
 } posenc_positions;
+
+/* Explicit ids (ids has count entries, the caller keeps them alive). */
+POSENC_C_API posenc_status posenc_positions_ids(const int64_t* ids, int64_t count,
+                                                posenc_positions* out);
+/* Token s of every row at offset + s (offset >= 0). */
+POSENC_C_API posenc_status posenc_positions_offset(int64_t offset, posenc_positions* out);
 
 /* ---- context ---- */
 
@@ -115,9 +173,13 @@ typedef int32_t posenc_rope_direction; /* one of: */
 enum { POSENC_DIRECTION_FORWARD = 0, POSENC_DIRECTION_INVERSE = 1 };
 
 typedef struct {
+  size_t struct_size; /* set by posenc_rope_params_init */
   int64_t head_dim;   /* in [2, 65536] */
   int64_t rotary_dim; /* even, in [2, head_dim]; 0 means head_dim */
   double theta;       /* base of the default frequencies, finite > 1 */
+  /* Required: -1 after _init. HF checkpoints are half-split (NeoX); GGUF
+   * llama-family files are interleaved (llama.cpp's converter permutes the
+   * Q/K weights), which posenc_rope_from_config reports. */
   posenc_rope_pairing pairing;
   posenc_rope_numerics numerics;
   /* Explicit frequencies (rotary_dim/2 values) or NULL for the default
@@ -127,8 +189,8 @@ typedef struct {
   double attention_factor;
 } posenc_rope_params;
 
-/* Defaults: theta 10000, half_split, accurate, attention_factor 1, no
- * explicit frequencies; head_dim must still be set. */
+/* Defaults: theta 10000, accurate, attention_factor 1, no explicit
+ * frequencies; head_dim and pairing (-1, unset) must still be set. */
 POSENC_C_API void posenc_rope_params_init(posenc_rope_params* params);
 
 /* x: rank 4 in `layout`; out NULL = in place, else x's shape and dtype. */
@@ -162,17 +224,51 @@ POSENC_C_API posenc_status posenc_rope_default_inv_freq(int64_t rotary_dim, doub
 
 /* ---- model configs: HF config.json or llama.cpp GGUF (model_config.h, gguf.h) ---- */
 
+#define POSENC_MAX_LAYER_TYPES 8
+#define POSENC_WARNINGS_CAPACITY 2048
+
+/* What the loader knows about a model's attention and positions. */
 typedef struct {
+  size_t struct_size;  /* set by posenc_model_rope_init */
   char rope_type[32];  /* "default", "linear", "yarn", "llama3", ... ("" for ALiBi models) */
   char model_type[64]; /* config model_type / GGUF general.architecture (truncated) */
+  char format[16];     /* "config.json" or "gguf" */
   int32_t is_alibi;    /* 1: the model uses ALiBi (no RoPE; see posenc_alibi_slopes) */
   int64_t alibi_heads; /* ALiBi: head count */
   double alibi_max_bias;
+  /* Attention shape: query heads, key/value heads (GQA; = num_heads when
+   * the file does not say), head dim (ALiBi models too: hidden / heads);
+   * 0 when the file does not give it. */
+  int64_t num_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  /* The softmax scale the model uses: DeepSeek-V2/V3's YaRN mscale^2 /
+   * sqrt(qk_head_dim), else 0 (meaning the usual 1/sqrt(head_dim)); pass it
+   * as posenc_attention_params.scale. */
+  double softmax_scale;
   int64_t max_position_embeddings;
   int64_t original_max_position_embeddings;
-  /* RoPE: ready for posenc_rope_apply (inv_freq points at the caller's buffer). */
+  /* M-RoPE (Qwen2-VL / Qwen3-VL): pairs per t/h/w stream of the selected
+   * layer type (num_mrope_sections 0 if none); interleaved = Qwen3-VL. */
+  int32_t num_mrope_sections;
+  int64_t mrope_section[4];
+  int32_t mrope_interleaved;
+  /* The model's layer types (num_layer_types, names truncated at 31 bytes;
+   * one "" entry when one rope serves every layer). */
+  int32_t num_layer_types;
+  char layer_types[POSENC_MAX_LAYER_TYPES][32];
+  /* The loader's warnings (HF's, e.g. an unknown rope key, or GGUF's), one
+   * per line, num_warnings of them; truncated at the capacity. */
+  int32_t num_warnings;
+  char warnings[POSENC_WARNINGS_CAPACITY];
+  /* RoPE: ready for posenc_rope_apply (inv_freq points at the caller's
+   * buffer; pairing as the checkpoint's weights need it: interleaved for
+   * GGUF llama-family files, see gguf.h). */
   posenc_rope_params params;
 } posenc_model_rope;
+
+/* Zeroes *out and sets its struct_size (and that of out->params). */
+POSENC_C_API void posenc_model_rope_init(posenc_model_rope* out);
 
 /* Reads a config.json or .gguf at `path` and computes the frequencies of
  * `layer_type` (NULL or "": the full-attention / only layer) for a call with
@@ -180,7 +276,8 @@ typedef struct {
  * `numerics` (HF's float32 recipe or float64). The rotary_dim/2 frequencies
  * are written to inv_freq (capacity entries); inv_freq NULL with capacity 0
  * only fills *out (params.inv_freq_count says how many are needed).
- * An ALiBi model returns POSENC_OK with is_alibi = 1 and no frequencies. */
+ * An ALiBi model returns POSENC_OK with is_alibi = 1 and no frequencies.
+ * *out must have been set by posenc_model_rope_init. */
 POSENC_C_API posenc_status posenc_rope_from_config(const char* path, int64_t seq_len,
                                                    const char* layer_type,
                                                    posenc_rope_numerics numerics,
@@ -233,32 +330,46 @@ POSENC_C_API posenc_status posenc_t5_buckets(int64_t num_buckets, int64_t max_di
                                              posenc_t5_direction direction, int64_t first,
                                              int64_t count, int64_t* out);
 
-/* ---- fused attention forward (flash_attention.h) ---- */
+/* ---- positional schemes of attention (attention.h, scheme.h) ---- */
 
-/* A positional scheme by NAME with NAMED arguments, so that any scheme the
- * library knows can be passed without a C struct per scheme:
- *   "none", "absolute": no arguments.
+/* A scheme is typed for the schemes an engine loads from a model
+ * (posenc_rope_from_config's params, ALiBi slopes, a T5 table), or NAMED
+ * for any scheme the library registers (`posenc schemes` lists them, with
+ * their arguments). A setting a scheme needs has no default: leaving it at
+ * what posenc_scheme_init wrote is POSENC_ERROR_INVALID_ARGUMENT naming it. */
+typedef int32_t posenc_scheme_kind; /* one of: */
+enum {
+  POSENC_SCHEME_NONE = 0,  /* no positional term (scores q.k only) */
+  POSENC_SCHEME_ROPE = 1,  /* rope, rope_keys */
+  POSENC_SCHEME_ALIBI = 2, /* alibi_slopes, num_alibi_slopes */
+  POSENC_SCHEME_T5 = 3,    /* t5_table, t5_max_distance, t5_direction */
+  POSENC_SCHEME_NAMED = 4  /* name, args, num_args */
+};
+/* Whether the kernel rotates the keys (by key_positions, like the queries)
+ * or they were rotated when they entered the cache. Required with RoPE. */
+typedef int32_t posenc_rope_keys; /* one of: */
+enum { POSENC_ROPE_KEYS_ROTATE = 0, POSENC_ROPE_KEYS_PRE_ROTATED = 1 };
+
+/* A named argument of a NAMED scheme (the registry's declarations):
  *   "rope": numbers rotary_dim, theta, attention_factor; texts pairing
- *     ("half_split" | "interleaved"), numerics ("accurate" | "hf"),
- *     rope_keys ("rotate" | "pre_rotated"); tensor inv_freq (float64 [n]).
- *   "alibi": tensor slopes (float32/float64 [H]), or number max_bias (default
- *     8) with text convention ("reference" | "bloom_float32").
+ *     ("half_split" | "interleaved", required), numerics ("accurate" |
+ *     "hf"), rope_keys ("rotate" | "pre_rotated", required); tensor inv_freq.
+ *   "alibi": tensor slopes [H], or number max_bias (default 8) with text
+ *     convention ("reference" | "bloom_float32").
  *   "t5": tensor table ([num_buckets, H], required); numbers max_distance
  *     (default 128) and bidirectional (default 1; 0: causal buckets).
- *   "shaw": tensors a_key [2 clip + 1, D], a_value [2 clip + 1, Dv] (float32
- *     or float64, required); number clip (default 16).
+ *   "shaw": tensors a_key [2 clip + 1, D], a_value [2 clip + 1, Dv]
+ *     (required); number clip (default 16).
  *   "fire": tensors w1 [hidden], b1 [hidden], w2 [H, hidden], b2 [H], c [1],
- *     threshold [1] (required); number eps (default 1e-6); causal mask only.
- * These are the registry's declarations (include/posenc/scheme.h; `posenc
- * schemes` prints them): any registered scheme is accepted by name, with
- * its declared arguments (NUMBER for number, integer and flag arguments;
- * TEXT; TENSOR).
- * An unknown scheme or argument name, a missing required argument or a
- * wrong kind is POSENC_ERROR_INVALID_ARGUMENT naming it and what is allowed. */
+ *     threshold [1] (required); number eps (default 1e-6); causal only.
+ * Kinds: NUMBER for number, integer and flag arguments; TEXT; TENSOR. An
+ * unknown scheme or argument, a missing required argument or a wrong kind
+ * is POSENC_ERROR_INVALID_ARGUMENT naming it and what is allowed. */
 typedef int32_t posenc_arg_kind; /* one of: */
 enum { POSENC_ARG_NUMBER = 0, POSENC_ARG_TEXT = 1, POSENC_ARG_TENSOR = 2 };
 
 typedef struct {
+  size_t struct_size; /* sizeof(posenc_scheme_arg), set by posenc_scheme_arg_init */
   const char* name;
   posenc_arg_kind kind;
   double number;        /* POSENC_ARG_NUMBER */
@@ -266,31 +377,60 @@ typedef struct {
   posenc_tensor tensor; /* POSENC_ARG_TENSOR */
 } posenc_scheme_arg;
 
+/* Zeroes *arg and sets its struct_size (name NULL, kind NUMBER). */
+POSENC_C_API void posenc_scheme_arg_init(posenc_scheme_arg* arg);
+
+typedef struct {
+  size_t struct_size; /* sizeof(posenc_scheme), set by posenc_scheme_init */
+  posenc_scheme_kind kind;
+  /* ROPE: posenc_rope_from_config's or hand-filled params (head_dim = D of
+   * q and k), and where the keys' rotation happens. */
+  const posenc_rope_params* rope;
+  posenc_rope_keys rope_keys;
+  /* ALIBI: one slope per query head (posenc_alibi_slopes). */
+  const double* alibi_slopes;
+  int64_t num_alibi_slopes;
+  /* T5: the learned table [num_buckets, H] (float32 or float64), the
+   * bucketing's max_distance (>= 1) and direction. */
+  const posenc_tensor* t5_table;
+  int64_t t5_max_distance;
+  posenc_t5_direction t5_direction;
+  /* NAMED: a registered scheme name and its arguments. */
+  const char* name;
+  const posenc_scheme_arg* args;
+  int64_t num_args;
+} posenc_scheme;
+
+/* kind NONE; rope_keys and t5_direction -1 (unset), every pointer NULL. */
+POSENC_C_API void posenc_scheme_init(posenc_scheme* scheme);
+
+/* ---- fused attention (flash_attention.h) ---- */
+
 typedef int32_t posenc_mask; /* one of: */
 enum { POSENC_MASK_CAUSAL = 0, POSENC_MASK_BIDIRECTIONAL = 1 };
 
 typedef struct {
+  size_t struct_size;   /* sizeof(posenc_attention_params), set by its _init */
   posenc_layout layout; /* of q, k, v and out */
   posenc_mask mask;
-  int64_t sliding_window; /* W >= 1, or 0 for none */
-  double scale;           /* finite > 0, or 0 for 1/sqrt(D) */
-  const char* scheme;     /* NULL means "none" */
-  const posenc_scheme_arg* scheme_args;
-  int64_t num_scheme_args;
-  int64_t query_tile; /* 0: 64 */
-  int64_t key_tile;   /* 0: 64 */
-  /* Explicit positions (posenc_flash_attention only; NULL: queries at
-   * Sk - Sq + i, keys at j). Ids per batch row or shared, or an offset. */
+  int64_t sliding_window;      /* W >= 1, or 0 for none */
+  double scale;                /* finite > 0, or 0 for 1/sqrt(D) */
+  const posenc_scheme* scheme; /* NULL: no positional term */
+  int64_t query_tile;          /* posenc_flash_attention: 0 = 64 */
+  int64_t key_tile;            /* posenc_flash_attention: 0 = 64 */
+  /* Explicit positions (NULL: queries at Sk - Sq + i, keys at j). Ids per
+   * batch row or shared, or an offset. */
   const posenc_positions* query_positions;
   const posenc_positions* key_positions;
 } posenc_attention_params;
 
-/* Defaults: bshd, causal, no window, default scale, scheme "none", tiles 64,
+/* Defaults: bshd, causal, no window, default scale, no scheme, tiles 64,
  * default positions. */
 POSENC_C_API void posenc_attention_params_init(posenc_attention_params* params);
 
-/* q [B, Sq, H, D], k [B, Sk, Hkv, D], v [B, Sk, Hkv, Dv], out [B, Sq, H, Dv]
- * in params->layout (queries bottom-right aligned, GQA when H > Hkv). */
+/* Prefill: q [B, Sq, H, D], k [B, Sk, Hkv, D], v [B, Sk, Hkv, Dv], out
+ * [B, Sq, H, Dv] in params->layout (queries bottom-right aligned, GQA when
+ * H > Hkv). For 1..16 new tokens against a cache use posenc_attention_decode. */
 POSENC_C_API posenc_status posenc_flash_attention(const posenc_context* ctx,
                                                   const posenc_attention_params* params,
                                                   const posenc_tensor* q, const posenc_tensor* k,
@@ -301,6 +441,51 @@ POSENC_C_API posenc_status posenc_flash_attention_varlen(
     const posenc_context* ctx, const posenc_attention_params* params, const posenc_tensor* q,
     const posenc_tensor* k, const posenc_tensor* v, const posenc_tensor* out,
     const int64_t* cu_seqlens_q, const int64_t* cu_seqlens_k, int64_t batch);
+
+/* ---- decode against a KV cache (flash_attention.h, FlashAttentionDecode) ---- */
+
+/* Decode: Sq in [1, 16] new query tokens per sequence against Sk cached keys,
+ * split-K over the context's threads (flash-decoding) with every fused
+ * scheme. The cache is the caller's: k [B, Sk, Hkv, D] and v [B, Sk, Hkv, Dv]
+ * are views of its first Sk rows (a cache of capacity C >= Sk in bshd has
+ * strides {C*Hkv*D, Hkv*D, D, 1}; any strides, float32/bfloat16/float16/
+ * float64). q [B, Sq, H, D], out [B, Sq, H, Dv] (H a multiple of Hkv). The
+ * queries sit at Sk - Sq + i unless params->query_positions says otherwise.
+ * With RoPE the kernel rotates the queries (pass them unrotated), and
+ * scheme->rope_keys says whether the cached keys are already rotated
+ * (PRE_ROTATED: each key was rotated at its position when it was written,
+ * e.g. by posenc_rope_apply) or are rotated here (ROTATE).
+ * lse: NULL, or float32 [B, H, Sq] receiving log-sum-exp of each row.
+ * query_tile and key_tile are not used. Results do not depend on the
+ * thread count. Memory: see "Memory" at the top of this file. */
+POSENC_C_API posenc_status posenc_attention_decode(const posenc_context* ctx,
+                                                   const posenc_attention_params* params,
+                                                   const posenc_tensor* q, const posenc_tensor* k,
+                                                   const posenc_tensor* v, const posenc_tensor* out,
+                                                   const posenc_tensor* lse);
+
+/* Re-rotates RoPE keys in a cache in place from positions p to p + delta
+ * (e.g. delta = -n after evicting the first n tokens): k rank 4 in layout,
+ * rotated forward at their positions. params as for posenc_rope_apply with
+ * attention_factor 1 (a factor would be applied twice). Error: one extra
+ * rotation's rounding against rotating from scratch at p + delta. */
+POSENC_C_API posenc_status posenc_rope_shift_keys(const posenc_context* ctx,
+                                                  const posenc_rope_params* params,
+                                                  const posenc_tensor* k, posenc_layout layout,
+                                                  int64_t delta);
+
+/* A cos/sin cache (vLLM's cos_sin_cache): cache [max_positions, rotary_dim]
+ * (any float dtype), row p = cos(p inv_freq) | sin(p inv_freq), times the
+ * attention factor. Fill it once; posenc_rope_apply_with_cache then rotates
+ * by looking angles up instead of computing them (positions in
+ * [0, max_positions)). */
+POSENC_C_API posenc_status posenc_rope_cos_sin_cache(const posenc_context* ctx,
+                                                     const posenc_rope_params* params,
+                                                     const posenc_tensor* cache);
+POSENC_C_API posenc_status posenc_rope_apply_with_cache(
+    const posenc_context* ctx, const posenc_rope_params* params, const posenc_tensor* x,
+    posenc_layout layout, const posenc_positions* positions, const posenc_tensor* cache,
+    posenc_rope_direction direction, const posenc_tensor* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -70,6 +70,10 @@ struct ModelConfig {
   std::string format = "config.json";  // or "gguf"
   std::string model_type;              // "" if absent (GGUF: general.architecture)
   std::int64_t head_dim = 0;
+  // Attention heads: query heads, key/value heads (GQA; = num_heads when the
+  // file gives no separate count); 0 when the file does not say.
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;
   std::int64_t max_position_embeddings = 0;           // 0 if absent
   std::int64_t original_max_position_embeddings = 0;  // resolved (0 if unknown)
   RopePairing pairing = RopePairing::kHalfSplit;      // kInterleaved: DeepSeek rope_interleave
@@ -85,7 +89,8 @@ struct ModelConfig {
 // Parses config JSON text; `source` names it in messages. Throws ConfigError.
 ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source);
 // Reads and parses a file: a config.json, or a GGUF file (by its magic
-// bytes). Throws IoError (unreadable, malformed GGUF) or ConfigError.
+// bytes). Throws IoError (unreadable, a directory, an empty file, a .gguf
+// name without the GGUF magic, malformed GGUF) or ConfigError.
 ModelConfig LoadModelConfig(const std::string& path);
 
 // The layer type `layer_type` ("" picks full_attention when nested, or the

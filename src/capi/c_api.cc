@@ -36,6 +36,8 @@ posenc_status SetError(posenc_status status, const char* message) noexcept {
   return status;
 }
 
+void ClearError() noexcept { t_last_error.clear(); }
+
 posenc_status CurrentExceptionStatus() noexcept {
   try {
     throw;
@@ -71,7 +73,7 @@ DType DTypeOf(posenc_dtype dtype, std::string_view arg) {
 }
 
 TensorView ViewOf(const posenc_tensor* t, std::string_view arg) {
-  RequirePointer(t, arg, "a posenc_tensor");
+  CheckStructSize(t, arg, "posenc_tensor_contiguous or posenc_tensor_strided");
   TensorView v;
   v.data = t->data;
   v.dtype = DTypeOf(t->dtype, std::string(arg) + ".dtype");
@@ -86,7 +88,7 @@ TensorView ViewOf(const posenc_tensor* t, std::string_view arg) {
 }
 
 Positions PositionsOf(const posenc_positions* p, std::string_view arg) {
-  RequirePointer(p, arg, "a posenc_positions (ids, or NULL ids and an offset)");
+  CheckStructSize(p, arg, "posenc_positions_ids or posenc_positions_offset");
   return p->ids != nullptr ? Positions::Ids(p->ids, p->count) : Positions::Offset(p->offset);
 }
 
@@ -96,14 +98,16 @@ AttentionLayout LayoutOf(posenc_layout layout) {
 }
 
 RopeParams RopeParamsOf(const posenc_rope_params* p) {
-  RequirePointer(p, "params", "a posenc_rope_params (see posenc_rope_params_init)");
+  CheckStructSize(p, "params", "posenc_rope_params_init");
   RopeParams r;
   r.head_dim = p->head_dim;
   r.rotary_dim = p->rotary_dim;
   r.theta = p->theta;
-  r.pairing =
-      EnumOf<RopePairing>(static_cast<int>(p->pairing), 2, "params.pairing",
-                          "POSENC_PAIRING_HALF_SPLIT (0) or POSENC_PAIRING_INTERLEAVED (1)");
+  // No default: the wrong pairing gives plausible but wrong outputs.
+  r.pairing = EnumOf<RopePairing>(
+      static_cast<int>(p->pairing), 2, "params.pairing",
+      "POSENC_PAIRING_HALF_SPLIT (0, HF checkpoints) or POSENC_PAIRING_INTERLEAVED (1, GGUF "
+      "llama-family and GPT-J); -1 is what posenc_rope_params_init leaves: it must be set");
   r.numerics = EnumOf<RopeNumerics>(static_cast<int>(p->numerics), 2, "params.numerics",
                                     "POSENC_NUMERICS_ACCURATE (0) or POSENC_NUMERICS_HF (1)");
   if (p->inv_freq == nullptr) {
@@ -150,6 +154,8 @@ const char* posenc_last_error(void) { return posenc::capi::t_last_error.c_str();
 
 const char* posenc_version(void) { return POSENC_VERSION_STRING; }
 
+int32_t posenc_version_number(void) { return POSENC_VERSION_NUMBER; }
+
 posenc_status posenc_tensor_contiguous(void* data, posenc_dtype dtype, int32_t rank,
                                        const int64_t* shape, posenc_tensor* out) {
   return Guard([&] {
@@ -158,6 +164,7 @@ posenc_status posenc_tensor_contiguous(void* data, posenc_dtype dtype, int32_t r
     posenc::capi::DTypeOf(dtype, "dtype");
     posenc::Require(rank >= 1 && rank <= POSENC_MAX_RANK, "rank", rank, "a rank in [1, 6]");
     posenc_tensor t{};
+    t.struct_size = sizeof(posenc_tensor);
     t.data = data;
     t.dtype = dtype;
     t.rank = rank;
@@ -169,6 +176,55 @@ posenc_status posenc_tensor_contiguous(void* data, posenc_dtype dtype, int32_t r
       stride *= shape[i];
     }
     *out = t;
+  });
+}
+
+posenc_status posenc_tensor_strided(void* data, posenc_dtype dtype, int32_t rank,
+                                    const int64_t* shape, const int64_t* strides,
+                                    posenc_tensor* out) {
+  return Guard([&] {
+    RequirePointer(out, "out", "a posenc_tensor to fill");
+    RequirePointer(shape, "shape", "an array of rank sizes");
+    RequirePointer(strides, "strides", "an array of rank strides (in elements)");
+    posenc::capi::DTypeOf(dtype, "dtype");
+    posenc::Require(rank >= 1 && rank <= POSENC_MAX_RANK, "rank", rank, "a rank in [1, 6]");
+    posenc_tensor t{};
+    t.struct_size = sizeof(posenc_tensor);
+    t.data = data;
+    t.dtype = dtype;
+    t.rank = rank;
+    for (int i = 0; i < rank; ++i) {
+      posenc::Require(shape[i] >= 1, "shape[" + std::to_string(i) + "]", shape[i], "a size >= 1");
+      posenc::Require(strides[i] >= 0, "strides[" + std::to_string(i) + "]", strides[i],
+                      "a stride >= 0 (in elements)");
+      t.shape[i] = shape[i];
+      t.strides[i] = strides[i];
+    }
+    *out = t;
+  });
+}
+
+posenc_status posenc_positions_ids(const int64_t* ids, int64_t count, posenc_positions* out) {
+  return Guard([&] {
+    RequirePointer(out, "out", "a posenc_positions to fill");
+    RequirePointer(ids, "ids", "an array of count positions");
+    posenc::Require(count >= 1, "count", count, "a count >= 1");
+    posenc_positions p{};
+    p.struct_size = sizeof(posenc_positions);
+    p.ids = ids;
+    p.count = count;
+    *out = p;
+  });
+}
+
+posenc_status posenc_positions_offset(int64_t offset, posenc_positions* out) {
+  return Guard([&] {
+    RequirePointer(out, "out", "a posenc_positions to fill");
+    posenc::Require(offset >= 0, "offset", offset, "a position offset >= 0");
+    posenc_positions p{};
+    p.struct_size = sizeof(posenc_positions);
+    p.offset = offset;
+    *out = p;
   });
 }
 
@@ -189,8 +245,9 @@ void posenc_context_destroy(posenc_context* ctx) { delete ctx; }
 void posenc_rope_params_init(posenc_rope_params* params) {
   if (params == nullptr) return;
   *params = posenc_rope_params{};
+  params->struct_size = sizeof(posenc_rope_params);
   params->theta = 10000.0;
-  params->pairing = POSENC_PAIRING_HALF_SPLIT;
+  params->pairing = -1;  // required (c.h)
   params->numerics = POSENC_NUMERICS_ACCURATE;
   params->attention_factor = 1.0;
 }
@@ -278,26 +335,46 @@ posenc_status posenc_rope_default_inv_freq(int64_t rotary_dim, double theta,
   });
 }
 
+void posenc_model_rope_init(posenc_model_rope* out) {
+  if (out == nullptr) return;
+  *out = posenc_model_rope{};
+  out->struct_size = sizeof(posenc_model_rope);
+  posenc_rope_params_init(&out->params);
+}
+
 posenc_status posenc_rope_from_config(const char* path, int64_t seq_len, const char* layer_type,
                                       posenc_rope_numerics numerics, posenc_model_rope* out,
                                       double* inv_freq, int64_t capacity) {
   return Guard([&] {
     RequirePointer(path, "path", "the path of a config.json or .gguf file");
-    RequirePointer(out, "out", "a posenc_model_rope to fill");
+    posenc::capi::CheckStructSize(out, "out", "posenc_model_rope_init");
     const auto n = posenc::capi::EnumOf<posenc::RopeNumerics>(
         static_cast<int>(numerics), 2, "numerics",
         "POSENC_NUMERICS_ACCURATE (0) or POSENC_NUMERICS_HF (1)");
     const posenc::ModelConfig cfg = posenc::LoadModelConfig(path);
-    posenc_model_rope r{};
+    posenc_model_rope r;
+    posenc_model_rope_init(&r);
     const auto copy = [](char* dst, std::size_t size, const std::string& s) {
       const std::size_t len = std::min(size - 1, s.size());
       std::memcpy(dst, s.data(), len);
       dst[len] = '\0';
     };
     copy(r.model_type, sizeof(r.model_type), cfg.model_type);
+    copy(r.format, sizeof(r.format), cfg.format);
+    r.num_heads = cfg.num_heads;
+    r.num_kv_heads = cfg.num_kv_heads;
+    r.head_dim = cfg.head_dim;
+    r.softmax_scale = cfg.deepseek_softmax_scale.value_or(0.0);
     r.max_position_embeddings = cfg.max_position_embeddings;
     r.original_max_position_embeddings = cfg.original_max_position_embeddings;
-    posenc_rope_params_init(&r.params);
+    std::string warnings;
+    for (const std::string& w : cfg.warnings) warnings += w + "\n";
+    r.num_warnings = static_cast<int32_t>(cfg.warnings.size());
+    copy(r.warnings, sizeof(r.warnings), warnings);
+    for (const posenc::LayerRope& l : cfg.layers) {
+      if (r.num_layer_types == POSENC_MAX_LAYER_TYPES) break;
+      copy(r.layer_types[r.num_layer_types++], sizeof(r.layer_types[0]), l.layer_type);
+    }
     if (cfg.alibi) {
       r.is_alibi = 1;
       r.alibi_heads = cfg.alibi->num_heads;
@@ -309,6 +386,10 @@ posenc_status posenc_rope_from_config(const char* path, int64_t seq_len, const c
     const posenc::LayerRope& l = posenc::SelectLayerRope(cfg, layer);
     const posenc::RopeScaling s = posenc::ModelRopeScaling(cfg, l.layer_type, seq_len, n);
     copy(r.rope_type, sizeof(r.rope_type), std::string(posenc::RopeScalingTypeName(s.type)));
+    const auto sections = std::min<std::size_t>(l.mrope_section.size(), 4);
+    r.num_mrope_sections = static_cast<int32_t>(sections);
+    std::copy_n(l.mrope_section.begin(), sections, r.mrope_section);
+    r.mrope_interleaved = sections > 0 && l.mrope_layout == posenc::MRopeLayout::kInterleaved;
     r.params.head_dim = cfg.head_dim;
     r.params.rotary_dim = s.rotary_dim;
     r.params.theta = l.scaling.theta;

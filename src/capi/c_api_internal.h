@@ -24,12 +24,15 @@ namespace posenc::capi {
 // Records `message` as this thread's last error and returns `status`.
 posenc_status SetError(posenc_status status, const char* message) noexcept;
 posenc_status CurrentExceptionStatus() noexcept;  // inside a catch (...) block
+void ClearError() noexcept;                       // last error "" (no allocation)
 
-// Runs fn(); maps every exception to a status and the thread's last error.
+// Runs fn(); maps every exception to a status and the thread's last error,
+// which a success clears (c.h: posenc_last_error).
 template <typename Fn>
 posenc_status Guard(Fn&& fn) noexcept {
   try {
     fn();
+    ClearError();
     return POSENC_OK;
   } catch (...) {
     return CurrentExceptionStatus();
@@ -38,6 +41,22 @@ posenc_status Guard(Fn&& fn) noexcept {
 
 // Throws InvalidArgument("ARG: got NULL, expected ...") for a null pointer.
 void RequirePointer(const void* p, std::string_view arg, std::string_view expected);
+
+// ABI (c.h, "Stability"): every public struct starts with `size_t
+// struct_size`, set by its _init function. This library knows one size per
+// struct, its own sizeof; any other value (a caller that skipped _init, or a
+// header newer than the library) is InvalidArgument naming `arg`.struct_size.
+template <typename T>
+void CheckStructSize(const T* p, std::string_view arg, std::string_view init) {
+  RequirePointer(p, arg, std::string("a ") + std::string(init) + "-initialised struct");
+  if (p->struct_size != sizeof(T)) {
+    throw InvalidArgument(ArgMessage(std::string(arg) + ".struct_size",
+                                     std::to_string(p->struct_size),
+                                     std::to_string(sizeof(T)) + " (set by " + std::string(init) +
+                                         "; another value means the struct was not initialised "
+                                         "or the header is newer than the library)"));
+  }
+}
 
 // The context to run on: *ctx, or a per-thread default (1 thread, auto).
 const Context& ContextOf(const posenc_context* ctx);

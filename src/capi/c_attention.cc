@@ -1,12 +1,12 @@
-// The C API (include/posenc/c.h), part 2: fused attention forward. The
-// positional scheme arrives as a NAME plus an array of NAMED arguments
-// (posenc_scheme_arg), not as one C struct per scheme, so that any scheme the
-// library knows can be passed through. SchemeFromArgs is the one place that
-// turns name + arguments into a posenc::PositionScheme, by the scheme's
-// declaration in the registry (posenc/scheme.h): every registered scheme,
-// present or future, passes through unchanged (FlashAttention rejects the
-// reference-only ones); argument names are the declared ones, as in the
-// Python API (posenc.flash_attention(..., scheme=..., **args)).
+// The C API (include/posenc/c.h), part 2: attention (prefill, varlen,
+// decode) and the KV-cache RoPE entry points. A scheme arrives typed
+// (posenc_scheme: RoPE params, ALiBi slopes, a T5 table) or NAMED (a
+// registered name plus posenc_scheme_arg entries); SchemeOf is the one place
+// that turns either into a posenc::PositionScheme. The named form follows the
+// scheme's declaration in the registry (posenc/scheme.h), so every registered
+// scheme passes through unchanged (FlashAttention rejects the reference-only
+// ones), with the declared argument names of the Python API.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -17,6 +17,7 @@
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
+#include "posenc/rope.h"
 #include "posenc/scheme.h"
 
 namespace posenc::capi {
@@ -36,12 +37,12 @@ struct Scheme {
 // "rope_keys" (rotate | pre_rotated) is the fused kernel's option for
 // schemes with a rotation term. head_dim and heads are unused: every scheme
 // takes them from q when it is resolved.
-Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int64_t n,
-                      std::int64_t /*head_dim*/, std::int64_t /*heads*/) {
-  const SchemeInfo& info = FindScheme(name != nullptr ? name : "none", "scheme");
+Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int64_t n) {
+  RequirePointer(name, "scheme.name", "a registered scheme name (`posenc schemes` lists them)");
+  const SchemeInfo& info = FindScheme(name, "scheme.name");
   const std::string scheme(info.name);
-  Require(n >= 0 && n <= 64, "num_scheme_args", n, "a count in [0, 64]");
-  if (n > 0) RequirePointer(args, "scheme_args", "num_scheme_args posenc_scheme_arg entries");
+  Require(n >= 0 && n <= 64, "scheme.num_args", n, "a count in [0, 64]");
+  if (n > 0) RequirePointer(args, "scheme.args", "num_args posenc_scheme_arg entries");
   const bool rotation = info.Has(SchemeTerm::kRotation);
   std::string list;
   for (const SchemeArgDecl& d : info.args) list += (list.empty() ? "" : ", ") + std::string(d.name);
@@ -51,7 +52,8 @@ Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int6
   std::vector<std::string_view> seen;
   for (std::int64_t i = 0; i < n; ++i) {
     const posenc_scheme_arg& a = args[i];
-    const std::string at = "scheme_args[" + std::to_string(i) + "]";
+    const std::string at = "scheme.args[" + std::to_string(i) + "]";
+    CheckStructSize(&a, at, "posenc_scheme_arg_init");
     RequirePointer(a.name, at + ".name", "an argument name");
     const std::string_view arg(a.name);
     for (std::string_view prior : seen) {
@@ -98,7 +100,65 @@ Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int6
         break;
     }
   }
+  // RoPE's pairing and the keys' rotation have no default here: a wrong
+  // guess rotates every key the wrong way without any other sign.
+  if (rotation) {
+    Require(named.Find("pairing") != nullptr, "scheme.args", "no pairing",
+            "a pairing argument (TEXT half_split: GPT-NeoX / HF Llama; interleaved: GPT-J, "
+            "GGUF llama)");
+    Require(std::find(seen.begin(), seen.end(), "rope_keys") != seen.end(), "scheme.args",
+            "no rope_keys", "a rope_keys argument (TEXT rotate or pre_rotated)");
+  }
   s.scheme = PositionScheme::Registered(scheme, std::move(named));
+  return s;
+}
+
+// A typed scheme (kinds ROPE, ALIBI, T5) or a NAMED one -> PositionScheme.
+Scheme SchemeOf(const posenc_scheme* c) {
+  Scheme s;
+  if (c == nullptr) return s;
+  CheckStructSize(c, "scheme", "posenc_scheme_init");
+  switch (c->kind) {
+    case POSENC_SCHEME_NONE:
+      return s;
+    case POSENC_SCHEME_ROPE:
+      RequirePointer(c->rope, "scheme.rope", "the RoPE params (posenc_rope_from_config)");
+      s.scheme = PositionScheme::FromRope(RopeParamsOf(c->rope));
+      s.rope_keys = EnumOf<FlashRopeKeys>(
+          static_cast<int>(c->rope_keys), 2, "scheme.rope_keys",
+          "POSENC_ROPE_KEYS_ROTATE (0) or POSENC_ROPE_KEYS_PRE_ROTATED (1): whether the kernel "
+          "rotates the keys or they were rotated when cached");
+      return s;
+    case POSENC_SCHEME_ALIBI:
+      Require(c->num_alibi_slopes >= 1 && c->num_alibi_slopes <= 4096, "scheme.num_alibi_slopes",
+              c->num_alibi_slopes, "one slope per query head, in [1, 4096]");
+      RequirePointer(c->alibi_slopes, "scheme.alibi_slopes",
+                     "num_alibi_slopes slopes (posenc_alibi_slopes)");
+      s.scheme = PositionScheme::FromAlibi(
+          std::vector<double>(c->alibi_slopes, c->alibi_slopes + c->num_alibi_slopes));
+      return s;
+    case POSENC_SCHEME_T5: {
+      RequirePointer(c->t5_table, "scheme.t5_table", "the table [num_buckets, H]");
+      const auto direction = EnumOf<T5Direction>(
+          static_cast<int>(c->t5_direction), 2, "scheme.t5_direction",
+          "POSENC_T5_BIDIRECTIONAL (0: encoders) or POSENC_T5_CAUSAL (1: decoders)");
+      Require(c->t5_max_distance >= 1, "scheme.t5_max_distance", c->t5_max_distance,
+              "the bucketing's max_distance >= 1 (T5: 128)");
+      SchemeArgs named;
+      named.Tensor("table", ViewOf(c->t5_table, "scheme.t5_table"));
+      named.Integer("max_distance", c->t5_max_distance);
+      named.Flag("bidirectional", direction == T5Direction::kBidirectional);
+      s.scheme = PositionScheme::Registered("t5", std::move(named));
+      return s;
+    }
+    case POSENC_SCHEME_NAMED:
+      return SchemeFromArgs(c->name, c->args, c->num_args);
+    default:
+      break;
+  }
+  Require(false, "scheme.kind", c->kind,
+          "POSENC_SCHEME_NONE (0), POSENC_SCHEME_ROPE (1), POSENC_SCHEME_ALIBI (2), "
+          "POSENC_SCHEME_T5 (3) or POSENC_SCHEME_NAMED (4)");
   return s;
 }
 
@@ -108,8 +168,8 @@ struct Prepared {
   Scheme scheme;
 };
 
-Prepared Prepare(const posenc_attention_params* p, const TensorView& q, bool varlen) {
-  RequirePointer(p, "params", "a posenc_attention_params (see posenc_attention_params_init)");
+Prepared Prepare(const posenc_attention_params* p) {
+  CheckStructSize(p, "params", "posenc_attention_params_init");
   Prepared r;
   r.params.layout = LayoutOf(p->layout);
   r.params.mask = EnumOf<AttentionMask>(static_cast<int>(p->mask), 2, "mask",
@@ -126,17 +186,7 @@ Prepared Prepare(const posenc_attention_params* p, const TensorView& q, bool var
   }
   r.options.query_tile = p->query_tile == 0 ? 64 : p->query_tile;
   r.options.key_tile = p->key_tile == 0 ? 64 : p->key_tile;
-  std::int64_t head_dim = 0, heads = 0;
-  if (varlen) {
-    ValidateView(q, "q", 3);
-    heads = q.shape[1];
-    head_dim = q.shape[2];
-  } else {
-    const AttentionDims d = GetAttentionDims(q, r.params.layout, "q");
-    heads = d.heads;
-    head_dim = d.head_dim;
-  }
-  r.scheme = SchemeFromArgs(p->scheme, p->scheme_args, p->num_scheme_args, head_dim, heads);
+  r.scheme = SchemeOf(p->scheme);
   r.params.scheme = r.scheme.scheme;
   r.options.rope_keys = r.scheme.rope_keys;
   return r;
@@ -147,12 +197,28 @@ Prepared Prepare(const posenc_attention_params* p, const TensorView& q, bool var
 
 extern "C" {
 
+void posenc_scheme_arg_init(posenc_scheme_arg* arg) {
+  if (arg == nullptr) return;
+  *arg = posenc_scheme_arg{};
+  arg->struct_size = sizeof(posenc_scheme_arg);
+  arg->kind = POSENC_ARG_NUMBER;
+}
+
+void posenc_scheme_init(posenc_scheme* scheme) {
+  if (scheme == nullptr) return;
+  *scheme = posenc_scheme{};
+  scheme->struct_size = sizeof(posenc_scheme);
+  scheme->kind = POSENC_SCHEME_NONE;
+  scheme->rope_keys = -1;
+  scheme->t5_direction = -1;
+}
+
 void posenc_attention_params_init(posenc_attention_params* params) {
   if (params == nullptr) return;
   *params = posenc_attention_params{};
+  params->struct_size = sizeof(posenc_attention_params);
   params->layout = POSENC_LAYOUT_BSHD;
   params->mask = POSENC_MASK_CAUSAL;
-  params->scheme = "none";
 }
 
 posenc_status posenc_flash_attention(const posenc_context* ctx,
@@ -162,7 +228,7 @@ posenc_status posenc_flash_attention(const posenc_context* ctx,
   using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
   return Guard([&] {
     const posenc::TensorView qv = ViewOf(q, "q");
-    const Prepared p = Prepare(params, qv, false);
+    const Prepared p = Prepare(params);
     posenc::FlashAttention(p.params, qv, ViewOf(k, "k"), ViewOf(v, "v"), ViewOf(out, "out"),
                            p.options, ContextOf(ctx));
   });
@@ -181,10 +247,58 @@ posenc_status posenc_flash_attention_varlen(const posenc_context* ctx,
     RequirePointer(cu_seqlens_k, "cu_seqlens_k", "batch + 1 offsets");
     posenc::Require(batch >= 1 && batch <= (std::int64_t{1} << 24), "batch", batch,
                     "a count in [1, 2^24]");
-    const Prepared p = Prepare(params, qv, true);
+    const Prepared p = Prepare(params);
     const auto n = static_cast<std::size_t>(batch + 1);
     posenc::FlashAttentionVarlen(p.params, qv, ViewOf(k, "k"), ViewOf(v, "v"), ViewOf(out, "out"),
                                  {cu_seqlens_q, n}, {cu_seqlens_k, n}, p.options, ContextOf(ctx));
+  });
+}
+
+posenc_status posenc_attention_decode(const posenc_context* ctx,
+                                      const posenc_attention_params* params, const posenc_tensor* q,
+                                      const posenc_tensor* k, const posenc_tensor* v,
+                                      const posenc_tensor* out, const posenc_tensor* lse) {
+  using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
+  return Guard([&] {
+    const Prepared p = Prepare(params);
+    posenc::FlashAttentionDecode(
+        p.params, ViewOf(q, "q"), ViewOf(k, "k"), ViewOf(v, "v"), ViewOf(out, "out"),
+        lse != nullptr ? ViewOf(lse, "lse") : posenc::TensorView{}, p.options, ContextOf(ctx));
+  });
+}
+
+posenc_status posenc_rope_shift_keys(const posenc_context* ctx, const posenc_rope_params* params,
+                                     const posenc_tensor* k, posenc_layout layout, int64_t delta) {
+  using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
+  return Guard([&] {
+    posenc::ShiftRopeKeys(RopeParamsOf(params), ViewOf(k, "k"), LayoutOf(layout), delta,
+                          ContextOf(ctx));
+  });
+}
+
+posenc_status posenc_rope_cos_sin_cache(const posenc_context* ctx, const posenc_rope_params* params,
+                                        const posenc_tensor* cache) {
+  using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
+  return Guard([&] {
+    posenc::RopeCosSinCache(RopeParamsOf(params), ViewOf(cache, "cache"), ContextOf(ctx));
+  });
+}
+
+posenc_status posenc_rope_apply_with_cache(const posenc_context* ctx,
+                                           const posenc_rope_params* params, const posenc_tensor* x,
+                                           posenc_layout layout, const posenc_positions* positions,
+                                           const posenc_tensor* cache,
+                                           posenc_rope_direction direction,
+                                           const posenc_tensor* out) {
+  using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
+  return Guard([&] {
+    const auto dir = EnumOf<posenc::RopeDirection>(
+        static_cast<int>(direction), 2, "direction",
+        "POSENC_DIRECTION_FORWARD (0) or POSENC_DIRECTION_INVERSE (1)");
+    const posenc::TensorView outv = out != nullptr ? ViewOf(out, "out") : posenc::TensorView{};
+    posenc::ApplyRopeWithCache(RopeParamsOf(params), ViewOf(x, "x"), LayoutOf(layout),
+                               PositionsOf(positions, "positions"), ViewOf(cache, "cache"), dir,
+                               out != nullptr ? &outv : nullptr, ContextOf(ctx));
   });
 }
 

@@ -231,6 +231,14 @@ ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
   cfg.model_type = arch;
   const auto key = [&](const char* suffix) { return arch + "." + suffix; };
   const auto heads = m.Int(key("attention.head_count"), 1, "an integer >= 1");
+  const auto kv_heads = m.Int(key("attention.head_count_kv"), 1, "an integer >= 1");
+  cfg.num_heads = heads.value_or(0);
+  cfg.num_kv_heads = kv_heads.value_or(cfg.num_heads);
+  if (heads && kv_heads && *heads % *kv_heads != 0) {
+    cfg.warnings.push_back(key("attention.head_count_kv") + ": " + std::to_string(*kv_heads) +
+                           " does not divide " + key("attention.head_count") + " = " +
+                           std::to_string(*heads) + " (per-layer counts?)");
+  }
   const auto embd = m.Int(key("embedding_length"), 1, "an integer >= 1");
   const auto ctx = m.Int(key("context_length"), 1, "an integer >= 1");
   cfg.max_position_embeddings = ctx.value_or(0);

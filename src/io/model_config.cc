@@ -13,6 +13,7 @@
 #include "posenc/model_config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -182,6 +183,33 @@ ModelFields ReadModelFields(const ScopedReader& get, std::optional<std::int64_t>
   return m;
 }
 
+// Query and key/value head counts under their names in HF's model families
+// (Falcon: n_head / n_head_kv, or multi_query for one kv head).
+void ReadHeadCounts(const ScopedReader& get, ModelConfig& cfg) {
+  for (const char* key : {"num_attention_heads", "n_head", "n_heads"}) {
+    if (const auto h = get.Int(key)) {
+      if (*h < 1) get.rd.Fail(get.scope.Where(key).second, std::to_string(*h), "an integer >= 1");
+      cfg.num_heads = *h;
+      break;
+    }
+  }
+  for (const char* key : {"num_key_value_heads", "num_kv_heads", "n_head_kv"}) {
+    if (const auto h = get.Int(key)) {
+      if (*h < 1 || (cfg.num_heads > 0 && cfg.num_heads % *h != 0)) {
+        get.rd.Fail(get.scope.Where(key).second, std::to_string(*h),
+                    "an integer >= 1 that divides the head count " + std::to_string(cfg.num_heads));
+      }
+      cfg.num_kv_heads = *h;
+      break;
+    }
+  }
+  if (cfg.num_kv_heads == 0) {
+    const auto [obj, path] = get.scope.Where("multi_query");
+    const auto mq = obj != nullptr ? get.rd.Bool(*obj, "multi_query", path) : std::nullopt;
+    cfg.num_kv_heads = mq && *mq && cfg.num_heads > 0 ? 1 : cfg.num_heads;
+  }
+}
+
 // The rope dict (rope_parameters, else the legacy rope_scaling): one layer
 // per layer type when nested, else one (plus Gemma 3's sliding layers).
 void ParseRopeLayers(const ScopedReader& get, ModelFields& m, ModelConfig& cfg) {
@@ -265,7 +293,11 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
              mt2 != nullptr && mt2->is_string()) {
     cfg.model_type = mt2->get<std::string>();
   }
-  if (ParseAlibi(rd, scope, cfg)) return cfg;
+  if (ParseAlibi(rd, scope, cfg)) {
+    cfg.num_heads = cfg.num_kv_heads = cfg.alibi->num_heads;  // BLOOM and MPT: no GQA
+    return cfg;
+  }
+  ReadHeadCounts(get, cfg);
   const auto qk_rope = get.Int("qk_rope_head_dim");
   ModelFields m = ReadModelFields(get, qk_rope);
   cfg.head_dim = m.head_dim;
@@ -280,9 +312,19 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
 }
 
 ModelConfig LoadModelConfig(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw IoError(path + ": is a directory, expected a config.json or .gguf file");
+  }
   if (IsGgufFile(path)) return LoadGgufModelConfig(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path + ": cannot open for reading");
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == 0) {
+    throw IoError(path + ": the file is empty (0 bytes), expected a config.json or .gguf file");
+  }
+  if (std::filesystem::path(path).extension() == ".gguf") {
+    throw IoError(path + ": not a GGUF file (the first 4 bytes are not \"GGUF\")");
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw IoError(path + ": read failed");
@@ -296,10 +338,19 @@ const LayerRope& SelectLayerRope(const ModelConfig& config, std::string_view lay
   }
   if (config.layers.empty()) throw ConfigError(config.source + ": no rope layers");
   std::string names;
+  bool has_default = false;
   for (const LayerRope& l : config.layers) {
     if (l.layer_type == layer_type) return l;
-    names +=
-        (names.empty() ? "" : ", ") + (l.layer_type.empty() ? std::string("\"\"") : l.layer_type);
+    if (l.layer_type.empty()) {
+      has_default = true;
+    } else {
+      names += (names.empty() ? "" : ", ") + l.layer_type;
+    }
+  }
+  if (names.empty()) {
+    names = "none (the model has one rope for every layer: leave layer_type empty)";
+  } else if (has_default) {
+    names += ", or empty for the model's default rope";
   }
   if (layer_type.empty()) {
     for (const LayerRope& l : config.layers) {

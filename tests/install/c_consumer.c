@@ -63,17 +63,19 @@ static void Rope(void) {
   posenc_rope_params p;
   posenc_rope_params_init(&p);
   p.head_dim = D;
+  p.pairing = POSENC_PAIRING_HALF_SPLIT;
   posenc_tensor xt, ot;
   const int64_t shape[4] = {1, S, H, D};
   OK(posenc_tensor_contiguous(x, POSENC_FLOAT32, 4, shape, &xt));
   OK(posenc_tensor_contiguous(out, POSENC_FLOAT32, 4, shape, &ot));
-  const posenc_positions pos = {ids, S, 0};
+  posenc_positions pos, off;
+  OK(posenc_positions_ids(ids, S, &pos));
   OK(posenc_rope_apply(NULL, &p, &xt, POSENC_LAYOUT_BSHD, &pos, POSENC_DIRECTION_FORWARD, &ot));
   for (int i = 0; i < S * H * D; ++i) CHECK(fabsf(out[i] - want[i]) < 1e-5f, "rope out[%d]", i);
   OK(posenc_rope_apply(NULL, &p, &xt, POSENC_LAYOUT_BSHD, &pos, POSENC_DIRECTION_FORWARD, NULL));
   for (int i = 0; i < S * H * D; ++i) CHECK(x[i] == out[i], "in place [%d]", i);
   /* Offset form: token s at 10 + s; the inverse undoes it. */
-  const posenc_positions off = {NULL, 0, 10};
+  OK(posenc_positions_offset(10, &off));
   OK(posenc_rope_apply(NULL, &p, &xt, POSENC_LAYOUT_BSHD, &off, POSENC_DIRECTION_FORWARD, NULL));
   OK(posenc_rope_apply(NULL, &p, &xt, POSENC_LAYOUT_BSHD, &off, POSENC_DIRECTION_INVERSE, NULL));
   for (int i = 0; i < S * H * D; ++i) CHECK(fabsf(x[i] - out[i]) < 1e-5f, "inverse [%d]", i);
@@ -114,12 +116,16 @@ static void AlibiAndT5(void) {
 static void Config(const char* gguf, const char* json) {
   posenc_model_rope m, hf;
   double inv[64], inv_hf[64];
+  posenc_model_rope_init(&m);
+  posenc_model_rope_init(&hf);
   OK(posenc_rope_from_config(gguf, 0, NULL, POSENC_NUMERICS_HF, &m, NULL, 0));
   CHECK(m.params.inv_freq_count == 64, "count %lld", (long long)m.params.inv_freq_count);
   OK(posenc_rope_from_config(gguf, 0, NULL, POSENC_NUMERICS_HF, &m, inv, 64));
   OK(posenc_rope_from_config(json, 0, NULL, POSENC_NUMERICS_HF, &hf, inv_hf, 64));
   CHECK(m.params.pairing == POSENC_PAIRING_INTERLEAVED, "llama.cpp NORM pairing");
   CHECK(m.params.head_dim == 128 && m.max_position_embeddings == 131072, "dims");
+  CHECK(m.num_heads == 32 && m.num_kv_heads == 8 && hf.num_heads == 32 && hf.num_kv_heads == 8,
+        "heads %lld/%lld", (long long)m.num_heads, (long long)m.num_kv_heads);
   CHECK(inv[0] == 1.0, "inv_freq[0] = %g", inv[0]);
   const double last = pow(500000.0, -126.0 / 128.0) / 8.0;
   CHECK(fabs(inv[63] - last) < 1e-6 * last, "inv_freq[63] = %g, want %g", inv[63], last);
@@ -145,7 +151,7 @@ static void Attention(void) {
   const int64_t shape[4] = {1, S, H, D}, sshape[1] = {H};
   posenc_tensor qt, kt, vt, ot;
   posenc_scheme_arg arg;
-  memset(&arg, 0, sizeof(arg));
+  posenc_scheme_arg_init(&arg);
   arg.name = "slopes";
   arg.kind = POSENC_ARG_TENSOR;
   OK(posenc_tensor_contiguous(slopes, POSENC_FLOAT64, 1, sshape, &arg.tensor));
@@ -155,9 +161,13 @@ static void Attention(void) {
   OK(posenc_tensor_contiguous(out, POSENC_FLOAT32, 4, shape, &ot));
   posenc_attention_params p;
   posenc_attention_params_init(&p);
-  p.scheme = "alibi";
-  p.scheme_args = &arg;
-  p.num_scheme_args = 1;
+  posenc_scheme scheme;
+  posenc_scheme_init(&scheme);
+  scheme.kind = POSENC_SCHEME_NAMED;
+  scheme.name = "alibi";
+  scheme.args = &arg;
+  scheme.num_args = 1;
+  p.scheme = &scheme;
   posenc_context* ctx = NULL;
   OK(posenc_context_create(2, POSENC_BACKEND_AUTO, &ctx));
   OK(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &ot));
@@ -180,7 +190,6 @@ static void Attention(void) {
       }
     }
   }
-  p.scheme = "alibi";
   arg.name = "slope";
   CHECK(posenc_flash_attention(NULL, &p, &qt, &kt, &vt, &ot) == POSENC_ERROR_INVALID_ARGUMENT,
         "bad arg name");
@@ -193,6 +202,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   CHECK(strcmp(posenc_version(), argv[1]) == 0, "version %s, want %s", posenc_version(), argv[1]);
+  CHECK(strcmp(POSENC_VERSION_STRING, argv[1]) == 0 &&
+            posenc_version_number() == POSENC_VERSION_NUMBER,
+        "compile-time version %s (%d), run-time %d", POSENC_VERSION_STRING, POSENC_VERSION_NUMBER,
+        (int)posenc_version_number());
   Sinusoidal();
   Rope();
   AlibiAndT5();

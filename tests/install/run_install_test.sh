@@ -35,11 +35,37 @@ c)
     "$source/tests/install/c_consumer.c" -o "$work/c_consumer_pc" \
     $(pkg-config --libs posenc) -lm -Wl,-rpath,"$libdir"
   "$work/c_consumer_pc" "$version" "$gguf" "$json"
-  echo "== CMake find_package(posenc), posenc::shared"
+  echo "== CMake find_package(posenc COMPONENTS shared), without Highway or nlohmann_json"
   cmake -S "$source/tests/install/c_cmake" -B "$work/c_cmake" -G Ninja \
-    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_DISABLE_FIND_PACKAGE_hwy=ON -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON >/dev/null
   cmake --build "$work/c_cmake" >/dev/null
   "$work/c_cmake/c_consumer" "$version" "$gguf" "$json"
+  echo "== pkg-config in the build tree: posenc-uninstalled.pc"
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Werror -pedantic \
+    $(PKG_CONFIG_PATH=$build pkg-config --cflags posenc) \
+    "$source/tests/install/c_consumer.c" -o "$work/c_consumer_uninstalled" \
+    $(PKG_CONFIG_PATH=$build pkg-config --libs posenc) -lm
+  uninstalled_libdir=$(PKG_CONFIG_PATH=$build pkg-config --variable=libdir posenc)
+  case "$uninstalled_libdir" in "$build"/*) ;; *)
+    echo "posenc-uninstalled.pc: libdir $uninstalled_libdir is not in the build tree"; exit 1 ;;
+  esac
+  LD_LIBRARY_PATH=$uninstalled_libdir "$work/c_consumer_uninstalled" "$version" "$gguf" "$json"
+  echo "== exported symbols: every posenc_* in version node POSENC_<major>.<minor>"
+  node=POSENC_$(echo "$version" | cut -d. -f1,2)
+  syms=$(readelf --dyn-syms -W "$uninstalled_libdir/libposenc.so" | awk '$7 != "UND" {print $8}')
+  c_syms=$(echo "$syms" | grep -c '^posenc_[a-z_0-9]*@@' || true)
+  bad=$(echo "$syms" | grep '^posenc_' | grep -v "@@$node\$" || true)
+  # The exported C functions are exactly those c.h declares.
+  declared=$(grep -oE '\bposenc_[a-z0-9_]+\(' "$source/include/posenc/c.h" | tr -d '(' | sort -u)
+  exported=$(echo "$syms" | grep '^posenc_' | sed 's/@.*//' | sort -u)
+  if [ "$declared" != "$exported" ]; then
+    echo "c.h and libposenc.so differ:"; diff <(echo "$declared") <(echo "$exported"); exit 1
+  fi
+  test -z "$bad" || { echo "C symbols outside $node:"; echo "$bad"; exit 1; }
+  if echo "$syms" | grep -q 'hwy'; then echo "Highway symbols exported"; exit 1; fi
+  echo "$c_syms C symbols, all @@$node"
   ;;
 standalone)
   if ! unshare -m true 2>/dev/null; then

@@ -2,7 +2,7 @@
 // every entry point gives bit-identical results to the C++ call on the same
 // inputs (RoPE in/out of place, ids/offset, both layouts, bf16, q+k, varlen,
 // cos/sin, default frequencies, config + GGUF loading, sinusoidal, ALiBi,
-// T5, fused attention with every scheme it passes by name), statuses and
+// T5; attention: capi_attention_test.cc), statuses and
 // messages for bad input, the thread-local last error, and the exception
 // barrier (bad_alloc, foreign exceptions).
 #include <gtest/gtest.h>
@@ -18,8 +18,6 @@
 #include "capi/c_api_internal.h"
 #include "posenc/alibi.h"
 #include "posenc/c.h"
-#include "posenc/fire.h"
-#include "posenc/flash_attention.h"
 #include "posenc/model_config.h"
 #include "posenc/rope.h"
 #include "posenc/sinusoidal.h"
@@ -42,6 +40,18 @@ posenc_tensor CTensor(void* data, posenc_dtype dtype, std::vector<int64_t> shape
       posenc_tensor_contiguous(data, dtype, static_cast<int32_t>(shape.size()), shape.data(), &t),
       POSENC_OK);
   return t;
+}
+
+posenc_positions COffset(int64_t offset) {
+  posenc_positions p;
+  EXPECT_EQ(posenc_positions_offset(offset, &p), POSENC_OK) << posenc_last_error();
+  return p;
+}
+
+posenc_positions CIds(const int64_t* ids, int64_t count) {
+  posenc_positions p;
+  EXPECT_EQ(posenc_positions_ids(ids, count, &p), POSENC_OK) << posenc_last_error();
+  return p;
 }
 
 void ExpectStatus(posenc_status got, posenc_status want, const std::vector<std::string>& needles) {
@@ -70,7 +80,7 @@ TEST(CApi, RopeApplyMatchesCpp) {
       p.theta = 500000.0;
       p.pairing = POSENC_PAIRING_INTERLEAVED;
       p.numerics = POSENC_NUMERICS_HF;
-      posenc_positions pos{use_ids ? ids.data() : nullptr, use_ids ? s : 0, 7};
+      const posenc_positions pos = use_ids ? CIds(ids.data(), s) : COffset(7);
       std::vector<float> c_in = x, c_out(x.size()), cpp = x;
       const std::vector<int64_t> shape = layout == POSENC_LAYOUT_BSHD
                                              ? std::vector<int64_t>{b, s, h, d}
@@ -116,7 +126,8 @@ TEST(CApi, RopeQkBf16VarlenCosSinAndFrequenciesMatchCpp) {
   posenc_rope_params p;
   posenc_rope_params_init(&p);
   p.head_dim = d;
-  const posenc_positions pos{nullptr, 0, 100};
+  p.pairing = POSENC_PAIRING_HALF_SPLIT;
+  const posenc_positions pos = COffset(100);
   const posenc_tensor qt = CTensor(q.data(), POSENC_BFLOAT16, {1, s, 2, d});
   const posenc_tensor kt = CTensor(k.data(), POSENC_BFLOAT16, {1, s, 1, d});
   ASSERT_EQ(posenc_rope_apply_qk(nullptr, &p, &qt, &kt, POSENC_LAYOUT_BSHD, &pos,
@@ -165,6 +176,7 @@ TEST(CApi, RopeFromConfigReadsJsonAndGguf) {
     SCOPED_TRACE(rel);
     const std::string path = test::SourcePath(rel);
     posenc_model_rope m;
+    posenc_model_rope_init(&m);
     ASSERT_EQ(posenc_rope_from_config(path.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
               POSENC_OK)
         << posenc_last_error();
@@ -180,10 +192,22 @@ TEST(CApi, RopeFromConfigReadsJsonAndGguf) {
     EXPECT_EQ(m.max_position_embeddings, 131072);
     EXPECT_STREQ(m.model_type, "llama");
     EXPECT_EQ(m.is_alibi, 0);
+    EXPECT_EQ(m.num_heads, 32);  // what an engine sizes its caches with
+    EXPECT_EQ(m.num_kv_heads, 8);
+    EXPECT_EQ(m.head_dim, 128);
+    EXPECT_EQ(m.softmax_scale, 0.0);
+    EXPECT_EQ(m.num_mrope_sections, 0);
+    EXPECT_EQ(m.num_layer_types, 1);
+    EXPECT_STREQ(m.layer_types[0], "");
+    EXPECT_STREQ(m.format, rel.ends_with(".gguf") ? "gguf" : "config.json");
+    EXPECT_EQ(m.num_warnings, static_cast<int32_t>(LoadModelConfig(path).warnings.size()));
+    // GGUF llama: interleaved (llama.cpp's converter permuted Q/K); HF: half-split.
+    EXPECT_EQ(m.params.pairing,
+              rel.ends_with(".gguf") ? POSENC_PAIRING_INTERLEAVED : POSENC_PAIRING_HALF_SPLIT);
     // The params drive posenc_rope_apply directly.
     std::vector<float> x = Ramp(2 * 128), x_cpp = x;
     const posenc_tensor xt = CTensor(x.data(), POSENC_FLOAT32, {1, 2, 1, 128});
-    const posenc_positions pos{nullptr, 0, 3};
+    const posenc_positions pos = COffset(3);
     ASSERT_EQ(posenc_rope_apply(nullptr, &m.params, &xt, POSENC_LAYOUT_BSHD, &pos,
                                 POSENC_DIRECTION_FORWARD, nullptr),
               POSENC_OK)
@@ -198,11 +222,16 @@ TEST(CApi, RopeFromConfigReadsJsonAndGguf) {
         POSENC_ERROR_INVALID_ARGUMENT, {"capacity: got 10", "64"});
   }
   posenc_model_rope m;
+  posenc_model_rope_init(&m);
   const std::string bloom = test::SourcePath("tests/golden/gguf/f_bloom_alibi.gguf");
   ASSERT_EQ(posenc_rope_from_config(bloom.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
             POSENC_OK);
   EXPECT_EQ(m.is_alibi, 1);
   EXPECT_EQ(m.alibi_heads, 32);
+  EXPECT_EQ(m.num_heads, 32);
+  EXPECT_EQ(m.num_kv_heads, 32);
+  EXPECT_GT(m.head_dim, 0);  // hidden / heads: an ALiBi engine needs it too
+  EXPECT_EQ(m.num_layer_types, 0);
   const std::string broken = test::SourcePath("tests/golden/gguf/h_nkv_2pow40.gguf");
   ExpectStatus(
       posenc_rope_from_config(broken.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
@@ -211,6 +240,32 @@ TEST(CApi, RopeFromConfigReadsJsonAndGguf) {
   ExpectStatus(
       posenc_rope_from_config(layers.c_str(), 0, "nope", POSENC_NUMERICS_HF, &m, nullptr, 0),
       POSENC_ERROR_INVALID_ARGUMENT, {"layer_type: got nope", "sliding_attention"});
+  EXPECT_EQ(std::string(posenc_last_error()).find("\"\""), std::string::npos);
+  ASSERT_EQ(posenc_rope_from_config(layers.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
+            POSENC_OK);
+  EXPECT_EQ(m.num_layer_types, 2);
+  EXPECT_STREQ(posenc_last_error(), "");  // cleared by the success
+  // M-RoPE sections and DeepSeek's softmax scale reach C callers.
+  const std::string vl = test::SourcePath("examples/configs/qwen2-vl-7b-instruct.json");
+  ASSERT_EQ(posenc_rope_from_config(vl.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
+            POSENC_OK)
+      << posenc_last_error();
+  const ModelConfig vl_cfg = LoadModelConfig(vl);
+  const LayerRope& vl_layer = SelectLayerRope(vl_cfg, "");
+  ASSERT_EQ(m.num_mrope_sections, static_cast<int32_t>(vl_layer.mrope_section.size()));
+  ASSERT_GT(m.num_mrope_sections, 0);
+  for (int32_t i = 0; i < m.num_mrope_sections; ++i) {
+    EXPECT_EQ(m.mrope_section[i], vl_layer.mrope_section[static_cast<std::size_t>(i)]);
+  }
+  const std::string ds = test::SourcePath("examples/configs/deepseek-v3.json");
+  ASSERT_EQ(posenc_rope_from_config(ds.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &m, nullptr, 0),
+            POSENC_OK)
+      << posenc_last_error();
+  EXPECT_EQ(m.softmax_scale, *LoadModelConfig(ds).deepseek_softmax_scale);
+  posenc_model_rope raw{};  // not initialised
+  ExpectStatus(
+      posenc_rope_from_config(ds.c_str(), 0, nullptr, POSENC_NUMERICS_HF, &raw, nullptr, 0),
+      POSENC_ERROR_INVALID_ARGUMENT, {"out.struct_size: got 0", "posenc_model_rope_init"});
 }
 
 TEST(CApi, TablesSlopesTilesAndBucketsMatchCpp) {
@@ -249,158 +304,18 @@ TEST(CApi, TablesSlopesTilesAndBucketsMatchCpp) {
                POSENC_ERROR_INVALID_ARGUMENT, {"num_buckets: got 3"});
 }
 
-// Fused attention through the C API with scheme name + named arguments,
-// against posenc::FlashAttention with the PositionScheme built in C++.
-TEST(CApi, FlashAttentionSchemesByNameMatchCpp) {
-  const int64_t b = 1, sq = 5, sk = 7, h = 4, hkv = 2, d = 8;
-  const std::vector<float> q = Ramp(static_cast<std::size_t>(b * sq * h * d)),
-                           k = Ramp(static_cast<std::size_t>(b * sk * hkv * d), -0.02f),
-                           v = Ramp(static_cast<std::size_t>(b * sk * hkv * d), 0.03f);
-  std::vector<float> t5_table = Ramp(32 * h), a_key = Ramp(5 * d), a_value = Ramp(5 * d, -0.01f);
-  std::vector<double> slopes = {0.5, 0.25, 0.125, 0.0625};
-  const posenc_tensor qt = CTensor(const_cast<float*>(q.data()), POSENC_FLOAT32, {b, sq, h, d});
-  const posenc_tensor kt = CTensor(const_cast<float*>(k.data()), POSENC_FLOAT32, {b, sk, hkv, d});
-  const posenc_tensor vt = CTensor(const_cast<float*>(v.data()), POSENC_FLOAT32, {b, sk, hkv, d});
-  T5BucketParams t5p;
-  T5BiasTable t5(t5p, h);
-  std::copy(t5_table.begin(), t5_table.end(), t5.data());
-  const TensorView ak = TensorView::Contiguous(a_key.data(), DType::kFloat32, {5, d});
-  const TensorView av = TensorView::Contiguous(a_value.data(), DType::kFloat32, {5, d});
-  RopeParams rp;
-  rp.head_dim = d;
-  rp.theta = 100.0;
-  FireWeights fire = FireInit(h, 6, 4);  // a scheme added after the C API: passes by name
-  fire.threshold = 3.0;
-  struct Case {
-    const char* name;
-    std::vector<posenc_scheme_arg> args;
-    PositionScheme scheme;
-  };
-  const auto num = [](const char* n, double x) {
-    posenc_scheme_arg a{};
-    a.name = n;
-    a.kind = POSENC_ARG_NUMBER;
-    a.number = x;
-    return a;
-  };
-  const auto ten = [](const char* n, posenc_tensor t) {
-    posenc_scheme_arg a{};
-    a.name = n;
-    a.kind = POSENC_ARG_TENSOR;
-    a.tensor = t;
-    return a;
-  };
-  const std::vector<Case> cases = {
-      {"none", {}, PositionScheme::None()},
-      {"rope", {num("theta", 100.0)}, PositionScheme::FromRope(rp)},
-      {"alibi",
-       {ten("slopes", CTensor(slopes.data(), POSENC_FLOAT64, {h}))},
-       PositionScheme::FromAlibi(slopes)},
-      {"t5",
-       {ten("table", CTensor(t5_table.data(), POSENC_FLOAT32, {32, h}))},
-       PositionScheme::FromT5(t5)},
-      {"shaw",
-       {num("clip", 2), ten("a_key", CTensor(a_key.data(), POSENC_FLOAT32, {5, d})),
-        ten("a_value", CTensor(a_value.data(), POSENC_FLOAT32, {5, d}))},
-       PositionScheme::FromShaw(ShawParams{2, d}, ak, av)},
-      {"fire",
-       {ten("w1", CTensor(fire.w1.data(), POSENC_FLOAT64, {6})),
-        ten("b1", CTensor(fire.b1.data(), POSENC_FLOAT64, {6})),
-        ten("w2", CTensor(fire.w2.data(), POSENC_FLOAT64, {h, 6})),
-        ten("b2", CTensor(fire.b2.data(), POSENC_FLOAT64, {h})),
-        ten("c", CTensor(&fire.c, POSENC_FLOAT64, {1})),
-        ten("threshold", CTensor(&fire.threshold, POSENC_FLOAT64, {1}))},
-       FireScheme(fire.View())},
-  };
-  posenc_context* ctx = nullptr;
-  ASSERT_EQ(posenc_context_create(2, POSENC_BACKEND_AUTO, &ctx), POSENC_OK);
-  const std::vector<int64_t> query_ids = {6, 2, 5, 6, 4};
-  const posenc_positions query_pos{query_ids.data(), sq, 0}, key_pos{nullptr, 0, 0};
-  for (const Case& c : cases)
-    for (const bool explicit_pos : {false, true}) {
-      SCOPED_TRACE(std::string(c.name) + (explicit_pos ? " with explicit positions" : ""));
-      std::vector<float> out(static_cast<std::size_t>(b * sq * h * d)), out_cpp(out.size());
-      const posenc_tensor ot = CTensor(out.data(), POSENC_FLOAT32, {b, sq, h, d});
-      posenc_attention_params p;
-      posenc_attention_params_init(&p);
-      p.scheme = c.name;
-      p.scheme_args = c.args.data();
-      p.num_scheme_args = static_cast<int64_t>(c.args.size());
-      p.query_tile = 2;
-      p.key_tile = 3;
-      if (explicit_pos) {
-        p.query_positions = &query_pos;
-        p.key_positions = &key_pos;
-      }
-      ASSERT_EQ(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &ot), POSENC_OK)
-          << posenc_last_error();
-      AttentionParams ap;
-      ap.scheme = c.scheme;
-      if (explicit_pos) {
-        ap.query_positions = Positions::Ids(query_ids.data(), sq);
-        ap.key_positions = Positions::Offset(0);
-      }
-      FlashAttentionOptions o;
-      o.query_tile = 2;
-      o.key_tile = 3;
-      FlashAttention(ap, TensorView::Contiguous(q.data(), DType::kFloat32, {b, sq, h, d}),
-                     TensorView::Contiguous(k.data(), DType::kFloat32, {b, sk, hkv, d}),
-                     TensorView::Contiguous(v.data(), DType::kFloat32, {b, sk, hkv, d}),
-                     TensorView::Contiguous(out_cpp.data(), DType::kFloat32, {b, sq, h, d}), o,
-                     Context(2));
-      EXPECT_EQ(out, out_cpp);
-    }
-  // Varlen: two sequences, ALiBi by max_bias.
-  std::vector<float> out(static_cast<std::size_t>(sq * h * d)), out_cpp(out.size());
-  const std::vector<int64_t> cu_q = {0, 2, 5}, cu_k = {0, 3, 7};
-  posenc_attention_params p;
-  posenc_attention_params_init(&p);
-  p.scheme = "alibi";
-  const posenc_scheme_arg mb = num("max_bias", 4.0);
-  p.scheme_args = &mb;
-  p.num_scheme_args = 1;
-  const posenc_tensor q3 = CTensor(const_cast<float*>(q.data()), POSENC_FLOAT32, {sq, h, d});
-  const posenc_tensor k3 = CTensor(const_cast<float*>(k.data()), POSENC_FLOAT32, {sk, hkv, d});
-  const posenc_tensor v3 = CTensor(const_cast<float*>(v.data()), POSENC_FLOAT32, {sk, hkv, d});
-  const posenc_tensor o3 = CTensor(out.data(), POSENC_FLOAT32, {sq, h, d});
-  ASSERT_EQ(posenc_flash_attention_varlen(ctx, &p, &q3, &k3, &v3, &o3, cu_q.data(), cu_k.data(), 2),
-            POSENC_OK)
-      << posenc_last_error();
-  AttentionParams ap;
-  AlibiParams alp;
-  alp.num_heads = h;
-  alp.max_bias = 4.0;
-  ap.scheme = PositionScheme::FromAlibi(AlibiSlopes(alp));
-  FlashAttentionVarlen(ap, TensorView::Contiguous(q.data(), DType::kFloat32, {sq, h, d}),
-                       TensorView::Contiguous(k.data(), DType::kFloat32, {sk, hkv, d}),
-                       TensorView::Contiguous(v.data(), DType::kFloat32, {sk, hkv, d}),
-                       TensorView::Contiguous(out_cpp.data(), DType::kFloat32, {sq, h, d}), cu_q,
-                       cu_k, FlashAttentionOptions{}, Context(2));
-  EXPECT_EQ(out, out_cpp);
-  // Bad scheme arguments.
-  const posenc_scheme_arg bad = num("thetta", 1.0);
-  p.scheme = "rope";
-  p.scheme_args = &bad;
-  ExpectStatus(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &qt), POSENC_ERROR_INVALID_ARGUMENT,
-               {"scheme_args[0].name: got thetta", "rope arguments: head_dim, rotary_dim, theta"});
-  p.scheme = "sinusoidal";
-  p.num_scheme_args = 0;
-  ExpectStatus(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &qt), POSENC_ERROR_INVALID_ARGUMENT,
-               {"scheme: got sinusoidal"});
-  p.scheme = "t5";
-  ExpectStatus(posenc_flash_attention(ctx, &p, &qt, &kt, &vt, &qt), POSENC_ERROR_INVALID_ARGUMENT,
-               {"scheme.t5.table: got nothing"});
-  posenc_context_destroy(ctx);
-}
-
 TEST(CApi, BadInputGivesStatusAndMessage) {
   posenc_rope_params p;
   posenc_rope_params_init(&p);
   p.head_dim = 8;
-  p.rotary_dim = 3;
   std::vector<float> x(16);
   const posenc_tensor xt = CTensor(x.data(), POSENC_FLOAT32, {1, 2, 1, 8});
-  const posenc_positions pos{nullptr, 0, 0};
+  const posenc_positions pos = COffset(0);
+  ExpectStatus(posenc_rope_apply(nullptr, &p, &xt, POSENC_LAYOUT_BSHD, &pos,
+                                 POSENC_DIRECTION_FORWARD, nullptr),
+               POSENC_ERROR_INVALID_ARGUMENT, {"params.pairing: got -1", "must be set"});
+  p.pairing = POSENC_PAIRING_HALF_SPLIT;
+  p.rotary_dim = 3;
   ExpectStatus(posenc_rope_apply(nullptr, &p, &xt, POSENC_LAYOUT_BSHD, &pos,
                                  POSENC_DIRECTION_FORWARD, nullptr),
                POSENC_ERROR_INVALID_ARGUMENT, {"rotary_dim: got 3"});
@@ -451,6 +366,48 @@ TEST(CApi, GuardCatchesEveryException) {
   EXPECT_EQ(Guard([] { throw ConfigError("c"); }), POSENC_ERROR_CONFIG);
   EXPECT_EQ(Guard([] { throw IoError("i"); }), POSENC_ERROR_IO);
   EXPECT_EQ(Guard([] {}), POSENC_OK);
+  EXPECT_STREQ(posenc_last_error(), "");  // c.h: "" after a success
+}
+
+TEST(CApi, VersionNumberAndStructSizes) {
+  EXPECT_EQ(posenc_version_number(), POSENC_VERSION_NUMBER);
+  EXPECT_EQ(POSENC_VERSION_NUMBER,
+            POSENC_VERSION_MAJOR * 10000 + POSENC_VERSION_MINOR * 100 + POSENC_VERSION_PATCH);
+  posenc_rope_params p;
+  posenc_rope_params_init(&p);
+  EXPECT_EQ(p.struct_size, sizeof(posenc_rope_params));
+  EXPECT_EQ(p.pairing, -1);
+  posenc_model_rope m;
+  posenc_model_rope_init(&m);
+  EXPECT_EQ(m.struct_size, sizeof(posenc_model_rope));
+  EXPECT_EQ(m.params.struct_size, sizeof(posenc_rope_params));
+  const int64_t shape[2] = {3, 4}, strides[2] = {10, 1};
+  std::vector<float> buf(30);
+  posenc_tensor t;
+  ASSERT_EQ(posenc_tensor_strided(buf.data(), POSENC_FLOAT32, 2, shape, strides, &t), POSENC_OK);
+  EXPECT_EQ(t.struct_size, sizeof(posenc_tensor));
+  EXPECT_EQ(t.strides[0], 10);
+  const int64_t negative[2] = {-1, 1};
+  ExpectStatus(posenc_tensor_strided(buf.data(), POSENC_FLOAT32, 2, shape, negative, &t),
+               POSENC_ERROR_INVALID_ARGUMENT, {"strides[0]: got -1"});
+  const int64_t ids[3] = {0, 1, 2};
+  ExpectStatus(posenc_positions_ids(ids, 3, nullptr), POSENC_ERROR_INVALID_ARGUMENT,
+               {"out: got NULL"});
+  posenc_positions pos;
+  ExpectStatus(posenc_positions_ids(nullptr, 3, &pos), POSENC_ERROR_INVALID_ARGUMENT,
+               {"ids: got NULL"});
+  // A struct from a newer header (larger) or one never initialised (0) is
+  // refused, never misread.
+  p.pairing = POSENC_PAIRING_HALF_SPLIT;
+  p.head_dim = 4;
+  p.struct_size = sizeof(posenc_rope_params) + 8;
+  std::vector<float> x(4);
+  const posenc_tensor xt = CTensor(x.data(), POSENC_FLOAT32, {1, 1, 1, 4});
+  const posenc_positions at = COffset(0);
+  ExpectStatus(posenc_rope_apply(nullptr, &p, &xt, POSENC_LAYOUT_BSHD, &at,
+                                 POSENC_DIRECTION_FORWARD, nullptr),
+               POSENC_ERROR_INVALID_ARGUMENT,
+               {"params.struct_size: got " + std::to_string(sizeof(posenc_rope_params) + 8)});
 }
 
 }  // namespace
