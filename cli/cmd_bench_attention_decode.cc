@@ -20,12 +20,16 @@
 //    viewed as [1, 8, 4, 128] per kv head: HF's repeat_kv would first copy
 //    the cache 4x, so this baseline is faster than HF), bias materialised
 //    as [1, 32, 1, Sk] before timing; rope rotates q inside the call.
-//  - The C entry point ("attention_decode_c" entries, Sk = 1000, 4000 and
-//    32768, or --max-seq alone): the same shapes through posenc/c.h's
-//    posenc_attention_decode on a posenc_context, alternating with the C++
-//    call above ("c_over_cpp" = C ms / C++ ms), and with the prefill entry
+//  - The C entry points ("attention_decode_c" entries, Sk = 1000, 4000 and
+//    32768, or --max-seq alone; none, alibi and rope with a typed scheme):
+//    the same shapes through posenc/c.h on a posenc_context. "ms": a step
+//    of a decode plan made once (posenc_decode_plan_run, what an engine
+//    calls per token and layer), alternating with the C++ call above
+//    ("c_over_cpp" = C ms / C++ ms); "unplanned_ms": posenc_attention_decode,
+//    which resolves its scheme on every call, alternating with the C++ call
+//    ("unplanned_over_cpp"); and the plan alternating with the prefill entry
 //    point posenc_flash_attention on one query ("prefill_c_ms": the only C
-//    path before posenc_attention_decode; "speedup_vs_prefill_c").
+//    path before the decode entry points; "speedup_vs_prefill_c").
 #include <fmt/format.h>
 
 #include <chrono>
@@ -94,7 +98,7 @@ DecodeReply MeasureInChild(const std::string& scheme, std::int64_t seq,
 }
 
 struct DecodeCReply {
-  double c_ms = 0, cpp_ms = 0, c_ms2 = 0, prefill_c_ms = 0;
+  double c_ms = 0, cpp_ms = 0, unplanned_ms = 0, cpp_ms2 = 0, c_ms2 = 0, prefill_c_ms = 0;
   int ok = 0;
   char error[240] = {};
 };
@@ -162,7 +166,19 @@ DecodeCReply MeasureCInChild(const std::string& scheme, std::int64_t seq,
   posenc_attention_params cp;
   posenc_attention_params_init(&cp);
   cp.scheme = &cs;
+  posenc_decode_plan* plan = nullptr;
+  if (posenc_decode_plan_create(&cp, kHeads, kHeadDim, kHeadDim, &plan) != POSENC_OK) {
+    throw Error(posenc_last_error());
+  }
+  const std::unique_ptr<posenc_decode_plan, void (*)(posenc_decode_plan*)> plan_owner(
+      plan, posenc_decode_plan_destroy);
   const auto c_decode = [&] {
+    if (posenc_decode_plan_run(cctx, plan, &cq, &ck, &cv, &co, nullptr, nullptr, nullptr) !=
+        POSENC_OK) {
+      throw Error(posenc_last_error());
+    }
+  };
+  const auto c_unplanned = [&] {
     if (posenc_attention_decode(cctx, &cp, &cq, &ck, &cv, &co, nullptr) != POSENC_OK) {
       throw Error(posenc_last_error());
     }
@@ -177,6 +193,8 @@ DecodeCReply MeasureCInChild(const std::string& scheme, std::int64_t seq,
   };
   const int warmup = std::max(o.warmup, 1);
   std::tie(r.c_ms, r.cpp_ms) = MedianMsAlternating(c_decode, cpp_decode, o.reps, warmup);
+  std::tie(r.unplanned_ms, r.cpp_ms2) =
+      MedianMsAlternating(c_unplanned, cpp_decode, o.reps, warmup);
   std::tie(r.c_ms2, r.prefill_c_ms) =
       MedianMsAlternating(c_decode, c_prefill, std::min(o.reps, 10), warmup);
   return r;
@@ -206,6 +224,8 @@ std::vector<nlohmann::json> RunAttentionDecodeCBench(const AttentionBenchOptions
                          {"ms", r.c_ms},
                          {"cpp_ms", r.cpp_ms},
                          {"c_over_cpp", r.c_ms / r.cpp_ms},
+                         {"unplanned_ms", r.unplanned_ms},
+                         {"unplanned_over_cpp", r.unplanned_ms / r.cpp_ms2},
                          {"ms_beside_prefill", r.c_ms2},
                          {"prefill_c_ms", r.prefill_c_ms},
                          {"speedup_vs_prefill_c", r.prefill_c_ms / r.c_ms2},

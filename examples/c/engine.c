@@ -3,7 +3,8 @@
  * or HF config.json, keep a KV cache the engine owns, and for each new token
  *   1. append its k and v to the cache, rotating k in place at its
  *      position (RoPE models; posenc_rope_apply);
- *   2. attend over the whole cache with posenc_attention_decode (RoPE: the
+ *   2. attend over the whole cache with a decode plan prepared once
+ *      (posenc_decode_plan_create / _run: no allocation per step; RoPE: the
  *      kernel rotates q, the cached keys are pre-rotated; or ALiBi slopes
  *      from the model);
  *   3. when the cache is full, evict its oldest half and re-rotate the kept
@@ -24,14 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK_OK(call)                                                          \
-  do {                                                                          \
-    const posenc_status s_ = (call);                                            \
-    if (s_ != POSENC_OK) {                                                      \
-      fprintf(stderr, "%s failed: %s: %s\n", #call, posenc_status_name(s_),    \
-              posenc_last_error());                                             \
-      exit(1);                                                                  \
-    }                                                                           \
+#define CHECK_OK(call)                                                                            \
+  do {                                                                                            \
+    const posenc_status s_ = (call);                                                              \
+    if (s_ != POSENC_OK) {                                                                        \
+      fprintf(stderr, "%s failed: %s: %s\n", #call, posenc_status_name(s_), posenc_last_error()); \
+      exit(1);                                                                                    \
+    }                                                                                             \
   } while (0)
 
 /* Deterministic values in (-1, 1) (SplitMix64). */
@@ -143,12 +143,13 @@ static void Load(Engine* e, const char* path) {
                                    m.params.inv_freq_count));
   e->rope = m.params; /* inv_freq points at e->inv_freq */
   e->head_dim = m.params.head_dim;
-  printf("%s: %s, RoPE %s (%s pairing, attention factor %.4f), %lld heads (%lld kv), "
-         "head_dim %lld\n",
-         path, m.model_type, m.rope_type,
-         e->rope.pairing == POSENC_PAIRING_INTERLEAVED ? "interleaved" : "half-split",
-         e->rope.attention_factor, (long long)e->heads, (long long)e->kv_heads,
-         (long long)e->head_dim);
+  printf(
+      "%s: %s, RoPE %s (%s pairing, attention factor %.4f), %lld heads (%lld kv), "
+      "head_dim %lld\n",
+      path, m.model_type, m.rope_type,
+      e->rope.pairing == POSENC_PAIRING_INTERLEAVED ? "interleaved" : "half-split",
+      e->rope.attention_factor, (long long)e->heads, (long long)e->kv_heads,
+      (long long)e->head_dim);
 }
 
 int main(int argc, char** argv) {
@@ -193,6 +194,10 @@ int main(int argc, char** argv) {
   posenc_attention_params params;
   posenc_attention_params_init(&params);
   params.scheme = &scheme;
+  /* Prepared once: the scheme is resolved here, and each step below runs
+   * without resolving it again or allocating (c.h, posenc_decode_plan_run). */
+  posenc_decode_plan* plan = NULL;
+  CHECK_OK(posenc_decode_plan_create(&params, h, d, d, &plan));
 
   uint64_t rng = 42;
   double worst = 0.0;
@@ -232,15 +237,17 @@ int main(int argc, char** argv) {
     }
     /* q stays unrotated: the kernel rotates the queries at their positions. */
     const posenc_tensor kc = CacheView(e.k, &e, e.len), vc = CacheView(e.v, &e, e.len);
-    CHECK_OK(posenc_attention_decode(ctx, &params, &qt, &kc, &vc, &ot, NULL));
+    CHECK_OK(posenc_decode_plan_run(ctx, plan, &qt, &kc, &vc, &ot, NULL, NULL, NULL));
     const double err = Reference(&e, q_raw, pos, out);
     if (err > worst) worst = err;
   }
+  posenc_decode_plan_destroy(plan);
   posenc_context_destroy(ctx);
   const double bound = 1e-6;
-  printf("decoded %lld tokens, cache %lld, %lld context shift(s): max |error| vs float64 %.3g "
-         "(bound %.0e)\n",
-         (long long)tokens, (long long)e.capacity, (long long)shifts, worst, bound);
+  printf(
+      "decoded %lld tokens, cache %lld, %lld context shift(s): max |error| vs float64 %.3g "
+      "(bound %.0e)\n",
+      (long long)tokens, (long long)e.capacity, (long long)shifts, worst, bound);
   free(q);
   free(out);
   free(q_raw);

@@ -43,11 +43,20 @@
  * A header newer than the library (struct_size larger than the library
  * knows) is refused with POSENC_ERROR_INVALID_ARGUMENT, never misread.
  *
- * Memory: the library allocates while it validates and prepares a call;
- * the calling thread and the context's workers keep kernel scratch between
- * calls (decode: O(threads * splits * H * Dv) floats, a few MiB at most)
- * until the thread exits or the context is destroyed. Steady-state
- * zero-allocation calls are not promised yet.
+ * Memory: the calls an engine makes per token and layer allocate nothing
+ * in the steady state -- posenc_rope_apply, posenc_rope_apply_qk,
+ * posenc_rope_apply_with_cache, posenc_rope_shift_keys and
+ * posenc_decode_plan_run, once they have run with the same shapes on the
+ * same thread (tests/capi/alloc_count.c counts it with an interposed
+ * malloc). They reuse scratch kept per thread: the calling thread's (RoPE:
+ * the frequency table and cos/sin blocks, a few KiB; decode: the query rows
+ * and the split-K partials, at most B * 64 * H * Sq * (Dv + 2) floats, 1 MiB
+ * at B = 1, H = 32, Sq = 1, Dv = 128) and each context worker's (decode: key
+ * and value blocks, about 0.5 MiB at Hkv = 8, D = Dv = 128). It is freed
+ * when its thread exits: a context's workers' with posenc_context_destroy.
+ * Other calls (config loading, posenc_attention_decode without a plan,
+ * which resolves its scheme on every call, prefill, tables) allocate as
+ * they need.
  *
  * Link: `pkg-config --cflags --libs posenc` (in a build tree:
  * PKG_CONFIG_PATH=<build> and the posenc-uninstalled.pc there), or CMake
@@ -463,6 +472,32 @@ POSENC_C_API posenc_status posenc_attention_decode(const posenc_context* ctx,
                                                    const posenc_tensor* q, const posenc_tensor* k,
                                                    const posenc_tensor* v, const posenc_tensor* out,
                                                    const posenc_tensor* lse);
+
+/* Decode prepared once, run every token (FlashInfer's plan / run split):
+ * the scheme of params (and its layout, mask, window, scale, rope_keys) is
+ * resolved for q with `heads` heads of head_dim and values of value_dim,
+ * and what it needs from the scheme's params and tensors is copied: the
+ * plan keeps no pointer into params. params->query_positions and
+ * key_positions are not used: each run takes its own. A plan is immutable
+ * and may be used by several threads at once. */
+typedef struct posenc_decode_plan posenc_decode_plan;
+POSENC_C_API posenc_status posenc_decode_plan_create(const posenc_attention_params* params,
+                                                     int64_t heads, int64_t head_dim,
+                                                     int64_t value_dim, posenc_decode_plan** out);
+POSENC_C_API void posenc_decode_plan_destroy(posenc_decode_plan* plan); /* NULL: no-op */
+/* One decode step: as posenc_attention_decode with the plan's params, and
+ * the positions of this step (NULL: queries at Sk - Sq + i, keys at j).
+ * Zero allocation: a run with the B, Sq, H, D and Dv of the previous run on
+ * this thread and context allocates no memory, whatever Sk (the cache may
+ * grow every step); tests/capi/alloc_count.c counts it. The scratch it
+ * reuses is described under "Memory" above. */
+POSENC_C_API posenc_status posenc_decode_plan_run(const posenc_context* ctx,
+                                                  const posenc_decode_plan* plan,
+                                                  const posenc_tensor* q, const posenc_tensor* k,
+                                                  const posenc_tensor* v, const posenc_tensor* out,
+                                                  const posenc_tensor* lse,
+                                                  const posenc_positions* query_positions,
+                                                  const posenc_positions* key_positions);
 
 /* Re-rotates RoPE keys in a cache in place from positions p to p + delta
  * (e.g. delta = -n after evicting the first n tokens): k rank 4 in layout,

@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 
 namespace posenc {
 
@@ -61,6 +62,16 @@ class Context {
   // from several threads at once and from inside a task (see above).
   void ParallelFor(std::int64_t num_tasks,
                    const std::function<void(std::int64_t task, int worker)>& fn) const;
+  // Any other callable (a lambda): passed by reference, never copied, so a
+  // call allocates nothing (a std::function made from a lambda with more
+  // than two captures would take a heap block on every call).
+  template <typename Fn>
+  requires(!std::is_same_v<std::remove_cvref_t<Fn>, std::function<void(std::int64_t, int)>> &&
+           std::is_invocable_v<Fn&, std::int64_t, int>) void ParallelFor(std::int64_t num_tasks,
+                                                                         Fn&& fn) const {
+    const std::function<void(std::int64_t, int)> by_reference = std::ref(fn);
+    ParallelFor(num_tasks, by_reference);
+  }
 
  private:
   int num_threads_;

@@ -46,6 +46,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -182,6 +184,49 @@ void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, co
                           const TensorView& v, const TensorView& out,
                           const TensorView& lse = TensorView{},
                           const FlashAttentionOptions& options = FlashAttentionOptions{},
+                          const Context& ctx = Context{});
+
+// Decode prepared once, run every token (FlashInfer's plan / run split):
+// the positional scheme of `params` resolved for q heads H, head dim D and
+// value dim Dv (what it copies from the scheme's tensors and params is
+// taken now; the plan keeps no pointer into them), with the mask, window,
+// layout, attention scale and kernel options. A run validates the call's
+// tensors and positions as FlashAttentionDecode does but resolves nothing:
+// with the shapes of the previous call on the calling thread (and on the
+// context's workers) it allocates no memory. The plan is immutable and may
+// be shared by threads. params.query_positions / key_positions are ignored
+// here: each run takes its own. Throws InvalidArgument for everything
+// FlashAttentionDecode rejects about the params and scheme, and for heads,
+// head_dim or value_dim outside [1, 65536].
+class PreparedDecode {
+ public:
+  PreparedDecode(const AttentionParams& params, std::int64_t heads, std::int64_t head_dim,
+                 std::int64_t value_dim,
+                 const FlashAttentionOptions& options = FlashAttentionOptions{});
+  ~PreparedDecode();
+  PreparedDecode(const PreparedDecode&);
+  PreparedDecode& operator=(const PreparedDecode&);
+
+  std::int64_t heads() const;
+  std::int64_t head_dim() const;
+  std::int64_t value_dim() const;
+
+  struct State;  // defined in src/attention (the resolved policy)
+  const State& state() const { return *state_; }
+
+ private:
+  std::shared_ptr<const State> state_;
+};
+
+// One decode step with a prepared plan: as FlashAttentionDecode with the
+// plan's params, and query / key positions for this call (std::nullopt:
+// the defaults, queries at Sk - Sq + i, keys at j). Throws InvalidArgument
+// naming the tensor when q's heads or head dim, or v's head dim, differ
+// from the plan's, and for everything FlashAttentionDecode rejects.
+void FlashAttentionDecode(const PreparedDecode& plan, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out, const TensorView& lse,
+                          const std::optional<Positions>& query_positions,
+                          const std::optional<Positions>& key_positions,
                           const Context& ctx = Context{});
 
 // KV-cache re-rotation: keys in a RoPE cache, rotated at positions p, are

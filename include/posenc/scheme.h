@@ -134,6 +134,7 @@ class SchemeArgs {
 
   const Value* Find(std::string_view name) const;
   std::span<const std::pair<std::string, Value>> entries() const { return entries_; }
+  void Reserve(std::size_t n) { entries_.reserve(n); }  // room for n arguments
   bool empty() const { return entries_.empty(); }
 
  private:

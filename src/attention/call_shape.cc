@@ -24,7 +24,9 @@ void CheckShape(const TensorView& view, std::string_view arg, std::span<const st
   ValidateView(view, arg, static_cast<int>(shape.size()), writable);
   int d = 0;
   for (auto n : shape) {
-    Require(view.shape[d] == n, std::string(arg), view.Describe(), "shape " + ShapeText(shape));
+    if (view.shape[d] != n) {
+      FailArgument(std::string(arg), view.Describe(), "shape " + ShapeText(shape));
+    }
     ++d;
   }
 }
@@ -64,11 +66,12 @@ AttentionDims CheckAttentionTensor(const TensorView& view, AttentionLayout layou
                                    std::int64_t heads, std::int64_t dim, bool writable) {
   ValidateView(view, arg, 4, writable);
   const AttentionDims d = GetAttentionDims(view, layout, arg);
-  Require(d.batch == batch && d.seq == seq && d.heads == heads && d.head_dim == dim,
-          std::string(arg), view.Describe(),
-          "[batch, seq, heads, dim] = [" + std::to_string(batch) + ", " + std::to_string(seq) +
-              ", " + std::to_string(heads) + ", " + std::to_string(dim) + "] in layout " +
-              std::string(LayoutName(layout)));
+  if (!(d.batch == batch && d.seq == seq && d.heads == heads && d.head_dim == dim)) {
+    FailArgument(std::string(arg), view.Describe(),
+                 "[batch, seq, heads, dim] = [" + std::to_string(batch) + ", " +
+                     std::to_string(seq) + ", " + std::to_string(heads) + ", " +
+                     std::to_string(dim) + "] in layout " + std::string(LayoutName(layout)));
+  }
   return d;
 }
 
@@ -81,17 +84,26 @@ CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q, 
   const auto& qd = c.qd;
   const auto& kd = c.kd;
   const auto& vd = c.vd;
-  Require(kd.batch == qd.batch, "k batch", kd.batch,
-          "q's batch (" + std::to_string(qd.batch) + ")");
-  Require(vd.batch == qd.batch, "v batch", vd.batch,
-          "q's batch (" + std::to_string(qd.batch) + ")");
-  Require(kd.head_dim == qd.head_dim, "k head_dim", kd.head_dim,
-          "q's head_dim (" + std::to_string(qd.head_dim) + ")");
-  Require(vd.seq == kd.seq, "v seq", vd.seq, "k's seq (" + std::to_string(kd.seq) + ")");
-  Require(vd.heads == kd.heads, "v heads", vd.heads,
-          "k's heads (" + std::to_string(kd.heads) + ")");
-  Require(qd.heads % kd.heads == 0, "k heads", kd.heads,
-          "a divisor of q's heads (" + std::to_string(qd.heads) + ", grouped-query attention)");
+  if (kd.batch != qd.batch) {
+    FailArgument("k batch", kd.batch, "q's batch (" + std::to_string(qd.batch) + ")");
+  }
+  if (vd.batch != qd.batch) {
+    FailArgument("v batch", vd.batch, "q's batch (" + std::to_string(qd.batch) + ")");
+  }
+  if (kd.head_dim != qd.head_dim) {
+    FailArgument("k head_dim", kd.head_dim, "q's head_dim (" + std::to_string(qd.head_dim) + ")");
+  }
+  if (vd.seq != kd.seq) {
+    FailArgument("v seq", vd.seq, "k's seq (" + std::to_string(kd.seq) + ")");
+  }
+  if (vd.heads != kd.heads) {
+    FailArgument("v heads", vd.heads, "k's heads (" + std::to_string(kd.heads) + ")");
+  }
+  if (qd.heads % kd.heads != 0) {
+    FailArgument(
+        "k heads", kd.heads,
+        "a divisor of q's heads (" + std::to_string(qd.heads) + ", grouped-query attention)");
+  }
   c.dims = Dims{qd.batch, qd.heads, kd.heads, qd.seq, kd.seq, qd.head_dim, vd.head_dim};
   if (params.sliding_window.has_value()) {
     Require(*params.sliding_window >= 1, "sliding_window", *params.sliding_window,
@@ -101,9 +113,11 @@ CallShape ValidateCallShape(const AttentionParams& params, const TensorView& q, 
   if (params.query_positions.has_value()) {
     c.query_positions = *params.query_positions;
   } else {
-    Require(qd.seq <= kd.seq, "query_positions", "default (bottom-right: Sk - Sq + i)",
-            "explicit query positions when Sq (" + std::to_string(qd.seq) + ") > Sk (" +
-                std::to_string(kd.seq) + ")");
+    if (qd.seq > kd.seq) {
+      FailArgument("query_positions", "default (bottom-right: Sk - Sq + i)",
+                   "explicit query positions when Sq (" + std::to_string(qd.seq) + ") > Sk (" +
+                       std::to_string(kd.seq) + ")");
+    }
     c.query_positions = Positions::Offset(kd.seq - qd.seq);
   }
   c.key_positions = params.key_positions.value_or(Positions::Offset(0));

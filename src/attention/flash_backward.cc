@@ -118,10 +118,11 @@ BackwardCall Validate(const AttentionParams& params, const TensorView& q, const 
       for (Index h = 0; h < d.heads; ++h)
         for (Index i = 0; i < d.query_len; ++i) {
           const float x = LseAt(lse, b, h, i);
-          Require(std::isfinite(x) || x == kNegInf,
-                  "lse[" + std::to_string(b) + ", " + std::to_string(h) + ", " + std::to_string(i) +
-                      "]",
-                  x, "a finite log-sum-exp, or -inf for a query that sees no key");
+          if (!(std::isfinite(x) || x == kNegInf)) {
+            FailArgument("lse[" + std::to_string(b) + ", " + std::to_string(h) + ", " +
+                             std::to_string(i) + "]",
+                         x, "a finite log-sum-exp, or -inf for a query that sees no key");
+          }
         }
     inputs.emplace_back(lse, "lse");
   }

@@ -193,6 +193,8 @@ struct DecodeOps {
 struct Queries {
   std::vector<float> rows;
   std::vector<std::uint16_t> parts;
+  std::vector<float> tile;  // scratch of LoadQueries (kept: no allocation per call)
+  std::vector<Index> pos;
 };
 
 void LoadQueries(const Problem& p, const DecodePlan& plan, const TensorView& q,
@@ -201,8 +203,10 @@ void LoadQueries(const Problem& p, const DecodePlan& plan, const TensorView& q,
   const Index per_batch = d.kv_heads * plan.R;  // = H * Sq rows
   out.rows.assign(Z(d.batch * per_batch * plan.ldd), 0.0f);
   out.parts.assign(plan.bf16_keys ? Z(d.batch * per_batch * plan.q_parts * plan.D) : 0, 0);
-  std::vector<float> tile(Z(per_batch * plan.D));
-  std::vector<Index> pos(Z(per_batch));
+  std::vector<float>& tile = out.tile;
+  std::vector<Index>& pos = out.pos;
+  tile.resize(Z(per_batch * plan.D));
+  pos.resize(Z(per_batch));
   for (Index b = 0; b < d.batch; ++b) {
     for (Index h = 0; h < d.heads; ++h) {  // row h * Sq + i: head h = hk * G + hl
       flash_internal::LoadRows(q, p.qd, b, h, 0, plan.Sq, tile.data() + h * plan.Sq * plan.D,
@@ -563,12 +567,9 @@ Work& ThreadWork() {
   return work;
 }
 
-}  // namespace
-
-void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, const TensorView& k,
-                          const TensorView& v, const TensorView& out, const TensorView& lse,
-                          const FlashAttentionOptions& options, const Context& ctx) {
-  Problem p = flash_internal::Setup(params, q, k, v, out, options);
+// The decode of a validated problem (both entry points below).
+void Decode(Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+            const TensorView& out, const TensorView& lse, const Context& ctx) {
   const auto& d = p.dims;
   Require(d.query_len >= 1 && d.query_len <= kMaxQueries, "q.shape[seq]", d.query_len,
           "1 to 16 query tokens per batch row (FlashAttentionDecode; use FlashAttention for "
@@ -597,27 +598,37 @@ void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, co
   plan.v_in_place =
       ctx.backend() != Backend::kScalar && p.vd.stride_dim == 1 && v.dtype != DType::kFloat64;
   plan.v_storage = Storage(v.dtype);
-  std::vector<Index> qpos(Z(d.batch * plan.Sq));
-  std::vector<PositionRange> qranges;
+  // The partials, the query rows and positions: the calling thread's, kept
+  // between calls (ThreadBuffers; partials 1 MiB at 32768 keys, GQA 32/8,
+  // D = 128), so a call in the steady state allocates nothing here; the
+  // partials are not zeroed: every task writes all the slots of its (batch,
+  // chunk).
+  struct CallBuffers {
+    std::vector<float> ml, acc;
+    Queries queries;
+    std::vector<Index> qpos;
+    std::vector<PositionRange> qranges;
+  };
+  flash_internal::ThreadBuffers<CallBuffers> lease;
+  CallBuffers& buffers = lease.get();
+  std::vector<Index>& qpos = buffers.qpos;
+  std::vector<PositionRange>& qranges = buffers.qranges;
+  qpos.resize(Z(d.batch * plan.Sq));
+  qranges.clear();
   for (Index b = 0; b < d.batch; ++b) {
     for (Index i = 0; i < plan.Sq; ++i)
       qpos[Z(b * plan.Sq + i)] = p.query_positions.At(b, i, plan.Sq);
     qranges.push_back(flash_internal::RangeOf(qpos.data() + b * plan.Sq, plan.Sq));
   }
   const Index slots = d.batch * plan.chunks * d.heads * plan.Sq;
-  // The partials and the query rows: the calling thread's, kept between
-  // calls (ThreadBuffers; partials 1 MiB at 32768 keys, GQA 32/8, D = 128),
-  // the partials not zeroed: every task writes all the slots of its (batch,
-  // chunk).
-  struct CallBuffers {
-    std::vector<float> ml, acc;
-    Queries queries;
-  };
-  flash_internal::ThreadBuffers<CallBuffers> lease;
-  CallBuffers& buffers = lease.get();
   std::vector<float>& part_ml = buffers.ml;
   std::vector<float>& part_acc = buffers.acc;
   LoadQueries(p, plan, q, qpos, Context(1, ctx.backend()), buffers.queries);
+  // Capacity for the most chunks any Sk gives (kMaxChunks): as the cache
+  // grows token by token the partials never reallocate.
+  const Index max_slots = d.batch * kMaxChunks * d.heads * plan.Sq;
+  part_ml.reserve(Z(2 * max_slots));
+  part_acc.reserve(Z(max_slots * plan.Dv));
   part_ml.resize(Z(2 * slots));
   part_acc.resize(Z(slots * plan.Dv));
   const bool simd = ctx.backend() != Backend::kScalar;
@@ -635,13 +646,32 @@ void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, co
                              ? merges
                              : std::max<Index>(1, merges / (4 * ctx.num_threads()));
   ctx.ParallelFor((merges + per_task - 1) / per_task, [&](Index task, int) {
-    std::vector<float> row(Z(plan.Dv));
+    thread_local std::vector<float> row;  // keeps its capacity
+    row.resize(Z(plan.Dv));
     for (Index x = task * per_task; x < std::min(merges, (task + 1) * per_task); ++x) {
       const Index i = x % plan.Sq, bh = x / plan.Sq;
       Merge(p, plan, part_ml.data(), part_acc.data(), out, p.lse, bh / d.heads, bh % d.heads, i,
             row.data());
     }
   });
+}
+
+}  // namespace
+
+void FlashAttentionDecode(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out, const TensorView& lse,
+                          const FlashAttentionOptions& options, const Context& ctx) {
+  Problem p = flash_internal::Setup(params, q, k, v, out, options);
+  Decode(p, q, k, v, out, lse, ctx);
+}
+
+void FlashAttentionDecode(const PreparedDecode& plan, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out, const TensorView& lse,
+                          const std::optional<Positions>& query_positions,
+                          const std::optional<Positions>& key_positions, const Context& ctx) {
+  Problem p =
+      flash_internal::SetupPrepared(plan.state(), q, k, v, out, query_positions, key_positions);
+  Decode(p, q, k, v, out, lse, ctx);
 }
 
 }  // namespace posenc

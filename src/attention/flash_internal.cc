@@ -54,15 +54,62 @@ Problem Setup(const AttentionParams& params, const TensorView& q, const TensorVi
   return p;
 }
 
+Problem SetupPrepared(const PreparedDecode::State& plan, const TensorView& q, const TensorView& k,
+                      const TensorView& v, const TensorView& out,
+                      const std::optional<Positions>& query_positions,
+                      const std::optional<Positions>& key_positions) {
+  AttentionParams call;  // the shape checks' view of the call (no scheme: the plan has it)
+  call.layout = plan.layout;
+  call.mask = plan.mask;
+  call.sliding_window = plan.sliding_window;
+  call.query_positions = query_positions;
+  call.key_positions = key_positions;
+  const attention_internal::CallShape shape = attention_internal::ValidateCallShape(call, q, k, v);
+  if (shape.dims.heads != plan.heads) {
+    FailArgument("q heads", shape.dims.heads,
+                 "the plan's heads (" + std::to_string(plan.heads) + ")");
+  }
+  if (shape.dims.head_dim != plan.head_dim) {
+    FailArgument("q head_dim", shape.dims.head_dim,
+                 "the plan's head_dim (" + std::to_string(plan.head_dim) + ")");
+  }
+  if (shape.dims.value_dim != plan.value_dim) {
+    FailArgument("v head_dim", shape.dims.value_dim,
+                 "the plan's value_dim (" + std::to_string(plan.value_dim) + ")");
+  }
+  Problem p;
+  p.qd = shape.qd;
+  p.kd = shape.kd;
+  p.vd = shape.vd;
+  p.dims = shape.dims;
+  p.window = shape.window;
+  p.query_positions = shape.query_positions;
+  p.key_positions = shape.key_positions;
+  p.mask = plan.mask;
+  p.scheme = plan.scheme;
+  p.scale = plan.scale;
+  p.rope = p.scheme->rotation();
+  p.rotate_keys = p.rope != nullptr && plan.rope_keys == FlashRopeKeys::kRotate;
+  const auto& d = p.dims;
+  p.od = attention_internal::CheckAttentionTensor(out, plan.layout, "out", d.batch, d.query_len,
+                                                  d.heads, d.value_dim, /*writable=*/true);
+  RequireNoOverlap(out, "out", q, "q", /*inplace_allowed=*/false);
+  RequireNoOverlap(out, "out", k, "k", /*inplace_allowed=*/false);
+  RequireNoOverlap(out, "out", v, "v", /*inplace_allowed=*/false);
+  return p;
+}
+
 void CheckLse(const TensorView& lse, const attention_internal::Dims& d, std::string_view arg,
               bool writable) {
   ValidateView(lse, arg, 3, writable);
-  Require(lse.dtype == DType::kFloat32, std::string(arg) + ".dtype",
-          std::string(DTypeName(lse.dtype)), "float32");
-  Require(lse.shape[0] == d.batch && lse.shape[1] == d.heads && lse.shape[2] == d.query_len,
-          std::string(arg), lse.Describe(),
-          "[batch, heads, Sq] = [" + std::to_string(d.batch) + ", " + std::to_string(d.heads) +
-              ", " + std::to_string(d.query_len) + "]");
+  if (lse.dtype != DType::kFloat32) {
+    FailArgument(std::string(arg) + ".dtype", std::string(DTypeName(lse.dtype)), "float32");
+  }
+  if (!(lse.shape[0] == d.batch && lse.shape[1] == d.heads && lse.shape[2] == d.query_len)) {
+    FailArgument(std::string(arg), lse.Describe(),
+                 "[batch, heads, Sq] = [" + std::to_string(d.batch) + ", " +
+                     std::to_string(d.heads) + ", " + std::to_string(d.query_len) + "]");
+  }
 }
 
 void SetLseOutput(Problem& p, const TensorView& lse, const TensorView& q, const TensorView& k,

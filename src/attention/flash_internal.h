@@ -20,12 +20,28 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "attention/call_shape.h"
 #include "attention/scheme_policy.h"
 #include "kernels/simd/flash.h"
 #include "posenc/flash_attention.h"
+
+namespace posenc {
+
+// The resolved form of a PreparedDecode (include/posenc/flash_attention.h).
+struct PreparedDecode::State {
+  AttentionLayout layout = AttentionLayout::kBSHD;
+  AttentionMask mask = AttentionMask::kCausal;
+  std::optional<std::int64_t> sliding_window;
+  float scale = 1.0f;
+  std::shared_ptr<const attention_internal::SchemePolicy> scheme;
+  FlashRopeKeys rope_keys = FlashRopeKeys::kRotate;
+  std::int64_t heads = 0, head_dim = 0, value_dim = 0;
+};
+
+}  // namespace posenc
 
 namespace posenc::flash_internal {
 
@@ -87,6 +103,14 @@ Problem Setup(const AttentionParams& params, const TensorView& q, const TensorVi
 // Checks a log-sum-exp view: float32 [B, H, Sq] (any strides), named `arg`.
 void CheckLse(const TensorView& lse, const attention_internal::Dims& d, std::string_view arg,
               bool writable);
+
+// Setup for a prepared decode (PreparedDecode): q/k/v/out and the call's
+// positions validated as Setup does, q's heads and head dim and v's head
+// dim checked against the plan; the scheme, scale and mask are the plan's.
+Problem SetupPrepared(const PreparedDecode::State& plan, const TensorView& q, const TensorView& k,
+                      const TensorView& v, const TensorView& out,
+                      const std::optional<Positions>& query_positions,
+                      const std::optional<Positions>& key_positions);
 
 // Validates `lse` as the forward's log-sum-exp output (float32 [B, H, Sq],
 // writable, no overlap with q, k, v, out) and sets p.lse.

@@ -16,19 +16,24 @@ namespace posenc {
 
 void ShiftRopeKeys(const RopeParams& params, const TensorView& k, AttentionLayout layout,
                    std::int64_t delta, const Context& ctx) {
-  Require(
-      delta >= -kMaxPosition && delta <= kMaxPosition, "delta", delta,
-      "a shift in [-" + std::to_string(kMaxPosition) + ", " + std::to_string(kMaxPosition) + "]");
+  if (!(delta >= -kMaxPosition && delta <= kMaxPosition)) {
+    FailArgument(
+        "delta", delta,
+        "a shift in [-" + std::to_string(kMaxPosition) + ", " + std::to_string(kMaxPosition) + "]");
+  }
   ValidateRopeParams(params);
-  const double factor = ResolveRopeFrequencies(params).attention_factor;
+  const double factor = params.frequencies.attention_factor;
   Require(factor == 1.0, "params.frequencies.attention_factor", factor,
           "1 for a re-rotation (the cached keys already carry the factor)");
   ValidateView(k, "k", 4, /*writable=*/true);
   const AttentionDims d = GetAttentionDims(k, layout, "k");
-  Require(d.head_dim == params.head_dim, "k head_dim", d.head_dim,
-          "params.head_dim (" + std::to_string(params.head_dim) + ")");
+  if (d.head_dim != params.head_dim) {
+    FailArgument("k head_dim", d.head_dim,
+                 "params.head_dim (" + std::to_string(params.head_dim) + ")");
+  }
   if (delta == 0) return;
-  const std::vector<std::int64_t> ids(static_cast<std::size_t>(d.seq), std::llabs(delta));
+  thread_local std::vector<std::int64_t> ids;  // every key moves by |delta| (kept: no allocation)
+  ids.assign(static_cast<std::size_t>(d.seq), std::llabs(delta));
   ApplyRope(params, k, layout, Positions::Ids(ids.data(), d.seq),
             delta > 0 ? RopeDirection::kForward : RopeDirection::kInverse, nullptr, ctx);
 }

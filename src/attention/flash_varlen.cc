@@ -41,9 +41,13 @@ TensorView AddBatchAxis(const TensorView& view) {
 // Checks one cu_seqlens list against its tensor's token count.
 void CheckOffsets(std::span<const std::int64_t> cu, const std::string& arg, std::int64_t total,
                   const std::string& total_name) {
-  Require(cu.size() >= 2, arg + ".size()", static_cast<std::int64_t>(cu.size()),
-          "batch + 1 offsets with batch >= 1 (at least 2)");
-  Require(cu[0] == 0, arg + "[0]", cu[0], "0 (the first sequence starts at token 0)");
+  if (cu.size() < 2) {
+    FailArgument(arg + ".size()", static_cast<std::int64_t>(cu.size()),
+                 "batch + 1 offsets with batch >= 1 (at least 2)");
+  }
+  if (cu[0] != 0) {
+    FailArgument(arg + "[0]", cu[0], "0 (the first sequence starts at token 0)");
+  }
   for (std::size_t b = 1; b < cu.size(); ++b) {
     if (cu[b] < cu[b - 1]) {
       FailArgument(arg + "[" + std::to_string(b) + "]", cu[b],
@@ -51,8 +55,10 @@ void CheckOffsets(std::span<const std::int64_t> cu, const std::string& arg, std:
                        "] = " + std::to_string(cu[b - 1]) + " (offsets are nondecreasing)");
     }
   }
-  Require(cu.back() == total, arg + "[" + std::to_string(cu.size() - 1) + "]", cu.back(),
-          "the total token count of " + total_name + " (" + std::to_string(total) + ")");
+  if (cu.back() != total) {
+    FailArgument(arg + "[" + std::to_string(cu.size() - 1) + "]", cu.back(),
+                 "the total token count of " + total_name + " (" + std::to_string(total) + ")");
+  }
 }
 
 }  // namespace
@@ -66,19 +72,24 @@ void FlashAttentionVarlen(const AttentionParams& params, const TensorView& q, co
   ValidateView(k, "k", 3);
   ValidateView(v, "v", 3);
   ValidateView(out, "out", 3, /*writable=*/true);
-  Require(!params.query_positions.has_value(), "params.query_positions", "set",
-          "unset for FlashAttentionVarlen (positions restart at 0 in every sequence; query i "
-          "of sequence b sits at Sk_b - Sq_b + i)");
+  if (params.query_positions.has_value()) {
+    FailArgument(
+        "params.query_positions", "set",
+        "unset for FlashAttentionVarlen (positions restart at 0 in every sequence; query i "
+        "of sequence b sits at Sk_b - Sq_b + i)");
+  }
   Require(!params.key_positions.has_value(), "params.key_positions", "set",
           "unset for FlashAttentionVarlen (key j of every sequence sits at j)");
   CheckOffsets(cu_seqlens_q, "cu_seqlens_q", q.shape[0], "q (total_q)");
-  Require(cu_seqlens_k.size() == cu_seqlens_q.size(), "cu_seqlens_k.size()",
-          static_cast<std::int64_t>(cu_seqlens_k.size()),
-          "the size of cu_seqlens_q (" + std::to_string(cu_seqlens_q.size()) +
-              "): both lists describe the same batch");
+  if (cu_seqlens_k.size() != cu_seqlens_q.size()) {
+    FailArgument("cu_seqlens_k.size()", static_cast<std::int64_t>(cu_seqlens_k.size()),
+                 "the size of cu_seqlens_q (" + std::to_string(cu_seqlens_q.size()) +
+                     "): both lists describe the same batch");
+  }
   CheckOffsets(cu_seqlens_k, "cu_seqlens_k", k.shape[0], "k (total_k)");
-  Require(k.shape[0] <= kMaxPosition + 1, "k", k.Describe(),
-          "at most 2^24 key tokens in total (positions are < 2^24)");
+  if (k.shape[0] > kMaxPosition + 1) {
+    FailArgument("k", k.Describe(), "at most 2^24 key tokens in total (positions are < 2^24)");
+  }
   std::vector<flash_internal::Segment> segments;
   for (std::size_t b = 0; b + 1 < cu_seqlens_q.size(); ++b) {
     flash_internal::Segment s;
@@ -86,11 +97,14 @@ void FlashAttentionVarlen(const AttentionParams& params, const TensorView& q, co
     s.nq = cu_seqlens_q[b + 1] - s.q0;
     s.k0 = cu_seqlens_k[b];
     s.nk = cu_seqlens_k[b + 1] - s.k0;
-    Require(s.nq <= s.nk, "cu_seqlens_q",
-            "sequence " + std::to_string(b) + " with " + std::to_string(s.nq) + " queries and " +
-                std::to_string(s.nk) + " keys",
-            "at most as many queries as keys in every sequence (queries are bottom-right aligned "
-            "to the keys)");
+    if (s.nq > s.nk) {
+      FailArgument(
+          "cu_seqlens_q",
+          "sequence " + std::to_string(b) + " with " + std::to_string(s.nq) + " queries and " +
+              std::to_string(s.nk) + " keys",
+          "at most as many queries as keys in every sequence (queries are bottom-right aligned "
+          "to the keys)");
+    }
     s.relative = true;
     s.q_pos0 = s.nk - s.nq;
     segments.push_back(s);

@@ -230,12 +230,13 @@ void AttentionReference(const AttentionParams& params, const TensorView& q, cons
   }
   if (probs != nullptr) {
     ValidateView(*probs, "probs", 4, /*writable=*/true);
-    Require(probs->shape[0] == d.batch && probs->shape[1] == d.heads &&
-                probs->shape[2] == d.query_len && probs->shape[3] == d.key_len,
-            "probs", probs->Describe(),
-            "[batch, heads, Sq, Sk] = [" + std::to_string(d.batch) + ", " +
-                std::to_string(d.heads) + ", " + std::to_string(d.query_len) + ", " +
-                std::to_string(d.key_len) + "]");
+    if (!(probs->shape[0] == d.batch && probs->shape[1] == d.heads &&
+          probs->shape[2] == d.query_len && probs->shape[3] == d.key_len)) {
+      FailArgument("probs", probs->Describe(),
+                   "[batch, heads, Sq, Sk] = [" + std::to_string(d.batch) + ", " +
+                       std::to_string(d.heads) + ", " + std::to_string(d.query_len) + ", " +
+                       std::to_string(d.key_len) + "]");
+    }
     RequireNoOverlap(*probs, "probs", out, "out", false);
     for (const auto& [in, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
       RequireNoOverlap(*probs, "probs", *in, name, false);
@@ -271,9 +272,10 @@ void AttentionReferenceBackward(const AttentionParams& params, const TensorView&
   Problem p = Setup(params, q, k, v);
   const Dims& d = p.dims;
   const AttentionDims dod = GetAttentionDims(dout, params.layout, "dout");
-  Require(dod.batch == d.batch && dod.seq == d.query_len && dod.heads == d.heads &&
-              dod.head_dim == d.value_dim,
-          "dout", dout.Describe(), "the shape of out ([batch, Sq, H, Dv] in the layout)");
+  if (!(dod.batch == d.batch && dod.seq == d.query_len && dod.heads == d.heads &&
+        dod.head_dim == d.value_dim)) {
+    FailArgument("dout", dout.Describe(), "the shape of out ([batch, Sq, H, Dv] in the layout)");
+  }
   const AttentionDims dqd =
       CheckAttentionTensor(grads.dq, params.layout, "grads.dq", d.batch, d.query_len, d.heads,
                            d.head_dim, /*writable=*/true);

@@ -23,6 +23,7 @@
 // Internal to src/attention.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -255,11 +256,28 @@ struct SchemeEntry {
 // Reads and validates the named arguments of one scheme against its
 // declaration (unknown names, wrong types, missing required tensors);
 // messages name "scheme.<scheme>.<argument>".
+// "scheme.<scheme>.<arg>" in a fixed buffer (truncated past 95 characters):
+// an argument's name for a message without a heap allocation, since a valid
+// call builds such names and never uses them (c.h, "Memory").
+class ArgName {
+ public:
+  ArgName(std::string_view scheme, std::string_view arg);
+  operator std::string_view() const { return {buf_.data(), size_}; }  // NOLINT: implicit
+  operator std::string() const { return {buf_.data(), size_}; }       // NOLINT: implicit
+  std::string operator+(std::string_view rest) const {
+    return std::string(buf_.data(), size_) + std::string(rest);
+  }
+
+ private:
+  std::array<char, 96> buf_{};
+  std::size_t size_ = 0;
+};
+
 class SchemeArgReader {
  public:
   SchemeArgReader(const SchemeInfo& info, const SchemeArgs& args);
 
-  std::string Name(std::string_view arg) const;          // "scheme.<scheme>.<arg>"
+  ArgName Name(std::string_view arg) const;              // "scheme.<scheme>.<arg>"
   const TensorView* Tensor(std::string_view arg) const;  // null when absent
   const TensorView& RequiredTensor(std::string_view arg) const;
   double Number(std::string_view arg, double fallback) const;

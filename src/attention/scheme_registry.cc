@@ -129,15 +129,17 @@ SchemeGradSums SchemePolicy::NewGradSums() const {
 
 SchemeArgReader::SchemeArgReader(const SchemeInfo& info, const SchemeArgs& args)
     : info_(info), args_(args) {
-  std::string allowed;
-  for (const SchemeArgDecl& d : info.args) {
-    allowed += (allowed.empty() ? "" : ", ") + std::string(d.name);
-  }
   for (const auto& [name, value] : args.entries()) {
     const SchemeArgDecl* decl = info.FindArg(name);
-    Require(decl != nullptr, "scheme argument", name,
-            "one of the " + std::string(info.name) +
-                " arguments: " + (allowed.empty() ? std::string("(none)") : allowed));
+    if (decl == nullptr) {
+      std::string allowed;
+      for (const SchemeArgDecl& d : info.args) {
+        allowed += (allowed.empty() ? "" : ", ") + std::string(d.name);
+      }
+      FailArgument("scheme argument", name,
+                   "one of the " + std::string(info.name) +
+                       " arguments: " + (allowed.empty() ? std::string("(none)") : allowed));
+    }
     const bool numeric_ok =
         (decl->type == SchemeArgType::kNumber && value.type == SchemeArgType::kInteger) ||
         (decl->type == SchemeArgType::kInteger && value.type == SchemeArgType::kNumber &&
@@ -149,17 +151,26 @@ SchemeArgReader::SchemeArgReader(const SchemeInfo& info, const SchemeArgs& args)
   }
   for (const SchemeArgDecl& d : info.args) {
     if (d.presence == SchemeArgPresence::kRequired) {
-      Require(args.Find(d.name) != nullptr, Name(d.name), "nothing",
-              Article(d.type) +
-                  (d.shape.empty() ? std::string() : " of shape " + std::string(d.shape)) +
-                  " (required by scheme " + std::string(info.name) + ")");
+      if (args.Find(d.name) == nullptr) {
+        FailArgument(Name(d.name), "nothing",
+                     Article(d.type) +
+                         (d.shape.empty() ? std::string() : " of shape " + std::string(d.shape)) +
+                         " (required by scheme " + std::string(info.name) + ")");
+      }
     }
   }
 }
 
-std::string SchemeArgReader::Name(std::string_view arg) const {
-  return "scheme." + std::string(info_.name) + "." + std::string(arg);
+ArgName::ArgName(std::string_view scheme, std::string_view arg) {
+  for (const std::string_view part :
+       {std::string_view("scheme."), scheme, std::string_view("."), arg}) {
+    const std::size_t n = std::min(part.size(), buf_.size() - 1 - size_);
+    std::copy_n(part.data(), n, buf_.data() + size_);
+    size_ += n;
+  }
 }
+
+ArgName SchemeArgReader::Name(std::string_view arg) const { return ArgName(info_.name, arg); }
 
 const SchemeArgs::Value* SchemeArgReader::Get(std::string_view arg, SchemeArgType) const {
   return args_.Find(arg);
@@ -215,8 +226,11 @@ std::unique_ptr<SchemePolicy> ResolveScheme(const PositionScheme& scheme, const 
   const SchemeEntry& entry = FindEntry(SchemeName(scheme), "scheme.name");
   const SchemeInfo& info = entry.info();
   if (info.masks == SchemeMasks::kCausalOnly) {
-    Require(call.mask == AttentionMask::kCausal, "mask", AttentionMaskName(call.mask),
-            "causal (scheme " + std::string(info.name) + " is defined for keys r <= p only)");
+    if (call.mask != AttentionMask::kCausal) {
+      FailArgument(
+          "mask", AttentionMaskName(call.mask),
+          "causal (scheme " + std::string(info.name) + " is defined for keys r <= p only)");
+    }
   }
   if (scheme.kind == PositionScheme::Kind::kRegistered) return entry.resolve(scheme.args, call);
   return entry.resolve(TypedSchemeArgs(scheme), call);
@@ -281,8 +295,10 @@ std::vector<TensorView> CheckSchemeGrads(const SchemePolicy& policy, const Atten
   const std::string_view scheme = policy.info().name;
   for (const auto& [name, view] : grads.scheme.entries()) {
     const SchemeArgDecl* decl = policy.info().FindArg(name);
-    Require(decl != nullptr && decl->grad == SchemeArgGrad::kTrainable, "grads.scheme", name,
-            "a trainable tensor argument of scheme " + std::string(scheme));
+    if (!(decl != nullptr && decl->grad == SchemeArgGrad::kTrainable)) {
+      FailArgument("grads.scheme", name,
+                   "a trainable tensor argument of scheme " + std::string(scheme));
+    }
   }
   std::vector<TensorView> views;
   for (const TrainableTensor& t : policy.trainable()) {
@@ -291,8 +307,9 @@ std::vector<TensorView> CheckSchemeGrads(const SchemePolicy& policy, const Atten
     if (v.data != nullptr) {
       ValidateView(v, label, static_cast<int>(t.shape.size()), /*writable=*/true);
       for (std::size_t d = 0; d < t.shape.size(); ++d) {
-        Require(v.shape[d] == t.shape[d], label, v.Describe(),
-                "the shape of scheme argument " + t.name);
+        if (v.shape[d] != t.shape[d]) {
+          FailArgument(label, v.Describe(), "the shape of scheme argument " + t.name);
+        }
       }
     }
     views.push_back(v);

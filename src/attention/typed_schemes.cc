@@ -130,6 +130,7 @@ TensorView VectorView(const std::vector<double>& v) {
 
 SchemeArgs TypedSchemeArgs(const PositionScheme& s) {
   SchemeArgs a;
+  a.Reserve(8);  // one block for every kind's members
   switch (s.kind) {
     case Kind::kNone:
     case Kind::kAbsolute:

@@ -76,9 +76,11 @@ TensorView ViewOf(const posenc_tensor* t, std::string_view arg) {
   CheckStructSize(t, arg, "posenc_tensor_contiguous or posenc_tensor_strided");
   TensorView v;
   v.data = t->data;
-  v.dtype = DTypeOf(t->dtype, std::string(arg) + ".dtype");
-  Require(t->rank >= 1 && t->rank <= POSENC_MAX_RANK, std::string(arg) + ".rank", t->rank,
-          "a rank in [1, 6]");
+  if (t->dtype < 0 || t->dtype >= 4) DTypeOf(t->dtype, std::string(arg) + ".dtype");  // throws
+  v.dtype = static_cast<DType>(t->dtype);
+  if (t->rank < 1 || t->rank > POSENC_MAX_RANK) {
+    FailArgument(std::string(arg) + ".rank", t->rank, "a rank in [1, 6]");
+  }
   v.rank = t->rank;
   for (int i = 0; i < t->rank; ++i) {
     v.shape[static_cast<std::size_t>(i)] = t->shape[i];
@@ -97,26 +99,37 @@ AttentionLayout LayoutOf(posenc_layout layout) {
                                  "POSENC_LAYOUT_BSHD (0) or POSENC_LAYOUT_BHSD (1)");
 }
 
-RopeParams RopeParamsOf(const posenc_rope_params* p) {
+const RopeParams& RopeParamsOf(const posenc_rope_params* p) {
   CheckStructSize(p, "params", "posenc_rope_params_init");
-  RopeParams r;
+  thread_local RopeParams r;
   r.head_dim = p->head_dim;
   r.rotary_dim = p->rotary_dim;
   r.theta = p->theta;
   // No default: the wrong pairing gives plausible but wrong outputs.
-  r.pairing = EnumOf<RopePairing>(
-      static_cast<int>(p->pairing), 2, "params.pairing",
-      "POSENC_PAIRING_HALF_SPLIT (0, HF checkpoints) or POSENC_PAIRING_INTERLEAVED (1, GGUF "
-      "llama-family and GPT-J); -1 is what posenc_rope_params_init leaves: it must be set");
-  r.numerics = EnumOf<RopeNumerics>(static_cast<int>(p->numerics), 2, "params.numerics",
-                                    "POSENC_NUMERICS_ACCURATE (0) or POSENC_NUMERICS_HF (1)");
+  if (p->pairing < 0 || p->pairing > 1) {
+    FailArgument("params.pairing", p->pairing,
+                 "POSENC_PAIRING_HALF_SPLIT (0, HF checkpoints) or POSENC_PAIRING_INTERLEAVED (1, "
+                 "GGUF llama-family and GPT-J); -1 is what posenc_rope_params_init leaves: it "
+                 "must be set");
+  }
+  r.pairing = static_cast<RopePairing>(p->pairing);
+  if (p->numerics < 0 || p->numerics > 1) {
+    FailArgument("params.numerics", p->numerics,
+                 "POSENC_NUMERICS_ACCURATE (0) or POSENC_NUMERICS_HF (1)");
+  }
+  r.numerics = static_cast<RopeNumerics>(p->numerics);
   if (p->inv_freq == nullptr) {
-    Require(p->inv_freq_count == 0, "params.inv_freq",
-            "NULL with inv_freq_count " + std::to_string(p->inv_freq_count),
-            "a buffer of inv_freq_count frequencies (or count 0 for the default table)");
+    if (p->inv_freq_count != 0) {
+      FailArgument("params.inv_freq",
+                   "NULL with inv_freq_count " + std::to_string(p->inv_freq_count),
+                   "a buffer of inv_freq_count frequencies (or count 0 for the default table)");
+    }
+    r.frequencies.inv_freq.clear();  // keeps its capacity
   } else {
-    Require(p->inv_freq_count >= 1 && p->inv_freq_count <= 32768, "params.inv_freq_count",
-            p->inv_freq_count, "rotary_dim/2 frequencies, in [1, 32768]");
+    if (p->inv_freq_count < 1 || p->inv_freq_count > 32768) {
+      FailArgument("params.inv_freq_count", p->inv_freq_count,
+                   "rotary_dim/2 frequencies, in [1, 32768]");
+    }
     r.frequencies.inv_freq.assign(p->inv_freq, p->inv_freq + p->inv_freq_count);
   }
   r.frequencies.attention_factor = p->attention_factor;
@@ -125,6 +138,7 @@ RopeParams RopeParamsOf(const posenc_rope_params* p) {
 
 }  // namespace posenc::capi
 
+using posenc::FailArgument;
 using posenc::capi::ContextOf;
 using posenc::capi::Guard;
 using posenc::capi::RequirePointer;
@@ -170,7 +184,9 @@ posenc_status posenc_tensor_contiguous(void* data, posenc_dtype dtype, int32_t r
     t.rank = rank;
     std::int64_t stride = 1;
     for (int i = rank - 1; i >= 0; --i) {
-      posenc::Require(shape[i] >= 1, "shape[" + std::to_string(i) + "]", shape[i], "a size >= 1");
+      if (shape[i] < 1) {
+        FailArgument("shape[" + std::to_string(i) + "]", shape[i], "a size >= 1");
+      }
       t.shape[i] = shape[i];
       t.strides[i] = stride;
       stride *= shape[i];
@@ -194,9 +210,13 @@ posenc_status posenc_tensor_strided(void* data, posenc_dtype dtype, int32_t rank
     t.dtype = dtype;
     t.rank = rank;
     for (int i = 0; i < rank; ++i) {
-      posenc::Require(shape[i] >= 1, "shape[" + std::to_string(i) + "]", shape[i], "a size >= 1");
-      posenc::Require(strides[i] >= 0, "strides[" + std::to_string(i) + "]", strides[i],
-                      "a stride >= 0 (in elements)");
+      if (shape[i] < 1) {
+        FailArgument("shape[" + std::to_string(i) + "]", shape[i], "a size >= 1");
+      }
+      if (strides[i] < 0) {
+        FailArgument("strides[" + std::to_string(i) + "]", strides[i],
+                     "a stride >= 0 (in elements)");
+      }
       t.shape[i] = shape[i];
       t.strides[i] = strides[i];
     }
@@ -257,7 +277,7 @@ posenc_status posenc_rope_apply(const posenc_context* ctx, const posenc_rope_par
                                 const posenc_positions* positions, posenc_rope_direction direction,
                                 const posenc_tensor* out) {
   return Guard([&] {
-    const posenc::RopeParams p = posenc::capi::RopeParamsOf(params);
+    const posenc::RopeParams& p = posenc::capi::RopeParamsOf(params);
     const posenc::TensorView xv = ViewOf(x, "x");
     const auto dir = posenc::capi::EnumOf<posenc::RopeDirection>(
         static_cast<int>(direction), 2, "direction",
@@ -276,7 +296,7 @@ posenc_status posenc_rope_apply_qk(const posenc_context* ctx, const posenc_rope_
                                    posenc_rope_direction direction, const posenc_tensor* q_out,
                                    const posenc_tensor* k_out) {
   return Guard([&] {
-    const posenc::RopeParams p = posenc::capi::RopeParamsOf(params);
+    const posenc::RopeParams& p = posenc::capi::RopeParamsOf(params);
     const posenc::TensorView qv = ViewOf(q, "q"), kv = ViewOf(k, "k");
     const auto dir = posenc::capi::EnumOf<posenc::RopeDirection>(
         static_cast<int>(direction), 2, "direction",
@@ -296,7 +316,7 @@ posenc_status posenc_rope_apply_varlen(const posenc_context* ctx, const posenc_r
                                        int64_t num_seqs, const int64_t* seq_offsets,
                                        posenc_rope_direction direction, const posenc_tensor* out) {
   return Guard([&] {
-    const posenc::RopeParams p = posenc::capi::RopeParamsOf(params);
+    const posenc::RopeParams& p = posenc::capi::RopeParamsOf(params);
     const posenc::TensorView xv = ViewOf(x, "x");
     RequirePointer(cu_seqlens, "cu_seqlens", "num_seqs + 1 offsets");
     const auto dir = posenc::capi::EnumOf<posenc::RopeDirection>(
@@ -313,7 +333,7 @@ posenc_status posenc_rope_cos_sin(const posenc_context* ctx, const posenc_rope_p
                                   const posenc_positions* positions, int64_t count,
                                   const posenc_tensor* cos, const posenc_tensor* sin) {
   return Guard([&] {
-    const posenc::RopeParams p = posenc::capi::RopeParamsOf(params);
+    const posenc::RopeParams& p = posenc::capi::RopeParamsOf(params);
     posenc::RopeCosSin(p, posenc::capi::PositionsOf(positions, "positions"), count,
                        ViewOf(cos, "cos"), ViewOf(sin, "sin"), ContextOf(ctx));
   });
@@ -328,8 +348,9 @@ posenc_status posenc_rope_default_inv_freq(int64_t rotary_dim, double theta,
         "POSENC_NUMERICS_ACCURATE (0) or POSENC_NUMERICS_HF (1)");
     const posenc::RopeFrequencies f = posenc::RopeDefaultFrequencies(rotary_dim, theta, n);
     const auto size = static_cast<std::int64_t>(f.inv_freq.size());
-    posenc::Require(capacity >= size, "capacity", capacity,
-                    "at least rotary_dim/2 = " + std::to_string(size));
+    if (capacity < size) {
+      FailArgument("capacity", capacity, "at least rotary_dim/2 = " + std::to_string(size));
+    }
     RequirePointer(out, "out", "a buffer of rotary_dim/2 doubles");
     std::copy(f.inv_freq.begin(), f.inv_freq.end(), out);
   });
@@ -400,9 +421,11 @@ posenc_status posenc_rope_from_config(const char* path, int64_t seq_len, const c
     const auto size = static_cast<std::int64_t>(s.frequencies.inv_freq.size());
     r.params.inv_freq_count = size;
     if (inv_freq != nullptr || capacity != 0) {
-      posenc::Require(capacity >= size, "capacity", capacity,
-                      "at least rotary_dim/2 = " + std::to_string(size) +
-                          " (or 0 with inv_freq NULL to query)");
+      if (capacity < size) {
+        FailArgument("capacity", capacity,
+                     "at least rotary_dim/2 = " + std::to_string(size) +
+                         " (or 0 with inv_freq NULL to query)");
+      }
       RequirePointer(inv_freq, "inv_freq", "a buffer of capacity doubles");
       std::copy(s.frequencies.inv_freq.begin(), s.frequencies.inv_freq.end(), inv_freq);
       r.params.inv_freq = inv_freq;
@@ -437,8 +460,9 @@ posenc_status posenc_alibi_slopes(int64_t num_heads, double max_bias,
         static_cast<int>(convention), 2, "convention",
         "POSENC_ALIBI_REFERENCE (0) or POSENC_ALIBI_BLOOM_FLOAT32 (1)");
     const std::vector<double> slopes = posenc::AlibiSlopes(p);
-    posenc::Require(capacity >= num_heads, "capacity", capacity,
-                    "at least num_heads = " + std::to_string(num_heads));
+    if (capacity < num_heads) {
+      FailArgument("capacity", capacity, "at least num_heads = " + std::to_string(num_heads));
+    }
     RequirePointer(out, "out", "a buffer of num_heads doubles");
     std::copy(slopes.begin(), slopes.end(), out);
   });

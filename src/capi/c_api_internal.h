@@ -48,7 +48,12 @@ void RequirePointer(const void* p, std::string_view arg, std::string_view expect
 // header newer than the library) is InvalidArgument naming `arg`.struct_size.
 template <typename T>
 void CheckStructSize(const T* p, std::string_view arg, std::string_view init) {
-  RequirePointer(p, arg, std::string("a ") + std::string(init) + "-initialised struct");
+  // Messages are built only on failure: entry points run this on every call
+  // and a call in the steady state allocates nothing (c.h, "Memory").
+  if (p == nullptr) {
+    throw InvalidArgument(
+        ArgMessage(arg, "NULL", "a " + std::string(init) + "-initialised struct"));
+  }
   if (p->struct_size != sizeof(T)) {
     throw InvalidArgument(ArgMessage(std::string(arg) + ".struct_size",
                                      std::to_string(p->struct_size),
@@ -72,6 +77,9 @@ DType DTypeOf(posenc_dtype dtype, std::string_view arg);
 TensorView ViewOf(const posenc_tensor* t, std::string_view arg);
 Positions PositionsOf(const posenc_positions* p, std::string_view arg);
 AttentionLayout LayoutOf(posenc_layout layout);
-RopeParams RopeParamsOf(const posenc_rope_params* p);
+// The C params as C++ RopeParams: a per-thread object whose frequency vector
+// keeps its capacity, valid until the next call on this thread (C entry
+// points do not nest).
+const RopeParams& RopeParamsOf(const posenc_rope_params* p);
 
 }  // namespace posenc::capi

@@ -57,12 +57,17 @@ Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int6
     RequirePointer(a.name, at + ".name", "an argument name");
     const std::string_view arg(a.name);
     for (std::string_view prior : seen) {
-      Require(prior != arg, at + ".name", std::string(arg), "each argument once");
+      if (prior == arg) {
+        FailArgument(at + ".name", std::string(arg), "each argument once");
+      }
     }
     seen.push_back(arg);
     auto kind = [&](posenc_arg_kind want, const char* want_name) {
-      Require(a.kind == want, std::string(arg) + ".kind", static_cast<int>(a.kind),
-              std::string(want_name) + " for the " + scheme + " argument " + std::string(arg));
+      if (a.kind != want) {
+        FailArgument(
+            std::string(arg) + ".kind", static_cast<int>(a.kind),
+            std::string(want_name) + " for the " + scheme + " argument " + std::string(arg));
+      }
     };
     if (rotation && arg == "rope_keys") {
       kind(POSENC_ARG_TEXT, "POSENC_ARG_TEXT (1)");
@@ -71,8 +76,10 @@ Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int6
       continue;
     }
     const SchemeArgDecl* decl = info.FindArg(arg);
-    Require(decl != nullptr, at + ".name", std::string(arg),
-            "one of the " + scheme + " arguments: " + (list.empty() ? "(none)" : list));
+    if (decl == nullptr) {
+      FailArgument(at + ".name", std::string(arg),
+                   "one of the " + scheme + " arguments: " + (list.empty() ? "(none)" : list));
+    }
     switch (decl->type) {
       case SchemeArgType::kTensor:
         kind(POSENC_ARG_TENSOR, "POSENC_ARG_TENSOR (2)");
@@ -195,6 +202,10 @@ Prepared Prepare(const posenc_attention_params* p) {
 }  // namespace
 }  // namespace posenc::capi
 
+struct posenc_decode_plan {
+  posenc::PreparedDecode plan;
+};
+
 extern "C" {
 
 void posenc_scheme_arg_init(posenc_scheme_arg* arg) {
@@ -299,6 +310,39 @@ posenc_status posenc_rope_apply_with_cache(const posenc_context* ctx,
     posenc::ApplyRopeWithCache(RopeParamsOf(params), ViewOf(x, "x"), LayoutOf(layout),
                                PositionsOf(positions, "positions"), ViewOf(cache, "cache"), dir,
                                out != nullptr ? &outv : nullptr, ContextOf(ctx));
+  });
+}
+
+posenc_status posenc_decode_plan_create(const posenc_attention_params* params, int64_t heads,
+                                        int64_t head_dim, int64_t value_dim,
+                                        posenc_decode_plan** out) {
+  using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
+  return Guard([&] {
+    RequirePointer(out, "out", "a posenc_decode_plan* to fill");
+    *out = nullptr;
+    const Prepared p = Prepare(params);
+    *out = new posenc_decode_plan{
+        posenc::PreparedDecode(p.params, heads, head_dim, value_dim, p.options)};
+  });
+}
+
+void posenc_decode_plan_destroy(posenc_decode_plan* plan) { delete plan; }
+
+posenc_status posenc_decode_plan_run(const posenc_context* ctx, const posenc_decode_plan* plan,
+                                     const posenc_tensor* q, const posenc_tensor* k,
+                                     const posenc_tensor* v, const posenc_tensor* out,
+                                     const posenc_tensor* lse,
+                                     const posenc_positions* query_positions,
+                                     const posenc_positions* key_positions) {
+  using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
+  return Guard([&] {
+    RequirePointer(plan, "plan", "a plan from posenc_decode_plan_create");
+    std::optional<posenc::Positions> qp, kp;
+    if (query_positions != nullptr) qp = PositionsOf(query_positions, "query_positions");
+    if (key_positions != nullptr) kp = PositionsOf(key_positions, "key_positions");
+    posenc::FlashAttentionDecode(
+        plan->plan, ViewOf(q, "q"), ViewOf(k, "k"), ViewOf(v, "v"), ViewOf(out, "out"),
+        lse != nullptr ? ViewOf(lse, "lse") : posenc::TensorView{}, qp, kp, ContextOf(ctx));
   });
 }
 

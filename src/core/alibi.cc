@@ -59,13 +59,15 @@ void ValidateAlibiParams(const AlibiParams& params) {
   Require(std::isfinite(params.max_bias) && params.max_bias > 0.0, "max_bias", params.max_bias,
           "a finite number > 0 (8 is the paper's value)");
   if (params.slopes.empty()) return;
-  Require(static_cast<std::int64_t>(params.slopes.size()) == params.num_heads, "slopes.size()",
-          params.slopes.size(),
-          "one slope per head (num_heads = " + std::to_string(params.num_heads) +
-              ") or none (computed slopes)");
+  if (!(static_cast<std::int64_t>(params.slopes.size()) == params.num_heads)) {
+    FailArgument("slopes.size()", params.slopes.size(),
+                 "one slope per head (num_heads = " + std::to_string(params.num_heads) +
+                     ") or none (computed slopes)");
+  }
   for (std::size_t h = 0; h < params.slopes.size(); ++h) {
-    Require(std::isfinite(params.slopes[h]) && params.slopes[h] >= 0.0,
-            "slopes[" + std::to_string(h) + "]", params.slopes[h], "a finite slope >= 0");
+    if (!(std::isfinite(params.slopes[h]) && params.slopes[h] >= 0.0)) {
+      FailArgument("slopes[" + std::to_string(h) + "]", params.slopes[h], "a finite slope >= 0");
+    }
   }
 }
 
@@ -130,9 +132,11 @@ std::string RangeText(std::int64_t a, std::int64_t b) {
 void ValidateGeometry(const AlibiGeometry& g) {
   Require(g.query_len >= 1 && g.query_len <= kMaxPosition + 1, "query_len", g.query_len,
           "a length in [1, 2^24]");
-  Require(g.key_len >= g.query_len && g.key_len <= kMaxPosition + 1, "key_len", g.key_len,
-          "a length in [query_len = " + std::to_string(g.query_len) +
-              ", 2^24] (queries are bottom-right aligned)");
+  if (!(g.key_len >= g.query_len && g.key_len <= kMaxPosition + 1)) {
+    FailArgument("key_len", g.key_len,
+                 "a length in [query_len = " + std::to_string(g.query_len) +
+                     ", 2^24] (queries are bottom-right aligned)");
+  }
 }
 
 // Writes rows x cols cells of head `slope` starting at (row0, col0).
@@ -161,19 +165,26 @@ void AlibiBiasTile(const std::vector<double>& slopes, const AlibiGeometry& geome
   ValidateSlopes(slopes);
   ValidateGeometry(geometry);
   const auto heads = static_cast<std::int64_t>(slopes.size());
-  Require(tile.head >= 0 && tile.head < heads, "tile.head", tile.head,
-          "a head in [0, " + std::to_string(heads) + ")");
-  Require(
-      tile.row_begin >= 0 && tile.row_begin < tile.row_end && tile.row_end <= geometry.query_len,
-      "tile rows", RangeText(tile.row_begin, tile.row_end),
-      "a non-empty range within [0, query_len = " + std::to_string(geometry.query_len) + ")");
-  Require(tile.col_begin >= 0 && tile.col_begin < tile.col_end && tile.col_end <= geometry.key_len,
-          "tile cols", RangeText(tile.col_begin, tile.col_end),
-          "a non-empty range within [0, key_len = " + std::to_string(geometry.key_len) + ")");
+  if (!(tile.head >= 0 && tile.head < heads)) {
+    FailArgument("tile.head", tile.head, "a head in [0, " + std::to_string(heads) + ")");
+  }
+  if (!(tile.row_begin >= 0 && tile.row_begin < tile.row_end &&
+        tile.row_end <= geometry.query_len)) {
+    FailArgument(
+        "tile rows", RangeText(tile.row_begin, tile.row_end),
+        "a non-empty range within [0, query_len = " + std::to_string(geometry.query_len) + ")");
+  }
+  if (!(tile.col_begin >= 0 && tile.col_begin < tile.col_end && tile.col_end <= geometry.key_len)) {
+    FailArgument(
+        "tile cols", RangeText(tile.col_begin, tile.col_end),
+        "a non-empty range within [0, key_len = " + std::to_string(geometry.key_len) + ")");
+  }
   ValidateView(out, "out", 2, /*writable=*/true);
   const std::int64_t rows = tile.row_end - tile.row_begin, cols = tile.col_end - tile.col_begin;
-  Require(out.shape[0] == rows && out.shape[1] == cols, "out", out.Describe(),
-          "shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] (the tile)");
+  if (!(out.shape[0] == rows && out.shape[1] == cols)) {
+    FailArgument("out", out.Describe(),
+                 "shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] (the tile)");
+  }
   if (ctx.backend() != Backend::kScalar &&
       kernels::simd::BiasSupported(out.dtype, out.strides[1])) {
     const kernels::simd::AlibiRowsSpec spec{&slopes[static_cast<std::size_t>(tile.head)],
@@ -196,12 +207,13 @@ void AlibiBiasMatrix(const std::vector<double>& slopes, const AlibiGeometry& geo
   ValidateGeometry(geometry);
   ValidateView(out, "out", 3, /*writable=*/true);
   const auto heads = static_cast<std::int64_t>(slopes.size());
-  Require(out.shape[0] == heads && out.shape[1] == geometry.query_len &&
-              out.shape[2] == geometry.key_len,
-          "out", out.Describe(),
-          "shape [heads = " + std::to_string(heads) +
-              ", query_len = " + std::to_string(geometry.query_len) +
-              ", key_len = " + std::to_string(geometry.key_len) + "]");
+  if (!(out.shape[0] == heads && out.shape[1] == geometry.query_len &&
+        out.shape[2] == geometry.key_len)) {
+    FailArgument("out", out.Describe(),
+                 "shape [heads = " + std::to_string(heads) +
+                     ", query_len = " + std::to_string(geometry.query_len) +
+                     ", key_len = " + std::to_string(geometry.key_len) + "]");
+  }
   if (ctx.backend() != Backend::kScalar &&
       kernels::simd::BiasSupported(out.dtype, out.strides[2])) {
     const kernels::simd::AlibiRowsSpec spec{
@@ -227,15 +239,17 @@ void BloomAlibiTensor(const std::vector<double>& slopes, const std::int64_t* att
   Require(batch >= 1, "batch", batch, "at least 1");
   Require(seq >= 1 && seq <= kMaxPosition + 1, "seq", seq, "a length in [1, 2^24]");
   for (std::int64_t i = 0; i < batch * seq; ++i) {
-    Require(attention_mask[i] == 0 || attention_mask[i] == 1,
-            "attention_mask[" + std::to_string(i) + "]", attention_mask[i], "0 or 1");
+    if (!(attention_mask[i] == 0 || attention_mask[i] == 1)) {
+      FailArgument("attention_mask[" + std::to_string(i) + "]", attention_mask[i], "0 or 1");
+    }
   }
   ValidateView(out, "out", 3, /*writable=*/true);
   const auto heads = static_cast<std::int64_t>(slopes.size());
-  Require(out.shape[0] == batch * heads && out.shape[1] == 1 && out.shape[2] == seq, "out",
-          out.Describe(),
-          "shape [batch*heads = " + std::to_string(batch * heads) +
-              ", 1, seq = " + std::to_string(seq) + "]");
+  if (!(out.shape[0] == batch * heads && out.shape[1] == 1 && out.shape[2] == seq)) {
+    FailArgument("out", out.Describe(),
+                 "shape [batch*heads = " + std::to_string(batch * heads) +
+                     ", 1, seq = " + std::to_string(seq) + "]");
+  }
   for (std::int64_t b = 0; b < batch; ++b) {
     std::int64_t cumsum = 0;
     for (std::int64_t j = 0; j < seq; ++j) {

@@ -88,8 +88,10 @@ std::string ComputeKernelStatus(ComputeKernel kernel) {
 
 double RunComputeKernel(ComputeKernel kernel, std::int64_t iterations, const Context& ctx) {
   Require(iterations >= 1, "iterations", iterations, "at least 1");
-  Require(ComputeKernelAvailable(kernel), "kernel", std::string(ComputeKernelName(kernel)),
-          "a kernel this CPU runs (" + ComputeKernelStatus(kernel) + ")");
+  if (!(ComputeKernelAvailable(kernel))) {
+    FailArgument("kernel", std::string(ComputeKernelName(kernel)),
+                 "a kernel this CPU runs (" + ComputeKernelStatus(kernel) + ")");
+  }
   constexpr std::int64_t kTasksPerThread = 8;
   const std::int64_t tasks = kTasksPerThread * ctx.num_threads();
   const std::int64_t per_task = std::max<std::int64_t>(1, iterations / kTasksPerThread);

@@ -47,11 +47,12 @@ void ValidateDebertaBucketParams(const DebertaBucketParams& params) {
   Require(params.bucket_size >= 2 && params.bucket_size <= kMaxBucketArg, "bucket_size",
           params.bucket_size, "a bucket count in [2, 2^24] (or <= 0 for no bucketing)");
   const std::int64_t mid = params.bucket_size / 2;
-  Require(params.max_position >= mid + 2 && params.max_position <= kMaxBucketArg, "max_position",
-          params.max_position,
-          "a maximum position in [bucket_size/2 + 2, 2^24] = [" + std::to_string(mid + 2) +
-              ", 2^24] so that ln((max_position - 1) / (bucket_size/2)) > 0 (or <= 0 for no "
-              "bucketing)");
+  if (!(params.max_position >= mid + 2 && params.max_position <= kMaxBucketArg)) {
+    FailArgument("max_position", params.max_position,
+                 "a maximum position in [bucket_size/2 + 2, 2^24] = [" + std::to_string(mid + 2) +
+                     ", 2^24] so that ln((max_position - 1) / (bucket_size/2)) > 0 (or <= 0 for no "
+                     "bucketing)");
+  }
 }
 
 DebertaBucketer::DebertaBucketer(const DebertaBucketParams& params) : params_(params) {
@@ -79,9 +80,11 @@ std::int64_t DebertaBucketer::Bucket(std::int64_t relative) const noexcept {
 std::int64_t MakeLogBucketPosition(std::int64_t relative, std::int64_t bucket_size,
                                    std::int64_t max_position) {
   const DebertaBucketParams params{bucket_size, max_position};
-  Require(params.Enabled(), "bucket_size/max_position",
-          std::to_string(bucket_size) + "/" + std::to_string(max_position),
-          "both > 0 (make_log_bucket_position always buckets)");
+  if (!(params.Enabled())) {
+    FailArgument("bucket_size/max_position",
+                 std::to_string(bucket_size) + "/" + std::to_string(max_position),
+                 "both > 0 (make_log_bucket_position always buckets)");
+  }
   Require(relative >= -kMaxPosition && relative <= kMaxPosition, "relative", relative,
           "a relative position in [-(2^24-1), 2^24-1]");
   return DebertaBucketer(params).Bucket(relative);
@@ -93,9 +96,11 @@ std::vector<std::int64_t> BuildRelativePosition(std::int64_t query_size, std::in
           "a length in [1, 65536]");
   Require(key_size >= 1 && key_size <= 65536, "key_size", key_size, "a length in [1, 65536]");
   // Materialised as int64: 65536 x 65536 would be 32 GiB.
-  Require(query_size * key_size <= (std::int64_t{1} << 28), "query_size * key_size",
-          std::to_string(query_size) + " * " + std::to_string(key_size),
-          "at most 2^28 cells (a 2 GiB int64 matrix)");
+  if (query_size * key_size > (std::int64_t{1} << 28)) {
+    FailArgument("query_size * key_size",
+                 std::to_string(query_size) + " * " + std::to_string(key_size),
+                 "at most 2^28 cells (a 2 GiB int64 matrix)");
+  }
   const DebertaBucketer bucketer(params);
   std::vector<std::int64_t> m(static_cast<std::size_t>(query_size * key_size));
   for (std::int64_t i = 0; i < query_size; ++i)
@@ -119,10 +124,11 @@ void ValidateDebertaParams(const DebertaParams& params) {
     const std::int64_t mid = params.position_buckets / 2;
     Require(params.position_buckets >= 2, "position_buckets", params.position_buckets,
             "a bucket count >= 2 (or <= 0 for no bucketing)");
-    Require(params.max_relative_positions >= mid + 2, "max_relative_positions",
-            params.max_relative_positions,
-            "at least position_buckets/2 + 2 = " + std::to_string(mid + 2) +
-                " when bucketing (the log range must be positive)");
+    if (params.max_relative_positions < mid + 2) {
+      FailArgument("max_relative_positions", params.max_relative_positions,
+                   "at least position_buckets/2 + 2 = " + std::to_string(mid + 2) +
+                       " when bucketing (the log range must be positive)");
+    }
     ValidateDebertaBucketParams(params.Buckets());
   }
 }
@@ -218,14 +224,20 @@ void DebertaRelative::Scores(const TensorView& q, const TensorView& k, const Ten
   const bool c2p = HasC2P(params_.pos_att_type), p2c = HasP2C(params_.pos_att_type);
   auto check_table = [&](const TensorView& t, const char* name) {
     ValidateView(t, name, 2);
-    Require(t.shape[0] == 2 * span_, std::string(name) + ".shape[0]", t.shape[0], rows_text);
-    Require(t.shape[1] == d, std::string(name) + ".shape[1]", t.shape[1], dim_text);
+    if (t.shape[0] != 2 * span_) {
+      FailArgument(std::string(name) + ".shape[0]", t.shape[0], rows_text);
+    }
+    if (t.shape[1] != d) {
+      FailArgument(std::string(name) + ".shape[1]", t.shape[1], dim_text);
+    }
   };
   if (c2p) check_table(pos_key, "pos_key");
   if (p2c) check_table(pos_query, "pos_query");
   ValidateView(out, "out", 2, /*writable=*/true);
-  Require(out.shape[0] == sq && out.shape[1] == sk, "out.shape", out.Describe(),
-          "[query_len, key_len] = [" + std::to_string(sq) + ", " + std::to_string(sk) + "]");
+  if (!(out.shape[0] == sq && out.shape[1] == sk)) {
+    FailArgument("out.shape", out.Describe(),
+                 "[query_len, key_len] = [" + std::to_string(sq) + ", " + std::to_string(sk) + "]");
+  }
   RequireNoOverlap(out, "out", q, "q", false);
   RequireNoOverlap(out, "out", k, "k", false);
   if (c2p) RequireNoOverlap(out, "out", pos_key, "pos_key", false);

@@ -117,11 +117,14 @@ LearnedTable LearnedTable::LoadNpy(const std::string& path) {
 void LearnedTable::SaveNpy(const std::string& path) const { WriteNpy(path, View()); }
 
 float LearnedTable::At(std::int64_t position, std::int64_t column) const {
-  Require(position >= 0 && position < max_positions_, "position", position,
-          "a position in [0, " + std::to_string(max_positions_ - 1) +
-              "] (max_positions = " + std::to_string(max_positions_) + ")");
-  Require(column >= 0 && column < dim_, "column", column,
-          "a column in [0, " + std::to_string(dim_ - 1) + "]");
+  if (!(position >= 0 && position < max_positions_)) {
+    FailArgument("position", position,
+                 "a position in [0, " + std::to_string(max_positions_ - 1) +
+                     "] (max_positions = " + std::to_string(max_positions_) + ")");
+  }
+  if (!(column >= 0 && column < dim_)) {
+    FailArgument("column", column, "a column in [0, " + std::to_string(dim_ - 1) + "]");
+  }
   return values_[static_cast<std::size_t>(position * dim_ + column)];
 }
 
@@ -142,15 +145,17 @@ void LearnedTable::CheckPositions(const Positions& positions, std::int64_t batch
       " rows and positions past its end are not wrapped or clamped";
   if (positions.ids == nullptr) {
     Require(positions.count == 0, "positions.count", positions.count, "0 when no ids are given");
-    Require(positions.offset >= 0 && positions.offset <= max_positions_ - seq, "positions.offset",
-            positions.offset,
-            "offset + seq - 1 (seq = " + std::to_string(seq) + ") to be " + limit);
+    if (!(positions.offset >= 0 && positions.offset <= max_positions_ - seq)) {
+      FailArgument("positions.offset", positions.offset,
+                   "offset + seq - 1 (seq = " + std::to_string(seq) + ") to be " + limit);
+    }
     return;
   }
-  Require(positions.count == seq || positions.count == batch * seq, "positions.count",
-          positions.count,
-          "seq (" + std::to_string(seq) + ", shared by all rows) or batch*seq (" +
-              std::to_string(batch * seq) + ")");
+  if (!(positions.count == seq || positions.count == batch * seq)) {
+    FailArgument("positions.count", positions.count,
+                 "seq (" + std::to_string(seq) + ", shared by all rows) or batch*seq (" +
+                     std::to_string(batch * seq) + ")");
+  }
   for (std::int64_t i = 0; i < positions.count; ++i) {
     const std::int64_t p = positions.ids[i];
     if (p < 0 || p >= max_positions_) {
@@ -165,9 +170,12 @@ void LearnedTable::Lookup(const Positions& positions, std::int64_t count, const 
   Require(count >= 1, "count", count, "at least 1 position");
   CheckPositions(positions, 1, count);
   ValidateView(out, "out", 2, /*writable=*/true);
-  Require(out.shape[0] == count, "out.shape[0]", out.shape[0],
-          "count (" + std::to_string(count) + ")");
-  Require(out.shape[1] == dim_, "out.shape[1]", out.shape[1], "dim (" + std::to_string(dim_) + ")");
+  if (out.shape[0] != count) {
+    FailArgument("out.shape[0]", out.shape[0], "count (" + std::to_string(count) + ")");
+  }
+  if (out.shape[1] != dim_) {
+    FailArgument("out.shape[1]", out.shape[1], "dim (" + std::to_string(dim_) + ")");
+  }
   RequireNoOverlap(out, "out", View(), "table", /*inplace_allowed=*/false);
   const std::int64_t tiles = (count + kRowTile - 1) / kRowTile;
   ctx.ParallelFor(tiles, [&](std::int64_t tile, int) {
@@ -184,7 +192,9 @@ void LearnedTable::Lookup(const Positions& positions, std::int64_t count, const 
 void LearnedTable::AddTo(const TensorView& x, const Positions& positions,
                          const Context& ctx) const {
   ValidateView(x, "x", 3, /*writable=*/true);
-  Require(x.shape[2] == dim_, "x.shape[2]", x.shape[2], "dim (" + std::to_string(dim_) + ")");
+  if (x.shape[2] != dim_) {
+    FailArgument("x.shape[2]", x.shape[2], "dim (" + std::to_string(dim_) + ")");
+  }
   const std::int64_t batch = x.shape[0], seq = x.shape[1];
   CheckPositions(positions, batch, seq);
   RequireNoOverlap(x, "x", View(), "table", /*inplace_allowed=*/false);
@@ -209,14 +219,19 @@ void LearnedTable::Backward(const TensorView& d_out, const Positions& positions,
   const std::int64_t batch = rank3 ? d_out.shape[0] : 1;
   const std::int64_t seq = rank3 ? d_out.shape[1] : d_out.shape[0];
   const int last = d_out.rank - 1;
-  Require(d_out.shape[last] == dim_, "d_out.shape[" + std::to_string(last) + "]", d_out.shape[last],
-          "dim (" + std::to_string(dim_) + ")");
+  if (d_out.shape[last] != dim_) {
+    FailArgument("d_out.shape[" + std::to_string(last) + "]", d_out.shape[last],
+                 "dim (" + std::to_string(dim_) + ")");
+  }
   CheckPositions(positions, batch, seq);
   ValidateView(grad, "grad", 2, /*writable=*/true);
-  Require(grad.shape[0] == max_positions_, "grad.shape[0]", grad.shape[0],
-          "max_positions (" + std::to_string(max_positions_) + ")");
-  Require(grad.shape[1] == dim_, "grad.shape[1]", grad.shape[1],
-          "dim (" + std::to_string(dim_) + ")");
+  if (grad.shape[0] != max_positions_) {
+    FailArgument("grad.shape[0]", grad.shape[0],
+                 "max_positions (" + std::to_string(max_positions_) + ")");
+  }
+  if (grad.shape[1] != dim_) {
+    FailArgument("grad.shape[1]", grad.shape[1], "dim (" + std::to_string(dim_) + ")");
+  }
   RequireNoOverlap(grad, "grad", d_out, "d_out", /*inplace_allowed=*/false);
   RequireNoOverlap(grad, "grad", View(), "table", /*inplace_allowed=*/false);
   const std::int64_t sb = rank3 ? d_out.strides[0] : 0;
@@ -244,10 +259,13 @@ void LearnedTable::SgdStep(const TensorView& grad, double learning_rate) {
   Require(std::isfinite(learning_rate) && learning_rate > 0.0, "learning_rate", learning_rate,
           "a finite number > 0");
   ValidateView(grad, "grad", 2);
-  Require(grad.shape[0] == max_positions_, "grad.shape[0]", grad.shape[0],
-          "max_positions (" + std::to_string(max_positions_) + ")");
-  Require(grad.shape[1] == dim_, "grad.shape[1]", grad.shape[1],
-          "dim (" + std::to_string(dim_) + ")");
+  if (grad.shape[0] != max_positions_) {
+    FailArgument("grad.shape[0]", grad.shape[0],
+                 "max_positions (" + std::to_string(max_positions_) + ")");
+  }
+  if (grad.shape[1] != dim_) {
+    FailArgument("grad.shape[1]", grad.shape[1], "dim (" + std::to_string(dim_) + ")");
+  }
   RequireNoOverlap(MutableView(), "table", grad, "grad", /*inplace_allowed=*/false);
   for (std::int64_t r = 0; r < max_positions_; ++r) {
     for (std::int64_t c = 0; c < dim_; ++c) {

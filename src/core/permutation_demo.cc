@@ -66,9 +66,12 @@ std::vector<std::string> Tokens(const std::string& sentence, const std::string& 
     tokens.push_back(w);
     any = true;
   }
-  Require(any, arg, "\"" + sentence + "\"", "at least one word");
-  Require(static_cast<std::int64_t>(tokens.size()) <= kMaxTokens, std::string(arg) + " tokens",
-          tokens.size(), "at most 256 tokens");
+  if (!(any)) {
+    FailArgument(arg, "\"" + sentence + "\"", "at least one word");
+  }
+  if (!(static_cast<std::int64_t>(tokens.size()) <= kMaxTokens)) {
+    FailArgument(std::string(arg) + " tokens", tokens.size(), "at most 256 tokens");
+  }
   return tokens;
 }
 
@@ -80,8 +83,9 @@ std::vector<std::size_t> Match(const std::vector<std::string>& a, const std::vec
   std::vector<std::size_t> perm;
   for (const auto& w : a) {
     auto it = where.find(w);
-    Require(a.size() == b.size() && it != where.end() && !it->second.empty(), "second",
-            "\"" + second + "\"", "a permutation of the words of first");
+    if (!(a.size() == b.size() && it != where.end() && !it->second.empty())) {
+      FailArgument("second", "\"" + second + "\"", "a permutation of the words of first");
+    }
     perm.push_back(it->second.back());
     it->second.pop_back();
   }
@@ -91,10 +95,11 @@ std::vector<std::size_t> Match(const std::vector<std::string>& a, const std::vec
 void ValidateDemo(const PermutationDemoParams& p) {
   Require(p.model_dim >= 4 && p.model_dim <= 1024 && p.model_dim % 2 == 0, "model_dim", p.model_dim,
           "an even dimension in [4, 1024]");
-  Require(
-      p.heads >= 1 && p.model_dim % p.heads == 0 && (p.model_dim / p.heads) % 2 == 0, "heads",
-      p.heads,
-      "a head count dividing model_dim = " + std::to_string(p.model_dim) + " into even head dims");
+  if (!(p.heads >= 1 && p.model_dim % p.heads == 0 && (p.model_dim / p.heads) % 2 == 0)) {
+    FailArgument("heads", p.heads,
+                 "a head count dividing model_dim = " + std::to_string(p.model_dim) +
+                     " into even head dims");
+  }
 }
 
 // out [S, d] = x [S, d] . W [d, d] (row-major).

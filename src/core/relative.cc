@@ -53,13 +53,16 @@ void ValidateRelativeMatrixParams(const RelativeMatrixParams& params) {
           "a length in [1, 65536]");
   Require(params.key_len >= 1 && params.key_len <= kMaxLen, "key_len", params.key_len,
           "a length in [1, 65536]");
-  Require(params.query_offset >= 0 && params.query_offset <= kMaxPosition - (params.query_len - 1),
-          "query_offset", params.query_offset,
-          "an offset >= 0 with query_offset + query_len - 1 <= 2^24 - 1");
+  if (!(params.query_offset >= 0 && params.query_offset <= kMaxPosition - (params.query_len - 1))) {
+    FailArgument("query_offset", params.query_offset,
+                 "an offset >= 0 with query_offset + query_len - 1 <= 2^24 - 1");
+  }
   // The matrix is materialised as int64: 65536 x 65536 would be 32 GiB.
-  Require(params.query_len * params.key_len <= kMaxCells, "query_len * key_len",
-          std::to_string(params.query_len) + " * " + std::to_string(params.key_len),
-          "at most 2^28 cells (a 2 GiB int64 matrix)");
+  if (params.query_len * params.key_len > kMaxCells) {
+    FailArgument("query_len * key_len",
+                 std::to_string(params.query_len) + " * " + std::to_string(params.key_len),
+                 "at most 2^28 cells (a 2 GiB int64 matrix)");
+  }
 }
 
 std::vector<std::int64_t> RelativePositionMatrix(const RelativeMatrixParams& params) {

@@ -16,8 +16,12 @@
 #include "posenc/rope.h"
 
 #include <algorithm>
+#include <array>
+#include <cassert>
 #include <cmath>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/scalar/rope.h"
 #include "kernels/simd/rope.h"
@@ -85,25 +89,29 @@ void RequireTheta(double theta) {
 }  // namespace
 
 void ValidateRopeParams(const RopeParams& params) {
+  // Messages are built only on failure (no allocation in a valid call).
   Require(params.head_dim >= 2 && params.head_dim <= kMaxHeadDim, "head_dim", params.head_dim,
           "a head dimension in [2, 65536]");
-  const std::string allowed_rd =
-      "0 (meaning head_dim) or an even number in [2, head_dim=" + std::to_string(params.head_dim) +
-      "]";
-  Require(params.rotary_dim >= 0 && params.rotary_dim <= params.head_dim, "rotary_dim",
-          params.rotary_dim, allowed_rd);
+  const auto allowed_rd = [&] {
+    return "0 (meaning head_dim) or an even number in [2, head_dim=" +
+           std::to_string(params.head_dim) + "]";
+  };
   const std::int64_t rd = params.EffectiveRotaryDim();
-  Require(rd >= 2 && rd % 2 == 0, "rotary_dim", params.rotary_dim, allowed_rd);
+  if (params.rotary_dim < 0 || params.rotary_dim > params.head_dim || rd < 2 || rd % 2 != 0) {
+    FailArgument("rotary_dim", params.rotary_dim, allowed_rd());
+  }
   RequireTheta(params.theta);
   const auto& inv = params.frequencies.inv_freq;
   if (!inv.empty()) {
-    Require(static_cast<std::int64_t>(inv.size()) == rd / 2, "frequencies.inv_freq.size()",
-            inv.size(),
-            "rotary_dim/2 = " + std::to_string(rd / 2) + " frequencies (or none for the default)");
+    if (static_cast<std::int64_t>(inv.size()) != rd / 2) {
+      FailArgument(
+          "frequencies.inv_freq.size()", inv.size(),
+          "rotary_dim/2 = " + std::to_string(rd / 2) + " frequencies (or none for the default)");
+    }
     for (std::size_t j = 0; j < inv.size(); ++j) {
-      Require(std::isfinite(inv[j]) && inv[j] >= 0.0,
-              "frequencies.inv_freq[" + std::to_string(j) + "]", inv[j],
-              "a finite frequency >= 0 (radians per position)");
+      RequireAt(std::isfinite(inv[j]) && inv[j] >= 0.0, "frequencies.inv_freq",
+                static_cast<std::int64_t>(j), inv[j],
+                "a finite frequency >= 0 (radians per position)");
     }
   }
   const double af = params.frequencies.attention_factor;
@@ -154,24 +162,83 @@ namespace {
 using kernels::scalar::RopeMath;
 using kernels::scalar::RopePairs;
 
-// Everything a call needs after validation. Not copyable: trig points into freqs.
+// The frequency table of a call without a heap allocation in the steady
+// state (c.h, "Memory"): explicit float64 frequencies are used where the
+// caller keeps them (params outlive the call); the default table and the
+// float32-rounded kHF copy come from a per-thread cache of the last few
+// tables, built once. A cached table is shared (shared_ptr), so a plan keeps
+// its table even when another plan on the same thread evicts the entry.
+class FrequencyCache {
+ public:
+  std::shared_ptr<const std::vector<double>> Get(const RopeParams& params) {
+    const std::vector<double>& given = params.frequencies.inv_freq;
+    const std::int64_t rd = params.EffectiveRotaryDim();
+    for (Entry& e : entries_) {
+      if (e.table != nullptr && e.rotary_dim == rd && e.numerics == params.numerics &&
+          (given.empty() ? e.given.empty() && e.theta == params.theta : e.given == given)) {
+        return e.table;
+      }
+    }
+    Entry& e = entries_[next_];
+    next_ = (next_ + 1) % entries_.size();
+    e.rotary_dim = rd;
+    e.theta = params.theta;
+    e.numerics = params.numerics;
+    e.given = given;
+    auto table = std::make_shared<std::vector<double>>();
+    if (given.empty()) {
+      *table = RopeDefaultFrequencies(rd, params.theta, params.numerics).inv_freq;
+    } else {
+      *table = given;
+      for (double& v : *table) v = static_cast<float>(v);  // kHF: torch's float32 inv_freq
+    }
+    e.table = std::move(table);
+    return e.table;
+  }
+
+ private:
+  struct Entry {
+    std::int64_t rotary_dim = 0;
+    double theta = 0.0;
+    RopeNumerics numerics = RopeNumerics::kAccurate;
+    std::vector<double> given;
+    std::shared_ptr<const std::vector<double>> table;
+  };
+  std::array<Entry, 4> entries_;
+  std::size_t next_ = 0;
+};
+
+// Everything a call needs after validation. Not copyable: trig points into
+// the table.
 struct RopePlan {
-  explicit RopePlan(const RopeParams& params) : freqs(ResolveRopeFrequencies(params)) {
+  explicit RopePlan(const RopeParams& params) {
+    ValidateRopeParams(params);
+    const std::vector<double>& given = params.frequencies.inv_freq;
+    if (!given.empty() && params.numerics == RopeNumerics::kAccurate) {
+      inv_freq = given.data();
+    } else {
+      thread_local FrequencyCache cache;
+      table = cache.Get(params);
+      inv_freq = table->data();
+    }
+    attention_factor = params.frequencies.attention_factor;
     rotary_dim = params.EffectiveRotaryDim();
     half = rotary_dim / 2;
     head_dim = params.head_dim;
     pairs =
         params.pairing == RopePairing::kHalfSplit ? RopePairs::kHalfSplit : RopePairs::kInterleaved;
-    trig.inv_freq = freqs.inv_freq.data();
+    trig.inv_freq = inv_freq;
     trig.half = half;
-    trig.attention_factor = freqs.attention_factor;
+    trig.attention_factor = attention_factor;
     trig.math = params.numerics == RopeNumerics::kHF ? RopeMath::kHF : RopeMath::kAccurate;
     trig.round_to = DType::kFloat32;
   }
   RopePlan(const RopePlan&) = delete;
   RopePlan& operator=(const RopePlan&) = delete;
 
-  RopeFrequencies freqs;
+  std::shared_ptr<const std::vector<double>> table;  // null: inv_freq is the caller's
+  const double* inv_freq = nullptr;                  // half entries
+  double attention_factor = 1.0;
   std::int64_t rotary_dim = 0, half = 0, head_dim = 0;
   RopePairs pairs = RopePairs::kHalfSplit;
   kernels::scalar::RopeTrigSpec trig;
@@ -189,10 +256,14 @@ constexpr std::int64_t kTokenTile = 16;
 void CheckTableView(const TensorView& t, const char* arg, std::int64_t count,
                     std::int64_t rotary_dim) {
   ValidateView(t, arg, 2, /*writable=*/true);
-  Require(t.shape[0] == count, std::string(arg) + ".shape[0]", t.shape[0],
-          "count (" + std::to_string(count) + " positions)");
-  Require(t.shape[1] == rotary_dim, std::string(arg) + ".shape[1]", t.shape[1],
-          "rotary_dim (" + std::to_string(rotary_dim) + ")");
+  if (t.shape[0] != count) {
+    FailArgument(std::string(arg) + ".shape[0]", t.shape[0],
+                 "count (" + std::to_string(count) + " positions)");
+  }
+  if (t.shape[1] != rotary_dim) {
+    FailArgument(std::string(arg) + ".shape[1]", t.shape[1],
+                 "rotary_dim (" + std::to_string(rotary_dim) + ")");
+  }
 }
 
 // One tensor to rotate: input view, output view (== input in place), dims.
@@ -200,6 +271,24 @@ struct Target {
   TensorView in, out;
   AttentionDims din{}, dout{};
   kernels::scalar::RopeRowSpec row;
+};
+
+// The tensors of one call (x, or q and k): a fixed array, no allocation.
+class Targets {
+ public:
+  void push_back(const Target& t) {
+    assert(size_ < items_.size());
+    items_[size_++] = t;
+  }
+  const Target& front() const { return items_[0]; }
+  const Target& operator[](std::size_t i) const { return items_[i]; }
+  const Target* begin() const { return items_.data(); }
+  const Target* end() const { return items_.data() + size_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::array<Target, 2> items_{};
+  std::size_t size_ = 0;
 };
 
 const char* SeqAxis(AttentionLayout layout) {
@@ -212,17 +301,23 @@ Target MakeTarget(const RopePlan& plan, RopeMath math, const TensorView& in, con
   Target t;
   t.in = in;
   t.din = GetAttentionDims(in, layout, in_arg);
-  Require(t.din.head_dim == plan.head_dim, std::string(in_arg) + ".shape[3] (head_dim)",
-          t.din.head_dim, "params.head_dim (" + std::to_string(plan.head_dim) + ")");
+  if (t.din.head_dim != plan.head_dim) {
+    FailArgument(std::string(in_arg) + ".shape[3] (head_dim)", t.din.head_dim,
+                 "params.head_dim (" + std::to_string(plan.head_dim) + ")");
+  }
   if (out == nullptr) {
     ValidateView(in, in_arg, 4, /*writable=*/true);
     t.out = in;
   } else {
     ValidateView(*out, out_arg, 4, /*writable=*/true);
-    Require(out->dtype == in.dtype, std::string(out_arg) + ".dtype", DTypeName(out->dtype),
-            std::string(in_arg) + "'s dtype (" + std::string(DTypeName(in.dtype)) + ")");
-    Require(out->shape == in.shape, std::string(out_arg) + ".shape", out->Describe(),
-            std::string(in_arg) + "'s shape (" + in.Describe() + ")");
+    if (out->dtype != in.dtype) {
+      FailArgument(std::string(out_arg) + ".dtype", DTypeName(out->dtype),
+                   std::string(in_arg) + "'s dtype (" + std::string(DTypeName(in.dtype)) + ")");
+    }
+    if (out->shape != in.shape) {
+      FailArgument(std::string(out_arg) + ".shape", out->Describe(),
+                   std::string(in_arg) + "'s shape (" + in.Describe() + ")");
+    }
     RequireNoOverlap(*out, out_arg, in, in_arg, /*inplace_allowed=*/true);
     t.out = *out;
   }
@@ -237,7 +332,7 @@ Target MakeTarget(const RopePlan& plan, RopeMath math, const TensorView& in, con
 
 // cache (ApplyRopeWithCache): non-null data replaces the frequencies as the
 // source of cos/sin (positions already validated against its rows).
-void RunApply(const RopePlan& plan, const std::vector<Target>& targets, const Positions& positions,
+void RunApply(const RopePlan& plan, const Targets& targets, const Positions& positions,
               RopeDirection direction, const Context& ctx,
               const kernels::simd::RopeCacheSource& cache = {}) {
   const AttentionDims& d0 = targets.front().din;
@@ -248,10 +343,10 @@ void RunApply(const RopePlan& plan, const std::vector<Target>& targets, const Po
   if (ctx.backend() != Backend::kScalar &&
       (plan.trig.math == RopeMath::kAccurate || cache.data == nullptr)) {
     // SIMD fast path (kernels/simd/rope.h); false when it does not cover the call.
-    const kernels::simd::RopeApplySpec fast{plan.freqs.inv_freq.data(),
+    const kernels::simd::RopeApplySpec fast{plan.inv_freq,
                                             half,
                                             plan.head_dim,
-                                            plan.freqs.attention_factor,
+                                            plan.attention_factor,
                                             direction == RopeDirection::kInverse ? -1.0 : 1.0,
                                             plan.pairs,
                                             batch,
@@ -259,9 +354,12 @@ void RunApply(const RopePlan& plan, const std::vector<Target>& targets, const Po
                                             positions,
                                             cache,
                                             plan.trig.math};
-    std::vector<kernels::simd::RopeViews> views;
-    for (const Target& t : targets) views.push_back({&t.in, &t.out, &t.din, &t.dout});
-    if (kernels::simd::TryRopeApply(fast, views.data(), static_cast<int>(views.size()), ctx)) {
+    std::array<kernels::simd::RopeViews, 2> views{};
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const Target& t = targets[i];
+      views[i] = {&t.in, &t.out, &t.din, &t.dout};
+    }
+    if (kernels::simd::TryRopeApply(fast, views.data(), static_cast<int>(targets.size()), ctx)) {
       return;
     }
   }
@@ -338,8 +436,10 @@ void RopeCosSin(const RopeParams& params, const Positions& positions, std::int64
   const RopePlan plan(params);
   Require(count >= 1, "count", count, "at least 1 position");
   if (positions.ids != nullptr) {
-    Require(positions.count == count, "positions.count", positions.count,
-            "count (" + std::to_string(count) + ") ids, one per table row");
+    if (positions.count != count) {
+      FailArgument("positions.count", positions.count,
+                   "count (" + std::to_string(count) + ") ids, one per table row");
+    }
   }
   ValidatePositions(positions, 1, count, "positions");
   CheckTableView(cos, "cos", count, plan.rotary_dim);
@@ -347,12 +447,8 @@ void RopeCosSin(const RopeParams& params, const Positions& positions, std::int64
   RequireNoOverlap(sin, "sin", cos, "cos", /*inplace_allowed=*/false);
   if (ctx.backend() != Backend::kScalar && plan.trig.math == RopeMath::kAccurate) {
     // SIMD fast path (kernels/simd/rope.h); false when it does not cover the call.
-    const kernels::simd::RopeTableSpec fast{plan.freqs.inv_freq.data(),
-                                            plan.half,
-                                            plan.freqs.attention_factor,
-                                            plan.pairs,
-                                            positions,
-                                            count};
+    const kernels::simd::RopeTableSpec fast{plan.inv_freq, plan.half, plan.attention_factor,
+                                            plan.pairs,    positions, count};
     if (kernels::simd::TryRopeCosSin(fast, cos, sin, ctx)) return;
   }
   const std::int64_t half = plan.half;
@@ -381,7 +477,7 @@ void ApplyRope(const RopeParams& params, const TensorView& x, AttentionLayout la
                const Positions& positions, RopeDirection direction, const TensorView* out,
                const Context& ctx) {
   const RopePlan plan(params);
-  std::vector<Target> targets;
+  Targets targets;
   targets.push_back(MakeTarget(plan, MathOf(params), x, "x", out, "out", layout));
   RunApply(plan, targets, positions, direction, ctx);
 }
@@ -396,15 +492,18 @@ void ApplyRopeQK(const RopeParams& params, const TensorView& q, const TensorView
                  AttentionLayout layout, const Positions& positions, RopeDirection direction,
                  const TensorView* q_out, const TensorView* k_out, const Context& ctx) {
   const RopePlan plan(params);
-  std::vector<Target> targets;
+  Targets targets;
   targets.push_back(MakeTarget(plan, MathOf(params), q, "q", q_out, "q_out", layout));
   targets.push_back(MakeTarget(plan, MathOf(params), k, "k", k_out, "k_out", layout));
   const AttentionDims& dq = targets[0].din;
   const AttentionDims& dk = targets[1].din;
-  Require(dk.batch == dq.batch, "k.shape[0] (batch)", dk.batch,
-          "q's batch (" + std::to_string(dq.batch) + ")");
-  Require(dk.seq == dq.seq, std::string("k") + SeqAxis(layout), dk.seq,
-          "q's seq (" + std::to_string(dq.seq) + ")");
+  if (dk.batch != dq.batch) {
+    FailArgument("k.shape[0] (batch)", dk.batch, "q's batch (" + std::to_string(dq.batch) + ")");
+  }
+  if (dk.seq != dq.seq) {
+    FailArgument(std::string("k") + SeqAxis(layout), dk.seq,
+                 "q's seq (" + std::to_string(dq.seq) + ")");
+  }
   // Every output must be disjoint from the other tensor's input and output.
   const TensorView& oq = targets[0].out;
   const TensorView& ok = targets[1].out;
@@ -435,19 +534,26 @@ void ApplyRopeVarlen(const RopeParams& params, const TensorView& x, const std::i
                      RopeDirection direction, const TensorView* out, const Context& ctx) {
   const RopePlan plan(params);
   ValidateView(x, "x", 3, /*writable=*/out == nullptr);
-  Require(x.shape[2] == plan.head_dim, "x.shape[2] (head_dim)", x.shape[2],
-          "params.head_dim (" + std::to_string(plan.head_dim) + ")");
+  if (x.shape[2] != plan.head_dim) {
+    FailArgument("x.shape[2] (head_dim)", x.shape[2],
+                 "params.head_dim (" + std::to_string(plan.head_dim) + ")");
+  }
   if (out != nullptr) {
     ValidateView(*out, "out", 3, /*writable=*/true);
-    Require(out->dtype == x.dtype, "out.dtype", DTypeName(out->dtype),
-            "x's dtype (" + std::string(DTypeName(x.dtype)) + ")");
-    Require(out->shape == x.shape, "out.shape", out->Describe(),
-            "x's shape (" + x.Describe() + ")");
+    if (out->dtype != x.dtype) {
+      FailArgument("out.dtype", DTypeName(out->dtype),
+                   "x's dtype (" + std::string(DTypeName(x.dtype)) + ")");
+    }
+    if (out->shape != x.shape) {
+      FailArgument("out.shape", out->Describe(), "x's shape (" + x.Describe() + ")");
+    }
     RequireNoOverlap(*out, "out", x, "x", /*inplace_allowed=*/true);
   }
   const std::int64_t total = x.shape[0];
   Require(num_seqs >= 1, "num_seqs", num_seqs, "at least 1 sequence");
-  Require(cu_seqlens != nullptr, "cu_seqlens", "null", "num_seqs + 1 cumulative sequence lengths");
+  if (cu_seqlens == nullptr) {
+    FailArgument("cu_seqlens", "null", "num_seqs + 1 cumulative sequence lengths");
+  }
   Require(cu_seqlens[0] == 0, "cu_seqlens[0]", cu_seqlens[0], "0");
   for (std::int64_t s = 1; s <= num_seqs; ++s) {
     if (cu_seqlens[s] < cu_seqlens[s - 1] || cu_seqlens[s] > total) {
@@ -458,9 +564,10 @@ void ApplyRopeVarlen(const RopeParams& params, const TensorView& x, const std::i
                        "] (non-decreasing)");
     }
   }
-  Require(cu_seqlens[num_seqs] == total, "cu_seqlens[" + std::to_string(num_seqs) + "]",
-          cu_seqlens[num_seqs],
-          "total_tokens = x.shape[0] = " + std::to_string(total) + " (the last entry)");
+  if (cu_seqlens[num_seqs] != total) {
+    FailArgument("cu_seqlens[" + std::to_string(num_seqs) + "]", cu_seqlens[num_seqs],
+                 "total_tokens = x.shape[0] = " + std::to_string(total) + " (the last entry)");
+  }
   const std::int64_t min_pos = direction == RopeDirection::kInverse ? -kMaxPosition : 0;
   std::vector<std::int64_t> ids(static_cast<std::size_t>(total));
   for (std::int64_t s = 0; s < num_seqs; ++s) {
@@ -481,7 +588,7 @@ void ApplyRopeVarlen(const RopeParams& params, const TensorView& x, const std::i
   // consecutive positions still take the SIMD kernel's angle-addition path.
   const TensorView x4 = AsBSHD(x);
   const TensorView out4 = out == nullptr ? x4 : AsBSHD(*out);
-  std::vector<Target> targets;
+  Targets targets;
   targets.push_back(
       MakeTarget(plan, MathOf(params), x4, "x", &out4, "out", AttentionLayout::kBSHD));
   RunApply(plan, targets, Positions::Ids(ids.data(), total), direction, ctx);
@@ -491,8 +598,10 @@ namespace {
 
 void CheckCacheView(const TensorView& cache, std::int64_t rotary_dim, bool writable) {
   ValidateView(cache, "cos_sin_cache", 2, writable);
-  Require(cache.shape[1] == rotary_dim, "cos_sin_cache.shape[1]", cache.shape[1],
-          "rotary_dim (" + std::to_string(rotary_dim) + "): cos half | sin half");
+  if (cache.shape[1] != rotary_dim) {
+    FailArgument("cos_sin_cache.shape[1]", cache.shape[1],
+                 "rotary_dim (" + std::to_string(rotary_dim) + "): cos half | sin half");
+  }
 }
 
 }  // namespace
@@ -502,7 +611,7 @@ void ApplyRopeWithCache(const RopeParams& params, const TensorView& x, Attention
                         RopeDirection direction, const TensorView* out, const Context& ctx) {
   const RopePlan plan(params);
   CheckCacheView(cos_sin_cache, plan.rotary_dim, /*writable=*/false);
-  std::vector<Target> targets;
+  Targets targets;
   targets.push_back(MakeTarget(plan, MathOf(params), x, "x", out, "out", layout));
   const AttentionDims& d = targets.front().din;
   ValidatePositions(positions, d.batch, d.seq, "positions");
@@ -516,9 +625,11 @@ void ApplyRopeWithCache(const RopeParams& params, const TensorView& x, Attention
     }
   }
   if (positions.ids == nullptr) {
-    Require(positions.offset + d.seq <= rows, "positions.offset", positions.offset,
-            "at most cos_sin_cache.shape[0] - seq = " + std::to_string(rows) + " - " +
-                std::to_string(d.seq) + " (positions < cached rows)");
+    if (positions.offset + d.seq > rows) {
+      FailArgument("positions.offset", positions.offset,
+                   "at most cos_sin_cache.shape[0] - seq = " + std::to_string(rows) + " - " +
+                       std::to_string(d.seq) + " (positions < cached rows)");
+    }
   }
   const kernels::simd::RopeCacheSource cache{cos_sin_cache.data, cos_sin_cache.dtype,
                                              cos_sin_cache.strides[0], cos_sin_cache.strides[1]};

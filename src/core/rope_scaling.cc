@@ -368,9 +368,11 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
   Require(std::isfinite(p.theta) && p.theta > 1.0, "rope_theta", p.theta, "a finite number > 1");
   const std::int64_t d = p.RotaryDim();
   if (p.type != T::kProportional) {
-    Require(d >= 2 && d % 2 == 0, "rotary_dim", d,
-            "an even number >= 2 (int(head_dim=" + std::to_string(p.head_dim) +
-                " * partial_rotary_factor))");
+    if (!(d >= 2 && d % 2 == 0)) {
+      FailArgument("rotary_dim", d,
+                   "an even number >= 2 (int(head_dim=" + std::to_string(p.head_dim) +
+                       " * partial_rotary_factor))");
+    }
   }
   if (p.type == T::kDynamic || p.type == T::kNtk) {
     Require(d >= 4, "rotary_dim", d, "at least 4 for NTK scaling (exponent d/(d-2))");
@@ -384,9 +386,11 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
   if (p.factor) {
     const bool ok = p.type == T::kProportional ? std::isfinite(*p.factor) && *p.factor > 0.0
                                                : std::isfinite(*p.factor) && *p.factor >= 1.0;
-    Require(ok, "factor", *p.factor,
-            p.type == T::kProportional ? "a finite number > 0"
-                                       : "a finite number >= 1 for rope_type " + type_name);
+    if (!(ok)) {
+      FailArgument("factor", *p.factor,
+                   p.type == T::kProportional ? "a finite number > 0"
+                                              : "a finite number >= 1 for rope_type " + type_name);
+    }
   }
   if (p.attention_factor) {
     Require(std::isfinite(*p.attention_factor) && *p.attention_factor > 0.0, "attention_factor",
@@ -397,8 +401,9 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
       break;
     case T::kLinear:
     case T::kNtk:
-      Require(p.factor.has_value(), "factor", "(missing)",
-              "a number >= 1 for rope_type " + type_name);
+      if (!(p.factor.has_value())) {
+        FailArgument("factor", "(missing)", "a number >= 1 for rope_type " + type_name);
+      }
       break;
     case T::kDynamic:
       Require(p.factor.has_value(), "factor", "(missing)", "a number >= 1 for rope_type dynamic");
@@ -407,11 +412,15 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
       break;
     case T::kYarn:
     case T::kLongRope:
-      Require(OriginalMax(p) > 0, "original_max_position_embeddings", OriginalMax(p),
-              "an integer > 0 (or max_position_embeddings > 0) for rope_type " + type_name);
+      if (OriginalMax(p) <= 0) {
+        FailArgument("original_max_position_embeddings", OriginalMax(p),
+                     "an integer > 0 (or max_position_embeddings > 0) for rope_type " + type_name);
+      }
       if (!p.factor) {
-        Require(p.max_position_embeddings > 0, "max_position_embeddings", p.max_position_embeddings,
-                "an integer > 0 to derive the factor of rope_type " + type_name);
+        if (p.max_position_embeddings <= 0) {
+          FailArgument("max_position_embeddings", p.max_position_embeddings,
+                       "an integer > 0 to derive the factor of rope_type " + type_name);
+        }
         Require(DeriveFactor(p) >= 1.0 || p.type == T::kLongRope, "factor", DeriveFactor(p),
                 "max_position_embeddings / original_max_position_embeddings >= 1");
       }
@@ -430,12 +439,15 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
         const std::size_t want = static_cast<std::size_t>(d / 2);
         for (auto [name, list] : {std::pair{"short_factor", &p.short_factor},
                                   std::pair{"long_factor", &p.long_factor}}) {
-          Require(list->size() == want, std::string(name) + " length", list->size(),
-                  std::to_string(want) + " (rotary_dim/2)");
+          if (list->size() != want) {
+            FailArgument(std::string(name) + " length", list->size(),
+                         std::to_string(want) + " (rotary_dim/2)");
+          }
           for (std::size_t i = 0; i < list->size(); ++i) {
-            Require(std::isfinite((*list)[i]) && (*list)[i] > 0.0,
-                    std::string(name) + "[" + std::to_string(i) + "]", (*list)[i],
-                    "a finite number > 0");
+            if (!(std::isfinite((*list)[i]) && (*list)[i] > 0.0)) {
+              FailArgument(std::string(name) + "[" + std::to_string(i) + "]", (*list)[i],
+                           "a finite number > 0");
+            }
           }
         }
       }
@@ -446,9 +458,11 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
               "an integer > 0 for rope_type llama3");
       Require(std::isfinite(p.low_freq_factor) && p.low_freq_factor > 0.0, "low_freq_factor",
               p.low_freq_factor, "a finite number > 0");
-      Require(std::isfinite(p.high_freq_factor) && p.high_freq_factor > p.low_freq_factor,
-              "high_freq_factor", p.high_freq_factor,
-              "a finite number > low_freq_factor (" + detail::ToText(p.low_freq_factor) + ")");
+      if (!(std::isfinite(p.high_freq_factor) && p.high_freq_factor > p.low_freq_factor)) {
+        FailArgument(
+            "high_freq_factor", p.high_freq_factor,
+            "a finite number > low_freq_factor (" + detail::ToText(p.low_freq_factor) + ")");
+      }
       break;
     case T::kProportional:
       break;
@@ -456,11 +470,15 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
   if (!p.freq_factors.empty()) {
     const std::size_t want =
         static_cast<std::size_t>(p.type == T::kProportional ? p.head_dim / 2 : d / 2);
-    Require(p.freq_factors.size() == want, "freq_factors length", p.freq_factors.size(),
-            std::to_string(want) + " (rotary_dim/2)");
+    if (p.freq_factors.size() != want) {
+      FailArgument("freq_factors length", p.freq_factors.size(),
+                   std::to_string(want) + " (rotary_dim/2)");
+    }
     for (std::size_t i = 0; i < want; ++i) {
-      Require(std::isfinite(p.freq_factors[i]) && p.freq_factors[i] > 0.0,
-              "freq_factors[" + std::to_string(i) + "]", p.freq_factors[i], "a finite number > 0");
+      if (!(std::isfinite(p.freq_factors[i]) && p.freq_factors[i] > 0.0)) {
+        FailArgument("freq_factors[" + std::to_string(i) + "]", p.freq_factors[i],
+                     "a finite number > 0");
+      }
     }
   }
 }

@@ -24,15 +24,21 @@ void ValidateShawTable(const ShawParams& params, const TensorView& table, std::s
   ValidateShawParams(params);
   const std::string a(arg);
   ValidateView(table, a, 2);
-  Require(table.shape[0] == params.TableRows(), a + ".shape[0]", table.shape[0],
-          "2k+1 = " + std::to_string(params.TableRows()) +
-              " rows (clip k = " + std::to_string(params.clip) + ")");
-  Require(table.shape[1] == params.head_dim, a + ".shape[1]", table.shape[1],
-          "head_dim D = " + std::to_string(params.head_dim));
-  Require(table.dtype == DType::kFloat32 || table.dtype == DType::kFloat64, a + ".dtype",
-          DTypeName(table.dtype), "float32 or float64");
-  Require(table.strides[1] == 1 && table.strides[0] == params.head_dim, a + ".strides",
-          table.Describe(), "contiguous rows (row-major [2k+1, D])");
+  if (table.shape[0] != params.TableRows()) {
+    FailArgument(a + ".shape[0]", table.shape[0],
+                 "2k+1 = " + std::to_string(params.TableRows()) +
+                     " rows (clip k = " + std::to_string(params.clip) + ")");
+  }
+  if (table.shape[1] != params.head_dim) {
+    FailArgument(a + ".shape[1]", table.shape[1],
+                 "head_dim D = " + std::to_string(params.head_dim));
+  }
+  if (!(table.dtype == DType::kFloat32 || table.dtype == DType::kFloat64)) {
+    FailArgument(a + ".dtype", DTypeName(table.dtype), "float32 or float64");
+  }
+  if (!(table.strides[1] == 1 && table.strides[0] == params.head_dim)) {
+    FailArgument(a + ".strides", table.Describe(), "contiguous rows (row-major [2k+1, D])");
+  }
 }
 
 namespace {
@@ -156,8 +162,10 @@ void Put(const TensorView& v, std::int64_t r, std::int64_t c, double x, BiasWrit
 }
 
 void CheckOffset(std::int64_t query_offset, std::int64_t query_len) {
-  Require(query_offset >= 0 && query_offset <= kMaxPosition - (query_len - 1), "query_offset",
-          query_offset, "an offset >= 0 with query_offset + query_len - 1 <= 2^24 - 1");
+  if (!(query_offset >= 0 && query_offset <= kMaxPosition - (query_len - 1))) {
+    FailArgument("query_offset", query_offset,
+                 "an offset >= 0 with query_offset + query_len - 1 <= 2^24 - 1");
+  }
 }
 
 }  // namespace
@@ -167,15 +175,20 @@ void ShawKeyLogitsMatrix(const ShawParams& params, const TensorView& a_key, cons
                          const TensorView& logits, BiasWrite write) {
   ValidateShawTable(params, a_key, "a_key");
   ValidateView(q, "q", 2);
-  Require(q.shape[1] == params.head_dim, "q.shape[1]", q.shape[1],
-          "head_dim D = " + std::to_string(params.head_dim) + " (the a_key width)");
+  if (q.shape[1] != params.head_dim) {
+    FailArgument("q.shape[1]", q.shape[1],
+                 "head_dim D = " + std::to_string(params.head_dim) + " (the a_key width)");
+  }
   Require(key_len >= 1, "key_len", key_len, "at least 1 (an empty key sequence)");
   Require(std::isfinite(scale), "scale", scale, "a finite number");
   const std::int64_t sq = q.shape[0];
   CheckOffset(query_offset, sq);
   ValidateView(logits, "logits", 2, /*writable=*/true);
-  Require(logits.shape[0] == sq && logits.shape[1] == key_len, "logits.shape", logits.Describe(),
-          "[query_len, key_len] = [" + std::to_string(sq) + ", " + std::to_string(key_len) + "]");
+  if (!(logits.shape[0] == sq && logits.shape[1] == key_len)) {
+    FailArgument(
+        "logits.shape", logits.Describe(),
+        "[query_len, key_len] = [" + std::to_string(sq) + ", " + std::to_string(key_len) + "]");
+  }
   RequireNoOverlap(logits, "logits", q, "q", false);
   RequireNoOverlap(logits, "logits", a_key, "a_key", false);
   for (std::int64_t i = 0; i < sq; ++i) {
@@ -196,8 +209,11 @@ void ShawValueOutputMatrix(const ShawParams& params, const TensorView& a_value,
   const std::int64_t sq = probs.shape[0], sk = probs.shape[1];
   CheckOffset(query_offset, sq);
   ValidateView(out, "out", 2, /*writable=*/true);
-  Require(out.shape[0] == sq && out.shape[1] == params.head_dim, "out.shape", out.Describe(),
-          "[query_len, D] = [" + std::to_string(sq) + ", " + std::to_string(params.head_dim) + "]");
+  if (!(out.shape[0] == sq && out.shape[1] == params.head_dim)) {
+    FailArgument(
+        "out.shape", out.Describe(),
+        "[query_len, D] = [" + std::to_string(sq) + ", " + std::to_string(params.head_dim) + "]");
+  }
   RequireNoOverlap(out, "out", probs, "probs", false);
   RequireNoOverlap(out, "out", a_value, "a_value", false);
   for (std::int64_t i = 0; i < sq; ++i) {

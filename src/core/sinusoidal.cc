@@ -78,10 +78,13 @@ Rows MakeRows(const SinusoidalParams& params) {
 
 void CheckTable(const SinusoidalParams& params, std::int64_t rows, const TensorView& out) {
   ValidateView(out, "out", 2, /*writable=*/true);
-  Require(out.shape[0] == rows, "out.shape[0]", out.shape[0],
-          "the number of positions (" + std::to_string(rows) + ")");
-  Require(out.shape[1] == params.dim, "out.shape[1]", out.shape[1],
-          "dim (" + std::to_string(params.dim) + ")");
+  if (out.shape[0] != rows) {
+    FailArgument("out.shape[0]", out.shape[0],
+                 "the number of positions (" + std::to_string(rows) + ")");
+  }
+  if (out.shape[1] != params.dim) {
+    FailArgument("out.shape[1]", out.shape[1], "dim (" + std::to_string(params.dim) + ")");
+  }
 }
 
 // Rows are split into tiles of 64 positions, one task each.
@@ -109,8 +112,9 @@ void SinusoidalTable(const SinusoidalParams& params, std::int64_t offset,
                      std::int64_t num_positions, const TensorView& out, const Context& ctx) {
   const Rows rows = MakeRows(params);
   Require(num_positions >= 1, "num_positions", num_positions, "at least 1");
-  Require(offset >= 0 && offset <= kMaxPosition - (num_positions - 1), "offset", offset,
-          "offset >= 0 with offset + num_positions - 1 <= 2^24 - 1");
+  if (!(offset >= 0 && offset <= kMaxPosition - (num_positions - 1))) {
+    FailArgument("offset", offset, "offset >= 0 with offset + num_positions - 1 <= 2^24 - 1");
+  }
   CheckTable(params, num_positions, out);
   if (ctx.backend() != Backend::kScalar &&
       kernels::simd::SinusoidalSupported(out.dtype, out.strides[1])) {
@@ -142,8 +146,9 @@ void AddSinusoidal(const SinusoidalParams& params, const TensorView& x, const Po
                    const Context& ctx) {
   const Rows rows = MakeRows(params);
   ValidateView(x, "x", 3, /*writable=*/true);
-  Require(x.shape[2] == params.dim, "x.shape[2]", x.shape[2],
-          "dim (" + std::to_string(params.dim) + ")");
+  if (x.shape[2] != params.dim) {
+    FailArgument("x.shape[2]", x.shape[2], "dim (" + std::to_string(params.dim) + ")");
+  }
   const std::int64_t batch = x.shape[0], seq = x.shape[1];
   ValidatePositions(positions, batch, seq, "positions");
   if (ctx.backend() != Backend::kScalar &&

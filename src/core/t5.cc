@@ -36,19 +36,21 @@ T5Direction ParseT5Direction(std::string_view text, std::string_view arg) {
 void ValidateT5BucketParams(const T5BucketParams& params) {
   const bool bidir = params.direction == T5Direction::kBidirectional;
   const std::int64_t min_buckets = bidir ? 4 : 2;
-  Require(params.num_buckets >= min_buckets && params.num_buckets <= (std::int64_t{1} << 20),
-          "num_buckets", params.num_buckets,
-          std::string("a count in [") + std::to_string(min_buckets) + ", 2^20] for " +
-              std::string(T5DirectionName(params.direction)) +
-              " attention (the exact range num_buckets" + (bidir ? "/2/2" : "/2") +
-              " must hold at least one bucket, and the log range at least one)");
+  if (!(params.num_buckets >= min_buckets && params.num_buckets <= (std::int64_t{1} << 20))) {
+    FailArgument("num_buckets", params.num_buckets,
+                 std::string("a count in [") + std::to_string(min_buckets) + ", 2^20] for " +
+                     std::string(T5DirectionName(params.direction)) +
+                     " attention (the exact range num_buckets" + (bidir ? "/2/2" : "/2") +
+                     " must hold at least one bucket, and the log range at least one)");
+  }
   const std::int64_t nb = bidir ? params.num_buckets / 2 : params.num_buckets;
   const std::int64_t max_exact = nb / 2;
-  Require(params.max_distance > max_exact && params.max_distance <= kMaxPosition + 1,
-          "max_distance", params.max_distance,
-          "a distance above the exact range max_exact = " + std::to_string(max_exact) +
-              " (num_buckets=" + std::to_string(params.num_buckets) + ", " +
-              std::string(T5DirectionName(params.direction)) + ") and <= 2^24");
+  if (!(params.max_distance > max_exact && params.max_distance <= kMaxPosition + 1)) {
+    FailArgument("max_distance", params.max_distance,
+                 "a distance above the exact range max_exact = " + std::to_string(max_exact) +
+                     " (num_buckets=" + std::to_string(params.num_buckets) + ", " +
+                     std::string(T5DirectionName(params.direction)) + ") and <= 2^24");
+  }
 }
 
 T5Bucketer::T5Bucketer(const T5BucketParams& params) : params_(params) {
@@ -255,12 +257,15 @@ void T5BiasTable::FillBias(const Positions& query_positions, std::int64_t query_
           "at least 1 (an empty key sequence has no bias) and <= 2^24");
   ValidatePositions(query_positions, 1, query_len, "query_positions");
   ValidateView(out, "out", 3, /*writable=*/true);
-  Require(out.shape[0] == heads_, "out.shape[0]", out.shape[0],
-          "heads (" + std::to_string(heads_) + ")");
-  Require(out.shape[1] == query_len, "out.shape[1]", out.shape[1],
-          "query_len (" + std::to_string(query_len) + ")");
-  Require(out.shape[2] == key_len, "out.shape[2]", out.shape[2],
-          "key_len (" + std::to_string(key_len) + ")");
+  if (out.shape[0] != heads_) {
+    FailArgument("out.shape[0]", out.shape[0], "heads (" + std::to_string(heads_) + ")");
+  }
+  if (out.shape[1] != query_len) {
+    FailArgument("out.shape[1]", out.shape[1], "query_len (" + std::to_string(query_len) + ")");
+  }
+  if (out.shape[2] != key_len) {
+    FailArgument("out.shape[2]", out.shape[2], "key_len (" + std::to_string(key_len) + ")");
+  }
   if (ctx.backend() != Backend::kScalar &&
       kernels::simd::BiasSupported(out.dtype, out.strides[2])) {
     kernels::simd::T5FillRows(KernelSpec(bucketer_, table_.data(), heads_), query_positions,
@@ -281,17 +286,19 @@ void T5BiasTable::FillBias(const Positions& query_positions, std::int64_t query_
 void T5BiasTable::AccumulateGrad(const Positions& query_positions, const TensorView& d_bias,
                                  const TensorView& d_table, BiasWrite write) const {
   ValidateView(d_bias, "d_bias", 3);
-  Require(d_bias.shape[0] == heads_, "d_bias.shape[0]", d_bias.shape[0],
-          "heads (" + std::to_string(heads_) + ")");
+  if (d_bias.shape[0] != heads_) {
+    FailArgument("d_bias.shape[0]", d_bias.shape[0], "heads (" + std::to_string(heads_) + ")");
+  }
   const std::int64_t query_len = d_bias.shape[1], key_len = d_bias.shape[2];
   ValidatePositions(query_positions, 1, query_len, "query_positions");
   ValidateView(d_table, "d_table", 2, /*writable=*/true);
   Require(d_table.dtype == DType::kFloat32 || d_table.dtype == DType::kFloat64, "d_table.dtype",
           DTypeName(d_table.dtype), "float32 or float64 (a gradient accumulator)");
-  Require(d_table.shape[0] == num_buckets() && d_table.shape[1] == heads_, "d_table.shape",
-          d_table.Describe(),
-          "[num_buckets, heads] = [" + std::to_string(num_buckets()) + ", " +
-              std::to_string(heads_) + "]");
+  if (!(d_table.shape[0] == num_buckets() && d_table.shape[1] == heads_)) {
+    FailArgument("d_table.shape", d_table.Describe(),
+                 "[num_buckets, heads] = [" + std::to_string(num_buckets()) + ", " +
+                     std::to_string(heads_) + "]");
+  }
   RequireNoOverlap(d_table, "d_table", d_bias, "d_bias", /*inplace_allowed=*/false);
   auto at = [&](std::int64_t b, std::int64_t h) {
     return b * d_table.strides[0] + h * d_table.strides[1];

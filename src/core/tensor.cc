@@ -58,8 +58,10 @@ TensorView TensorView::Contiguous(void* data, DType dtype,
 
 TensorView TensorView::Strided(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
                                std::initializer_list<std::int64_t> strides) {
-  Require(shape.size() == strides.size(), "strides", strides.size(),
-          "as many strides as dimensions (" + std::to_string(shape.size()) + ")");
+  if (shape.size() != strides.size()) {
+    FailArgument("strides", strides.size(),
+                 "as many strides as dimensions (" + std::to_string(shape.size()) + ")");
+  }
   TensorView v = Make(data, dtype, shape);
   std::copy(strides.begin(), strides.end(), v.strides.begin());
   return v;
@@ -96,12 +98,19 @@ std::string TensorView::Describe() const {
 }
 
 void ValidateView(const TensorView& view, std::string_view arg, int expected_rank, bool writable) {
-  const std::string a(arg);
-  Require(view.data != nullptr, a + ".data", "null", "a non-null pointer");
-  Require(view.rank >= 1 && view.rank <= kMaxRank, a + ".rank", view.rank, "a rank in [1, 6]");
-  if (expected_rank >= 0) {
-    Require(view.rank == expected_rank, a + ".rank", view.rank,
-            "rank " + std::to_string(expected_rank));
+  // Every message is built only on failure: a valid call allocates nothing.
+  struct Name {
+    std::string_view arg;
+    std::string operator+(const char* field) const { return std::string(arg) + field; }
+    std::string operator+(const std::string& field) const { return std::string(arg) + field; }
+    operator std::string() const { return std::string(arg); }  // NOLINT: implicit on purpose
+  } const a{arg};
+  if (view.data == nullptr) FailArgument(a + ".data", "null", "a non-null pointer");
+  if (view.rank < 1 || view.rank > kMaxRank) {
+    FailArgument(a + ".rank", view.rank, "a rank in [1, 6]");
+  }
+  if (expected_rank >= 0 && view.rank != expected_rank) {
+    FailArgument(a + ".rank", view.rank, "rank " + std::to_string(expected_rank));
   }
   const std::int64_t max_stride = kMaxViewBytes / static_cast<std::int64_t>(DTypeSize(view.dtype));
   for (int d = 0; d < view.rank; ++d) {
@@ -142,7 +151,7 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
       dims +=
           (d ? ", " : "") + std::to_string(view.shape[d]) + "@" + std::to_string(view.strides[d]);
     }
-    throw InvalidArgument(a + ": got sizes@strides [" + dims + "] " +
+    throw InvalidArgument(std::string(arg) + ": got sizes@strides [" + dims + "] " +
                           std::string(DTypeName(view.dtype)) +
                           ", expected at most 2^48 elements spanning at most 2^48 bytes");
   }

@@ -42,8 +42,11 @@ void TransformerXLPositionEmbedding(const TransformerXLParams& params, std::int6
   ValidateTransformerXLParams(params);
   Require(klen >= 1 && klen <= kMaxLen, "klen", klen, "a key length in [1, 2^20]");
   ValidateView(out, "out", 2, /*writable=*/true);
-  Require(out.shape[0] == klen && out.shape[1] == params.dim, "out.shape", out.Describe(),
-          "[klen, dim] = [" + std::to_string(klen) + ", " + std::to_string(params.dim) + "]");
+  if (!(out.shape[0] == klen && out.shape[1] == params.dim)) {
+    FailArgument(
+        "out.shape", out.Describe(),
+        "[klen, dim] = [" + std::to_string(klen) + ", " + std::to_string(params.dim) + "]");
+  }
   const std::int64_t half = params.dim / 2;
   std::vector<double> inv_freq(static_cast<std::size_t>(half));
   const double log_base = std::log(params.base);
@@ -133,8 +136,9 @@ std::vector<double> RelShift(const std::vector<double>& x, std::int64_t qlen, st
 void TransformerXLRelShift(const TensorView& x, const TensorView& out) {
   ValidateView(x, "x", 2);
   ValidateView(out, "out", 2, /*writable=*/true);
-  Require(out.shape[0] == x.shape[0] && out.shape[1] == x.shape[1], "out.shape", out.Describe(),
-          "x's shape " + x.Describe());
+  if (!(out.shape[0] == x.shape[0] && out.shape[1] == x.shape[1])) {
+    FailArgument("out.shape", out.Describe(), "x's shape " + x.Describe());
+  }
   RequireNoOverlap(out, "out", x, "x", false);
   const std::int64_t qlen = x.shape[0], klen = x.shape[1];
   std::vector<double> in(static_cast<std::size_t>(qlen * klen));
@@ -163,13 +167,20 @@ void TransformerXLScores(const TensorView& q, const TensorView& k, const TensorV
   Require(u.shape[0] == d, "u.shape[0]", u.shape[0], dim_text);
   Require(v.shape[0] == d, "v.shape[0]", v.shape[0], dim_text);
   Require(klen <= kMaxLen, "k.shape[0]", klen, "a key length in [1, 2^20]");
-  Require(qlen <= klen, "q.shape[0]", qlen,
-          "a query length <= the key length " + std::to_string(klen) +
-              " (queries are the last qlen keys; memory = klen - qlen)");
-  Require(rw.shape[0] == klen, "rw.shape[0]", rw.shape[0],
-          "klen = " + std::to_string(klen) + " (one projected R row per distance klen-1..0)");
-  Require(out.shape[0] == qlen && out.shape[1] == klen, "out.shape", out.Describe(),
-          "[qlen, klen] = [" + std::to_string(qlen) + ", " + std::to_string(klen) + "]");
+  if (qlen > klen) {
+    FailArgument("q.shape[0]", qlen,
+                 "a query length <= the key length " + std::to_string(klen) +
+                     " (queries are the last qlen keys; memory = klen - qlen)");
+  }
+  if (rw.shape[0] != klen) {
+    FailArgument(
+        "rw.shape[0]", rw.shape[0],
+        "klen = " + std::to_string(klen) + " (one projected R row per distance klen-1..0)");
+  }
+  if (!(out.shape[0] == qlen && out.shape[1] == klen)) {
+    FailArgument("out.shape", out.Describe(),
+                 "[qlen, klen] = [" + std::to_string(qlen) + ", " + std::to_string(klen) + "]");
+  }
   Require(std::isfinite(scale) && scale > 0.0, "scale", scale, "a finite number > 0");
   for (const auto* in : {&q, &k, &rw, &u, &v}) RequireNoOverlap(out, "out", *in, "an input", false);
 

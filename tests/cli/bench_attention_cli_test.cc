@@ -28,7 +28,7 @@ TEST(BenchAttentionCli, SmokeJsonEntries) {
     EXPECT_GT(c["gflops"].get<double>(), 0.0);
   }
   std::set<std::string> seen;
-  int backward = 0, decode = 0;
+  int backward = 0, decode = 0, decode_c = 0;
   for (const auto& e : j.at("results")) {
     const std::string kernel = e.at("kernel").get<std::string>();
     if (kernel == "attention_backward") {
@@ -57,6 +57,21 @@ TEST(BenchAttentionCli, SmokeJsonEntries) {
       EXPECT_GT(e["bandwidth_gbps"].get<double>(), 0.0);
       EXPECT_GT(e["fraction_of_bandwidth"].get<double>(), 0.0);
       EXPECT_TRUE(e["cache_resident"].get<bool>());  // 256 KiB of cache: never DRAM-sized
+      continue;
+    }
+    if (kernel == "attention_decode_c") {  // the C entry points on the same shapes
+      ++decode_c;
+      for (const char* key :
+           {"scheme", "seq", "ms", "cpp_ms", "c_over_cpp", "unplanned_ms", "unplanned_over_cpp",
+            "prefill_c_ms", "speedup_vs_prefill_c"}) {
+        ASSERT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
+      }
+      EXPECT_EQ(e["seq"].get<int>(), 64);
+      for (const char* key : {"ms", "cpp_ms", "unplanned_ms", "prefill_c_ms"}) {
+        EXPECT_GT(e[key].get<double>(), 0.0) << key;
+      }
+      EXPECT_NEAR(e["c_over_cpp"].get<double>(),
+                  e["ms"].get<double>() / e["cpp_ms"].get<double>(), 1e-12);
       continue;
     }
     for (const char* key : {"kernel", "scheme", "seq", "heads", "head_dim", "causal", "threads",
@@ -92,6 +107,7 @@ TEST(BenchAttentionCli, SmokeJsonEntries) {
   EXPECT_EQ(seen.size(), 8u);  // alibi, t5, rope, none x float32, bfloat16
   EXPECT_EQ(backward, 8);      // the same, forward + backward
   EXPECT_EQ(decode, 4);        // none, alibi, rope, t5
+  EXPECT_EQ(decode_c, 3);      // none, alibi, rope through posenc/c.h
 }
 
 TEST(BenchAttentionCli, BackwardOnlyWithAttention) {

@@ -119,7 +119,8 @@ struct Fixture {
       s.rope = &rope_c;
       s.rope_keys = pre ? POSENC_ROPE_KEYS_PRE_ROTATED : POSENC_ROPE_KEYS_ROTATE;
       const FlashRopeKeys keys = pre ? FlashRopeKeys::kPreRotated : FlashRopeKeys::kRotate;
-      cases.push_back({pre ? "rope pre_rotated" : "rope", s, {}, PositionScheme::FromRope(rp), keys});
+      cases.push_back(
+          {pre ? "rope pre_rotated" : "rope", s, {}, PositionScheme::FromRope(rp), keys});
       cases.push_back({pre ? "named rope pre_rotated" : "named rope",
                        named("rope"),
                        {Num("theta", 100.0), Txt("pairing", "interleaved"),
@@ -136,12 +137,12 @@ struct Fixture {
     t5s.t5_max_distance = 128;
     t5s.t5_direction = POSENC_T5_BIDIRECTIONAL;
     cases.push_back({"t5", t5s, {}, PositionScheme::FromT5(t5)});
-    cases.push_back({"named shaw",
-                     named("shaw"),
-                     {Num("clip", 2), Ten("a_key", CTensor(a_key.data(), POSENC_FLOAT32, {5, d})),
-                      Ten("a_value", CTensor(a_value.data(), POSENC_FLOAT32, {5, d}))},
-                     PositionScheme::FromShaw(ShawParams{2, d}, View(a_key, {5, d}),
-                                              View(a_value, {5, d}))});
+    cases.push_back(
+        {"named shaw",
+         named("shaw"),
+         {Num("clip", 2), Ten("a_key", CTensor(a_key.data(), POSENC_FLOAT32, {5, d})),
+          Ten("a_value", CTensor(a_value.data(), POSENC_FLOAT32, {5, d}))},
+         PositionScheme::FromShaw(ShawParams{2, d}, View(a_key, {5, d}), View(a_value, {5, d}))});
     cases.push_back({"named fire",
                      named("fire"),
                      {Ten("w1", CTensor(fire.w1.data(), POSENC_FLOAT64, {6})),
@@ -198,8 +199,8 @@ TEST(CApiAttention, PrefillEverySchemeMatchesCpp) {
       o.query_tile = 2;
       o.key_tile = 3;
       o.rope_keys = c.rope_keys;
-      FlashAttention(ap, View(q, {b, sq, h, d}), View(k, {b, sk, hkv, d}),
-                     View(v, {b, sk, hkv, d}), View(out_cpp, {b, sq, h, d}), o, Context(2));
+      FlashAttention(ap, View(q, {b, sq, h, d}), View(k, {b, sk, hkv, d}), View(v, {b, sk, hkv, d}),
+                     View(out_cpp, {b, sq, h, d}), o, Context(2));
       EXPECT_EQ(out, out_cpp);
     }
   }
@@ -240,7 +241,8 @@ TEST(CApiAttention, PrefillEverySchemeMatchesCpp) {
 TEST(CApiAttention, DecodeEverySchemeMatchesCpp) {
   Fixture f;
   const int64_t b = 2, h = Fixture::h, hkv = 2, d = Fixture::d, cap = 300;
-  const std::vector<float> kc = Ramp(b * cap * hkv * d, -0.002f), vc = Ramp(b * cap * hkv * d, 0.003f);
+  const std::vector<float> kc = Ramp(b * cap * hkv * d, -0.002f),
+                           vc = Ramp(b * cap * hkv * d, 0.003f);
   posenc_context* ctx = nullptr;
   ASSERT_EQ(posenc_context_create(2, POSENC_BACKEND_AUTO, &ctx), POSENC_OK);
   for (const int64_t sq : {1, 3}) {
@@ -279,10 +281,99 @@ TEST(CApiAttention, DecodeEverySchemeMatchesCpp) {
         EXPECT_EQ(out, out_cpp);
         EXPECT_EQ(lse, lse_cpp);
         EXPECT_TRUE(std::isfinite(out[0]));
+        // The same step through a plan prepared once: identical results.
+        posenc_decode_plan* plan = nullptr;
+        ASSERT_EQ(posenc_decode_plan_create(&p, h, d, d, &plan), POSENC_OK) << posenc_last_error();
+        std::vector<float> out_plan(out.size()), lse_plan(lse.size());
+        const posenc_tensor opt = CTensor(out_plan.data(), POSENC_FLOAT32, {b, sq, h, d});
+        const posenc_tensor lpt = CTensor(lse_plan.data(), POSENC_FLOAT32, {b, h, sq});
+        ASSERT_EQ(posenc_decode_plan_run(ctx, plan, &qt, &kt, &vt, &opt, &lpt, nullptr, nullptr),
+                  POSENC_OK)
+            << posenc_last_error();
+        EXPECT_EQ(out_plan, out_cpp);
+        EXPECT_EQ(lse_plan, lse_cpp);
+        posenc_decode_plan_destroy(plan);
       }
     }
   }
   posenc_context_destroy(ctx);
+}
+
+// A plan copies what it needs when it is made: overwriting the scheme's
+// params, slopes and tables afterwards (with NaN) changes nothing; explicit
+// positions per run; and its errors.
+TEST(CApiAttention, DecodePlanOwnsItsSchemeAndChecksShapes) {
+  Fixture f;
+  const int64_t b = 1, h = Fixture::h, hkv = 2, d = Fixture::d, sk = 41;
+  const std::vector<float> q = Ramp(b * h * d, 0.02f), k = Ramp(b * sk * hkv * d, -0.002f),
+                           v = Ramp(b * sk * hkv * d, 0.003f);
+  const posenc_tensor qt = CTensor(q.data(), POSENC_FLOAT32, {b, 1, h, d});
+  const posenc_tensor kt = CTensor(k.data(), POSENC_FLOAT32, {b, sk, hkv, d});
+  const posenc_tensor vt = CTensor(v.data(), POSENC_FLOAT32, {b, sk, hkv, d});
+  std::vector<posenc_decode_plan*> plans;
+  std::vector<std::vector<float>> before;
+  for (const Fixture::Case& c : f.cases) {
+    posenc_attention_params p;
+    posenc_attention_params_init(&p);
+    p.scheme = &c.scheme;
+    posenc_decode_plan* plan = nullptr;
+    ASSERT_EQ(posenc_decode_plan_create(&p, h, d, d, &plan), POSENC_OK) << posenc_last_error();
+    plans.push_back(plan);
+    std::vector<float> out(b * h * d);
+    const posenc_tensor ot = CTensor(out.data(), POSENC_FLOAT32, {b, 1, h, d});
+    ASSERT_EQ(posenc_decode_plan_run(nullptr, plan, &qt, &kt, &vt, &ot, nullptr, nullptr, nullptr),
+              POSENC_OK);
+    before.push_back(out);
+  }
+  const float nan = std::nanf("");
+  std::fill(f.t5_table.begin(), f.t5_table.end(), nan);
+  std::fill(f.a_key.begin(), f.a_key.end(), nan);
+  std::fill(f.a_value.begin(), f.a_value.end(), nan);
+  std::fill(f.slopes.begin(), f.slopes.end(), std::nan(""));
+  std::fill(f.fire.w1.begin(), f.fire.w1.end(), std::nan(""));
+  f.rope_c.theta = 2.0;
+  f.rope_c.pairing = POSENC_PAIRING_HALF_SPLIT;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    SCOPED_TRACE(f.cases[i].label);
+    std::vector<float> out(b * h * d);
+    const posenc_tensor ot = CTensor(out.data(), POSENC_FLOAT32, {b, 1, h, d});
+    // Explicit positions equal to the defaults: query at Sk - 1, keys at j.
+    posenc_positions qp, kp;
+    ASSERT_EQ(posenc_positions_offset(sk - 1, &qp), POSENC_OK);
+    ASSERT_EQ(posenc_positions_offset(0, &kp), POSENC_OK);
+    ASSERT_EQ(posenc_decode_plan_run(nullptr, plans[i], &qt, &kt, &vt, &ot, nullptr, &qp, &kp),
+              POSENC_OK)
+        << posenc_last_error();
+    EXPECT_EQ(out, before[i]);
+  }
+  // A run whose shapes differ from the plan's; bad plan arguments.
+  const std::vector<float> q2 = Ramp(b * 2 * d);
+  const posenc_tensor q2t = CTensor(q2.data(), POSENC_FLOAT32, {b, 1, 2, d});
+  std::vector<float> out2(b * 2 * d);
+  const posenc_tensor o2t = CTensor(out2.data(), POSENC_FLOAT32, {b, 1, 2, d});
+  ExpectStatus(
+      posenc_decode_plan_run(nullptr, plans[0], &q2t, &kt, &vt, &o2t, nullptr, nullptr, nullptr),
+      POSENC_ERROR_INVALID_ARGUMENT, {"q heads: got 2", "the plan's heads (4)"});
+  ExpectStatus(
+      posenc_decode_plan_run(nullptr, nullptr, &qt, &kt, &vt, &o2t, nullptr, nullptr, nullptr),
+      POSENC_ERROR_INVALID_ARGUMENT, {"plan: got NULL"});
+  for (posenc_decode_plan* plan : plans) posenc_decode_plan_destroy(plan);
+  posenc_decode_plan_destroy(nullptr);
+  posenc_attention_params p;
+  posenc_attention_params_init(&p);
+  posenc_decode_plan* plan = nullptr;
+  ExpectStatus(posenc_decode_plan_create(&p, 0, d, d, &plan), POSENC_ERROR_INVALID_ARGUMENT,
+               {"heads: got 0", "[1, 65536]"});
+  EXPECT_EQ(plan, nullptr);
+  ExpectStatus(posenc_decode_plan_create(&p, h, d, d, nullptr), POSENC_ERROR_INVALID_ARGUMENT,
+               {"out: got NULL"});
+  posenc_scheme s;
+  posenc_scheme_init(&s);
+  s.kind = POSENC_SCHEME_ROPE;
+  s.rope = &f.rope_c;
+  p.scheme = &s;  // rope_keys left unset
+  ExpectStatus(posenc_decode_plan_create(&p, h, d, d, &plan), POSENC_ERROR_INVALID_ARGUMENT,
+               {"rope_keys"});
 }
 
 // Shift of a RoPE cache and RoPE through a cos/sin cache, against C++.

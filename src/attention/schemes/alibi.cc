@@ -88,8 +88,10 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
   std::vector<double> slopes;
   if (const TensorView* s = a.Tensor("slopes"); s != nullptr) {
     Require(s->rank == 1, a.Name("slopes.ndim"), s->rank, "1");
-    Require(s->shape[0] == H, a.Name("slopes.size()"), s->shape[0],
-            "one slope per query head (" + std::to_string(H) + ")");
+    if (s->shape[0] != H) {
+      FailArgument(a.Name("slopes.size()"), s->shape[0],
+                   "one slope per query head (" + std::to_string(H) + ")");
+    }
     const std::string slopes_name = a.Name("slopes");
     ValidateView(*s, slopes_name, 1);
     for (std::int64_t h = 0; h < H; ++h) {

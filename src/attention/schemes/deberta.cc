@@ -156,8 +156,10 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
   const SchemeArgReader a(Info(), args);
   const std::int64_t H = call.dims.heads, D = call.dims.head_dim;
   const DebertaParams params = ParamsOf(a, D);
-  Require(params.head_dim == D, a.Name("params.head_dim"), params.head_dim,
-          "the head dimension of q and k (" + std::to_string(D) + ")");
+  if (params.head_dim != D) {
+    FailArgument(a.Name("params.head_dim"), params.head_dim,
+                 "the head dimension of q and k (" + std::to_string(D) + ")");
+  }
   const DebertaRelative rel(params);  // validates
   const std::int64_t rows = 2 * rel.att_span();
   const auto type = static_cast<unsigned>(params.pos_att_type);

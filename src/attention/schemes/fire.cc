@@ -231,8 +231,10 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
   const TensorView& w1 = a.RequiredTensor("w1");
   ValidateView(w1, a.Name("w1"), 1);
   const std::int64_t hidden = w1.shape[0];
-  Require(hidden <= kMaxFireHidden, a.Name("w1.shape[0]"), hidden,
-          "a hidden width in [1, " + std::to_string(kMaxFireHidden) + "]");
+  if (hidden > kMaxFireHidden) {
+    FailArgument(a.Name("w1.shape[0]"), hidden,
+                 "a hidden width in [1, " + std::to_string(kMaxFireHidden) + "]");
+  }
   std::vector<double> values;
   auto append = [&](const char* name, std::initializer_list<std::int64_t> shape) {
     const std::vector<double> t = a.Table(name, shape);
@@ -279,8 +281,9 @@ FireTensors FireWeights::View() {
 
 FireWeights FireInit(std::int64_t heads, std::int64_t hidden, std::uint64_t seed) {
   Require(heads >= 1 && heads <= 4096, "heads", heads, "an integer in [1, 4096]");
-  Require(hidden >= 1 && hidden <= kMaxFireHidden, "hidden", hidden,
-          "an integer in [1, " + std::to_string(kMaxFireHidden) + "]");
+  if (!(hidden >= 1 && hidden <= kMaxFireHidden)) {
+    FailArgument("hidden", hidden, "an integer in [1, " + std::to_string(kMaxFireHidden) + "]");
+  }
   std::mt19937_64 rng(seed);
   // torch.nn.Linear's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
   auto uniform = [&](std::size_t n, double bound) {
@@ -316,8 +319,9 @@ void FireBiasMatrix(const FireTensors& tensors, const FireParams& params, std::i
   Require(query_len >= 1 && key_len >= 1 && key_len - 1 <= kMaxPosition, "key_len", key_len,
           "query_len >= 1 and key_len in [1, 2^24]");
   ValidateView(out, "out", 3, /*writable=*/true);
-  Require(out.shape[0] == heads && out.shape[1] == query_len && out.shape[2] == key_len, "out",
-          out.Describe(), "[heads, query_len, key_len]");
+  if (!(out.shape[0] == heads && out.shape[1] == query_len && out.shape[2] == key_len)) {
+    FailArgument("out", out.Describe(), "[heads, query_len, key_len]");
+  }
   attention_internal::SchemeCall call;
   call.dims = attention_internal::Dims{1, heads, heads, query_len, key_len, 1, 1};
   const auto policy = attention_internal::ResolveScheme(FireScheme(tensors, params), call);

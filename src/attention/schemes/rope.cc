@@ -84,8 +84,10 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
   }
   r.frequencies.attention_factor = a.Number("attention_factor", 1.0);
   ValidateRopeParams(r);
-  Require(r.head_dim == D, a.Name("head_dim"), r.head_dim,
-          "the head dimension of q and k (" + std::to_string(D) + ")");
+  if (r.head_dim != D) {
+    FailArgument(a.Name("head_dim"), r.head_dim,
+                 "the head dimension of q and k (" + std::to_string(D) + ")");
+  }
   return std::make_unique<RopeScheme>(std::move(r));
 }
 

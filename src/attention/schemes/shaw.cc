@@ -213,8 +213,10 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
   sp.clip = a.Integer("clip", 16);
   sp.head_dim = a.Integer("head_dim", D);
   ValidateShawParams(sp);
-  Require(sp.head_dim == D, a.Name("params.head_dim"), sp.head_dim,
-          "the head dimension of q and k (" + std::to_string(D) + ")");
+  if (sp.head_dim != D) {
+    FailArgument(a.Name("params.head_dim"), sp.head_dim,
+                 "the head dimension of q and k (" + std::to_string(D) + ")");
+  }
   const std::int64_t rows = sp.TableRows();
   const std::vector<double> a_key = a.Table("a_key", {rows, D});
   const std::vector<double> a_value = a.Table("a_value", {rows, Dv});

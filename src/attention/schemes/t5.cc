@@ -76,8 +76,10 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
   const TensorView& t = a.RequiredTensor("table");
   ValidateView(t, a.Name("table"), 2);
   const std::int64_t H = call.dims.heads;
-  Require(t.shape[1] == H, a.Name("table") + " heads", t.shape[1],
-          "the number of query heads (" + std::to_string(H) + ")");
+  if (t.shape[1] != H) {
+    FailArgument(a.Name("table") + " heads", t.shape[1],
+                 "the number of query heads (" + std::to_string(H) + ")");
+  }
   T5BucketParams b;
   b.num_buckets = t.shape[0];
   b.max_distance = a.Integer("max_distance", 128);

@@ -329,6 +329,24 @@ ApplyTasks SplitApplyTasks(const RopeApplySpec& spec, const RopeTensor* tensors,
   return t;
 }
 
+// What an apply call builds and may reuse: the column tables and one
+// cos/sin scratch block per worker. It lives in the calling thread
+// (ThreadApplyStore) and keeps its capacity from call to call, so a call in
+// the steady state (the same shapes every token and layer) allocates nothing
+// (c.h, "Memory"). One apply call runs at a time per calling thread: its
+// tasks never start another apply call on that thread.
+struct ApplyStore {
+  Tables tables;
+  HfCols hf;
+  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch;
+  std::vector<std::size_t> scratch_floats;
+};
+
+inline ApplyStore& ThreadApplyStore() {
+  thread_local ApplyStore store;
+  return store;
+}
+
 // One apply call of storage S, pairing P and numerics kHF: the cos/sin
 // source (tables, HF columns or a cache), the task split, and the two steps
 // of a task — the cos/sin rows of its token tile, then the rotation of its
@@ -345,7 +363,14 @@ class ApplyRun {
         pad_(PadCols(spec.pairs == RopePairs::kInterleaved ? 2 * spec.half : spec.half)),
         tail_bytes_((spec.head_dim - 2 * spec.half) * kStoreBytes<S>),
         tasks_(SplitApplyTasks(spec, tensors, num_tensors, ctx)),
-        scratch_(static_cast<std::size_t>(ctx.num_threads())) {
+        store_(ThreadApplyStore()),
+        tables_(store_.tables),
+        hf_(store_.hf) {
+    const auto workers = static_cast<std::size_t>(ctx.num_threads());
+    if (store_.scratch.size() < workers) {
+      store_.scratch.resize(workers);
+      store_.scratch_floats.resize(workers, 0);
+    }
     if (kHF) {
       MakeHfColumns(spec, hf_);
     } else if (!from_cache_) {
@@ -362,9 +387,13 @@ class ApplyRun {
   bool serial() const { return tasks_.serial; }
 
   void RunTask(std::int64_t task, int worker) {
-    auto& buf = scratch_[static_cast<std::size_t>(worker)];
-    if (!buf)
-      buf = hwy::AllocateAligned<float>(static_cast<std::size_t>(2 * tasks_.tile_len * pad_));
+    auto& buf = store_.scratch[static_cast<std::size_t>(worker)];
+    std::size_t& have = store_.scratch_floats[static_cast<std::size_t>(worker)];
+    const auto need = static_cast<std::size_t>(2 * tasks_.tile_len * pad_);
+    if (!buf || have < need) {
+      buf = hwy::AllocateAligned<float>(need);
+      have = need;
+    }
     float* c = buf.get();
     float* s = c + tasks_.tile_len * pad_;
     const std::int64_t token_task = task / tasks_.groups, group = task % tasks_.groups;
@@ -469,10 +498,10 @@ class ApplyRun {
   bool from_cache_;
   std::int64_t pad_, tail_bytes_;
   ApplyTasks tasks_;
-  Tables tables_;
-  HfCols hf_;
+  ApplyStore& store_;
+  Tables& tables_;
+  HfCols& hf_;
   bool hw_bf16_ = false;
-  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch_;
 };
 
 template <Store S, RopePairs P, bool kHF>
