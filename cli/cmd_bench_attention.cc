@@ -302,11 +302,10 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
     if (e["kernel"] != "attention_decode_c") continue;
     out << fmt::format(
         "{:<9} {:<7} {:<9} {:>9.3f} {:>9.3f} {:>7.3f} {:>11.3f} {:>9.3f} {:>12.3f} {:>7.1f}x\n",
-        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(),
-        e["dtype"].get<std::string>(), e["ms"].get<double>(), e["cpp_ms"].get<double>(),
-        e["c_over_cpp"].get<double>(), e["unplanned_ms"].get<double>(),
-        e["unplanned_over_cpp"].get<double>(), e["prefill_c_ms"].get<double>(),
-        e["speedup_vs_prefill_c"].get<double>());
+        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), e["dtype"].get<std::string>(),
+        e["ms"].get<double>(), e["cpp_ms"].get<double>(), e["c_over_cpp"].get<double>(),
+        e["unplanned_ms"].get<double>(), e["unplanned_over_cpp"].get<double>(),
+        e["prefill_c_ms"].get<double>(), e["speedup_vs_prefill_c"].get<double>());
   }
 }
 

@@ -59,13 +59,13 @@ int posix_memalign(void** out, size_t alignment, size_t n) {
   return 0;
 }
 
-#define CHECK_OK(call)                                                                 \
-  do {                                                                                 \
-    const posenc_status s_ = (call);                                                   \
-    if (s_ != POSENC_OK) {                                                             \
-      fprintf(stderr, "%s failed: %s\n", #call, posenc_last_error());                  \
-      exit(1);                                                                         \
-    }                                                                                  \
+#define CHECK_OK(call)                                                \
+  do {                                                                \
+    const posenc_status s_ = (call);                                  \
+    if (s_ != POSENC_OK) {                                            \
+      fprintf(stderr, "%s failed: %s\n", #call, posenc_last_error()); \
+      exit(1);                                                        \
+    }                                                                 \
   } while (0)
 
 enum { WARMUP = 3, ROUNDS = 50, H = 32, HKV = 8, D = 128, KEYS = 1000 };
@@ -121,8 +121,8 @@ static void PlanRopeGrowing(Bench* b) {
   CHECK_OK(posenc_decode_plan_run(b->ctx, b->plan_rope, &b->q, &k, &v, &b->out, NULL, NULL, NULL));
 }
 static void DecodeNone(Bench* b) {
-  CHECK_OK(posenc_attention_decode(b->ctx, &b->none, &b->q, &b->k_cache, &b->v_cache, &b->out,
-                                   &b->lse));
+  CHECK_OK(
+      posenc_attention_decode(b->ctx, &b->none, &b->q, &b->k_cache, &b->v_cache, &b->out, &b->lse));
 }
 static void DecodeRope(Bench* b) {
   CHECK_OK(posenc_attention_decode(b->ctx, &b->rope_decode, &b->q, &b->k_cache, &b->v_cache,
@@ -164,8 +164,8 @@ int main(int argc, char** argv) {
   }
   posenc_model_rope m;
   posenc_model_rope_init(&m);
-  CHECK_OK(posenc_rope_from_config(argv[1], 0, NULL, POSENC_NUMERICS_ACCURATE, &m, inv_freq,
-                                   D / 2));
+  CHECK_OK(
+      posenc_rope_from_config(argv[1], 0, NULL, POSENC_NUMERICS_ACCURATE, &m, inv_freq, D / 2));
   b.rope = m.params;
   posenc_rope_params_init(&b.rope_default);
   b.rope_default.head_dim = D;
