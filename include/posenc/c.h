@@ -53,7 +53,8 @@
  * and the split-K partials, at most B * 64 * H * Sq * (Dv + 2) floats, 1 MiB
  * at B = 1, H = 32, Sq = 1, Dv = 128) and each context worker's (decode: key
  * and value blocks, about 0.5 MiB at Hkv = 8, D = Dv = 128). It is freed
- * when its thread exits: a context's workers' with posenc_context_destroy.
+ * by posenc_context_trim, or when its thread exits (a context's workers'
+ * with posenc_context_destroy).
  * Other calls (config loading, posenc_attention_decode without a plan,
  * which resolves its scheme on every call, prefill, tables) allocate as
  * they need.
@@ -169,6 +170,11 @@ enum { POSENC_BACKEND_AUTO = 0, POSENC_BACKEND_SCALAR = 1, POSENC_BACKEND_SIMD =
 POSENC_C_API posenc_status posenc_context_create(int32_t num_threads, posenc_backend backend,
                                                  posenc_context** out);
 POSENC_C_API void posenc_context_destroy(posenc_context* ctx); /* NULL is a no-op */
+/* Frees the scratch kept between calls ("Memory" above) by the calling
+ * thread and by ctx's threads (NULL: the calling thread's); the next calls
+ * allocate it again. Call it when no posenc call is running on the calling
+ * thread or on ctx, e.g. between the generations of a server. */
+POSENC_C_API posenc_status posenc_context_trim(const posenc_context* ctx);
 
 /* ---- RoPE (rope.h) ---- */
 

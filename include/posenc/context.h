@@ -73,11 +73,24 @@ class Context {
     ParallelFor(num_tasks, by_reference);
   }
 
+  // Runs fn(worker) exactly once on each of the context's threads (the
+  // calling thread as worker 0), e.g. to release per-thread state. From
+  // inside a task of this context: on the calling thread only.
+  void RunOnEachThread(const std::function<void(int worker)>& fn) const;
+
  private:
   int num_threads_;
   Backend backend_;
   std::unique_ptr<ThreadPool> pool_;
 };
+
+// Frees the scratch that posenc keeps between calls (c.h, "Memory"): the
+// calling thread's and that of every thread of `ctx`. The calls an engine
+// makes per token keep their buffers (frequency tables, cos/sin blocks,
+// decode partials and blocks) so that the next call allocates nothing; this
+// hands that memory back, and the next call allocates it again. Call it when
+// no posenc call is running on the calling thread or on ctx.
+void ReleaseThreadScratch(const Context& ctx);
 
 // Name of the SIMD target the kSimd backend dispatches to on this CPU
 // ("AVX3_ZEN4", "AVX2", "SSE4", "EMU128", ...).

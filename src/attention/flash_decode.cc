@@ -43,7 +43,7 @@
 // parts for bf16_keys, loaded and rotated once per call); per thread that
 // runs a task, O(64 * Hkv * (D + Dv) + H * Sq * Dv) floats (the block
 // buffers only where K or V is converted to float32), kept from call to
-// call (thread_local, see PrepareWork).
+// call (the calling thread's, one per worker, see PrepareWork).
 // Numerics: float32 tiles and sums like FlashAttention (same error rule:
 // within 2x a plain float32 attention's error against float64); the
 // partials are merged in float32 in chunk order. Positions [0, 2^24).
@@ -562,11 +562,6 @@ void PrepareWork(const Problem& p, const DecodePlan& plan, const Context& ctx, W
   }
 }
 
-Work& ThreadWork() {
-  thread_local Work work;
-  return work;
-}
-
 // The decode of a validated problem (both entry points below).
 void Decode(Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
             const TensorView& out, const TensorView& lse, const Context& ctx) {
@@ -603,11 +598,17 @@ void Decode(Problem& p, const TensorView& q, const TensorView& k, const TensorVi
   // D = 128), so a call in the steady state allocates nothing here; the
   // partials are not zeroed: every task writes all the slots of its (batch,
   // chunk).
+  // works[w]: worker w's blocks, laid out here on the calling thread for
+  // every worker before the tasks start (a worker that happens to get no
+  // task in one call must not allocate in the next: tasks are handed out
+  // dynamically); rows[w]: worker w's merge row.
   struct CallBuffers {
     std::vector<float> ml, acc;
     Queries queries;
     std::vector<Index> qpos;
     std::vector<PositionRange> qranges;
+    std::vector<Work> works;
+    std::vector<std::vector<float>> rows;
   };
   flash_internal::ThreadBuffers<CallBuffers> lease;
   CallBuffers& buffers = lease.get();
@@ -633,9 +634,17 @@ void Decode(Problem& p, const TensorView& q, const TensorView& k, const TensorVi
   part_acc.resize(Z(slots * plan.Dv));
   const bool simd = ctx.backend() != Backend::kScalar;
   const DecodeOps ops{simd, flash_internal::TileOps{simd}};
-  ctx.ParallelFor(d.batch * plan.chunks, [&](Index task, int) {
-    Work& w = ThreadWork();
-    PrepareWork(p, plan, ctx, w);
+  const auto workers = Z(ctx.num_threads());
+  if (buffers.works.size() < workers) {
+    buffers.works.resize(workers);
+    buffers.rows.resize(workers);
+  }
+  for (std::size_t w = 0; w < workers; ++w) {
+    PrepareWork(p, plan, ctx, buffers.works[w]);
+    buffers.rows[w].resize(Z(plan.Dv));
+  }
+  ctx.ParallelFor(d.batch * plan.chunks, [&](Index task, int worker) {
+    Work& w = buffers.works[Z(worker)];
     RunChunk(p, plan, ops, buffers.queries, k, v, qpos, qranges, task / plan.chunks,
              task % plan.chunks, part_ml.data(), part_acc.data(), w);
   });
@@ -645,9 +654,8 @@ void Decode(Problem& p, const TensorView& q, const TensorView& k, const TensorVi
   const Index per_task = merges * plan.chunks * plan.Dv <= (Index{1} << 14)
                              ? merges
                              : std::max<Index>(1, merges / (4 * ctx.num_threads()));
-  ctx.ParallelFor((merges + per_task - 1) / per_task, [&](Index task, int) {
-    thread_local std::vector<float> row;  // keeps its capacity
-    row.resize(Z(plan.Dv));
+  ctx.ParallelFor((merges + per_task - 1) / per_task, [&](Index task, int worker) {
+    std::vector<float>& row = buffers.rows[Z(worker)];
     for (Index x = task * per_task; x < std::min(merges, (task + 1) * per_task); ++x) {
       const Index i = x % plan.Sq, bh = x / plan.Sq;
       Merge(p, plan, part_ml.data(), part_acc.data(), out, p.lse, bh / d.heads, bh % d.heads, i,

@@ -26,6 +26,7 @@
 #include "attention/call_shape.h"
 #include "attention/scheme_policy.h"
 #include "kernels/simd/flash.h"
+#include "kernels/thread_scratch.h"
 #include "posenc/flash_attention.h"
 
 namespace posenc {
@@ -140,10 +141,13 @@ inline std::int64_t Pad(std::int64_t n) { return (n + kFlashPad - 1) / kFlashPad
 // the zeroing of the packing buffers. The engine lends the Buffers for one
 // call; a nested call on the same thread (none today) gets fresh ones instead
 // of clobbering them. Callers must not keep pointers into them after the call.
+// posenc::ReleaseThreadScratch frees a thread's Buffers between calls
+// (kernels/thread_scratch.h).
 template <typename Buffers>
 class ThreadBuffers {
  public:
   ThreadBuffers() : cached_(!Slot().busy) {
+    static_cast<void>(&kHook);  // instantiates the hook of this Buffers type
     if (cached_) Slot().busy = true;
   }
   ~ThreadBuffers() {
@@ -162,6 +166,10 @@ class ThreadBuffers {
     thread_local Cached cached;
     return cached;
   }
+  static void Release() {
+    if (!Slot().busy) Slot().buffers = Buffers{};
+  }
+  inline static const kernels::ScratchHook kHook{&Release};
   bool cached_;
   Buffers local_;
 };

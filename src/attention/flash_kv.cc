@@ -9,10 +9,24 @@
 #include <string>
 #include <vector>
 
+#include "kernels/thread_scratch.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
 
 namespace posenc {
+
+namespace {
+
+// The positions of a shift (Sk entries), kept per thread: no allocation per
+// call (kernels/thread_scratch.h).
+std::vector<std::int64_t>& ShiftIds() {
+  thread_local std::vector<std::int64_t> ids;
+  return ids;
+}
+void ReleaseShiftIds() { ShiftIds() = std::vector<std::int64_t>{}; }
+const kernels::ScratchHook kShiftIdsHook(&ReleaseShiftIds);
+
+}  // namespace
 
 void ShiftRopeKeys(const RopeParams& params, const TensorView& k, AttentionLayout layout,
                    std::int64_t delta, const Context& ctx) {
@@ -32,7 +46,7 @@ void ShiftRopeKeys(const RopeParams& params, const TensorView& k, AttentionLayou
                  "params.head_dim (" + std::to_string(params.head_dim) + ")");
   }
   if (delta == 0) return;
-  thread_local std::vector<std::int64_t> ids;  // every key moves by |delta| (kept: no allocation)
+  std::vector<std::int64_t>& ids = ShiftIds();  // every key moves by |delta|
   ids.assign(static_cast<std::size_t>(d.seq), std::llabs(delta));
   ApplyRope(params, k, layout, Positions::Ids(ids.data(), d.seq),
             delta > 0 ? RopeDirection::kForward : RopeDirection::kInverse, nullptr, ctx);

@@ -99,9 +99,14 @@ AttentionLayout LayoutOf(posenc_layout layout) {
                                  "POSENC_LAYOUT_BSHD (0) or POSENC_LAYOUT_BHSD (1)");
 }
 
+RopeParams& ThreadRopeParams() {
+  thread_local RopeParams r;
+  return r;
+}
+
 const RopeParams& RopeParamsOf(const posenc_rope_params* p) {
   CheckStructSize(p, "params", "posenc_rope_params_init");
-  thread_local RopeParams r;
+  RopeParams& r = ThreadRopeParams();
   r.head_dim = p->head_dim;
   r.rotary_dim = p->rotary_dim;
   r.theta = p->theta;
@@ -261,6 +266,13 @@ posenc_status posenc_context_create(int32_t num_threads, posenc_backend backend,
 }
 
 void posenc_context_destroy(posenc_context* ctx) { delete ctx; }
+
+posenc_status posenc_context_trim(const posenc_context* ctx) {
+  return Guard([&] {
+    posenc::capi::ThreadRopeParams() = posenc::RopeParams{};
+    posenc::ReleaseThreadScratch(ContextOf(ctx));
+  });
+}
 
 void posenc_rope_params_init(posenc_rope_params* params) {
   if (params == nullptr) return;

@@ -25,6 +25,7 @@
 
 #include "kernels/scalar/rope.h"
 #include "kernels/simd/rope.h"
+#include "kernels/thread_scratch.h"
 #include "posenc/error.h"
 
 namespace posenc {
@@ -208,6 +209,13 @@ class FrequencyCache {
   std::size_t next_ = 0;
 };
 
+FrequencyCache& ThreadFrequencyCache() {
+  thread_local FrequencyCache cache;
+  return cache;
+}
+void ReleaseFrequencyCache() { ThreadFrequencyCache() = FrequencyCache{}; }
+const kernels::ScratchHook kFrequencyCacheHook(&ReleaseFrequencyCache);
+
 // Everything a call needs after validation. Not copyable: trig points into
 // the table.
 struct RopePlan {
@@ -217,8 +225,7 @@ struct RopePlan {
     if (!given.empty() && params.numerics == RopeNumerics::kAccurate) {
       inv_freq = given.data();
     } else {
-      thread_local FrequencyCache cache;
-      table = cache.Get(params);
+      table = ThreadFrequencyCache().Get(params);
       inv_freq = table->data();
     }
     attention_factor = params.frequencies.attention_factor;

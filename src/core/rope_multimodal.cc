@@ -74,22 +74,17 @@ void ValidateMultiStreamRope(const MultiStreamRope& rope) {
   Require(!rope.inv_freq.empty(), "inv_freq", "(empty)", "at least one frequency");
   Require(rope.num_streams == 2 || rope.num_streams == 3, "num_streams", rope.num_streams,
           "2 or 3");
-  if (!(rope.head_dim >= rope.RotaryDim() && rope.head_dim <= (1 << 16))) {
-    FailArgument("head_dim", rope.head_dim,
-                 "an integer in [rotary_dim=" + std::to_string(rope.RotaryDim()) + ", 65536]");
-  }
-  if (rope.stream.size() != rope.inv_freq.size()) {
-    FailArgument("stream size", rope.stream.size(),
-                 "inv_freq size (" + std::to_string(rope.inv_freq.size()) + ")");
-  }
+  Require(rope.head_dim >= rope.RotaryDim() && rope.head_dim <= (1 << 16), "head_dim",
+          rope.head_dim,
+          "an integer in [rotary_dim=" + std::to_string(rope.RotaryDim()) + ", 65536]");
+  Require(rope.stream.size() == rope.inv_freq.size(), "stream size", rope.stream.size(),
+          "inv_freq size (" + std::to_string(rope.inv_freq.size()) + ")");
   for (std::size_t j = 0; j < rope.inv_freq.size(); ++j) {
-    if (!(std::isfinite(rope.inv_freq[j]) && rope.inv_freq[j] >= 0.0)) {
-      FailArgument("inv_freq[" + std::to_string(j) + "]", rope.inv_freq[j], "a finite number >= 0");
-    }
-    if (!(rope.stream[j] >= 0 && rope.stream[j] < rope.num_streams)) {
-      FailArgument("stream[" + std::to_string(j) + "]", rope.stream[j],
-                   "a stream index in [0, " + std::to_string(rope.num_streams) + ")");
-    }
+    Require(std::isfinite(rope.inv_freq[j]) && rope.inv_freq[j] >= 0.0,
+            "inv_freq[" + std::to_string(j) + "]", rope.inv_freq[j], "a finite number >= 0");
+    Require(rope.stream[j] >= 0 && rope.stream[j] < rope.num_streams,
+            "stream[" + std::to_string(j) + "]", rope.stream[j],
+            "a stream index in [0, " + std::to_string(rope.num_streams) + ")");
   }
   Require(std::isfinite(rope.attention_factor) && rope.attention_factor > 0.0, "attention_factor",
           rope.attention_factor, "a finite number > 0");
@@ -102,16 +97,13 @@ MultiStreamRope MakeMRope(std::int64_t head_dim, const RopeFrequencies& frequenc
           "3 (temporal, height, width)");
   std::int64_t sum = 0;
   for (std::size_t i = 0; i < 3; ++i) {
-    if (mrope_section[i] < 0) {
-      FailArgument("mrope_section[" + std::to_string(i) + "]", mrope_section[i], "an integer >= 0");
-    }
+    Require(mrope_section[i] >= 0, "mrope_section[" + std::to_string(i) + "]", mrope_section[i],
+            "an integer >= 0");
     sum += mrope_section[i];
   }
   const auto pairs = static_cast<std::int64_t>(frequencies.inv_freq.size());
-  if (sum != pairs) {
-    FailArgument("mrope_section sum", sum,
-                 "rotary_dim/2 = " + std::to_string(pairs) + " (one entry per frequency pair)");
-  }
+  Require(sum == pairs, "mrope_section sum", sum,
+          "rotary_dim/2 = " + std::to_string(pairs) + " (one entry per frequency pair)");
   MultiStreamRope rope;
   rope.head_dim = head_dim;
   rope.inv_freq = frequencies.inv_freq;
@@ -136,10 +128,8 @@ MultiStreamRope MakeMRope(std::int64_t head_dim, const RopeFrequencies& frequenc
 
 MultiStreamRope MakeAxialRope2D(std::int64_t head_dim, std::int64_t rotary_dim, double theta,
                                 RopeNumerics numerics) {
-  if (!(rotary_dim >= 4 && rotary_dim % 4 == 0 && rotary_dim <= head_dim)) {
-    FailArgument("rotary_dim", rotary_dim,
-                 "a multiple of 4 in [4, head_dim=" + std::to_string(head_dim) + "]");
-  }
+  Require(rotary_dim >= 4 && rotary_dim % 4 == 0 && rotary_dim <= head_dim, "rotary_dim",
+          rotary_dim, "a multiple of 4 in [4, head_dim=" + std::to_string(head_dim) + "]");
   Require(std::isfinite(theta) && theta > 1.0, "theta", theta, "a finite number > 1");
   const std::int64_t axis_dim = rotary_dim / 2, per_axis = rotary_dim / 4;
   MultiStreamRope rope;
@@ -174,10 +164,8 @@ void MultiStreamRopeCosSin(const MultiStreamRope& rope, const StreamPositions& p
   for (const auto* t : {&cos, &sin}) {
     const char* name = t == &cos ? "cos" : "sin";
     ValidateView(*t, name, 2, /*writable=*/true);
-    if (!(t->shape[0] == n && t->shape[1] == d)) {
-      FailArgument(std::string(name) + ".shape", t->Describe(),
-                   "[" + std::to_string(n) + ", " + std::to_string(d) + "] (count, rotary_dim)");
-    }
+    Require(t->shape[0] == n && t->shape[1] == d, std::string(name) + ".shape", t->Describe(),
+            "[" + std::to_string(n) + ", " + std::to_string(d) + "] (count, rotary_dim)");
   }
   RequireNoOverlap(cos, "cos", sin, "sin", /*inplace_allowed=*/false);
   for (std::int64_t r = 0; r < n; ++r) {
@@ -198,23 +186,18 @@ void ApplyMultiStreamRope(const MultiStreamRope& rope, const TensorView& x, Atte
                           const TensorView* out, const Context& ctx) {
   ValidateMultiStreamRope(rope);
   const AttentionDims dx = GetAttentionDims(x, layout, "x");
-  if (dx.head_dim != rope.head_dim) {
-    FailArgument("x head_dim", dx.head_dim,
-                 "the rope's head_dim (" + std::to_string(rope.head_dim) + ")");
-  }
+  Require(dx.head_dim == rope.head_dim, "x head_dim", dx.head_dim,
+          "the rope's head_dim (" + std::to_string(rope.head_dim) + ")");
   ValidateView(x, "x", 4, /*writable=*/out == nullptr);
   AttentionDims dout = dx;
   if (out != nullptr) {
     dout = GetAttentionDims(*out, layout, "out");
     ValidateView(*out, "out", 4, /*writable=*/true);
-    if (out->dtype != x.dtype) {
-      FailArgument("out.dtype", DTypeName(out->dtype),
-                   "x's dtype (" + std::string(DTypeName(x.dtype)) + ")");
-    }
-    if (!(dout.batch == dx.batch && dout.seq == dx.seq && dout.heads == dx.heads &&
-          dout.head_dim == dx.head_dim)) {
-      FailArgument("out.shape", out->Describe(), "x's shape (" + x.Describe() + ")");
-    }
+    Require(out->dtype == x.dtype, "out.dtype", DTypeName(out->dtype),
+            "x's dtype (" + std::string(DTypeName(x.dtype)) + ")");
+    Require(dout.batch == dx.batch && dout.seq == dx.seq && dout.heads == dx.heads &&
+                dout.head_dim == dx.head_dim,
+            "out.shape", out->Describe(), "x's shape (" + x.Describe() + ")");
     RequireNoOverlap(*out, "out", x, "x", /*inplace_allowed=*/false);
   }
   CheckStreams(rope, positions, dx.batch, dx.seq);
@@ -274,11 +257,9 @@ void XPosScales(const XPosParams& params, const std::int64_t* positions, std::in
   for (const auto* t : {&q_scale, &k_scale}) {
     const char* name = t == &q_scale ? "q_scale" : "k_scale";
     ValidateView(*t, name, 2, /*writable=*/true);
-    if (!(t->shape[0] == count && t->shape[1] == half)) {
-      FailArgument(
-          std::string(name) + ".shape", t->Describe(),
-          "[" + std::to_string(count) + ", " + std::to_string(half) + "] (count, rotary_dim/2)");
-    }
+    Require(t->shape[0] == count && t->shape[1] == half, std::string(name) + ".shape",
+            t->Describe(),
+            "[" + std::to_string(count) + ", " + std::to_string(half) + "] (count, rotary_dim/2)");
   }
   RequireNoOverlap(q_scale, "q_scale", k_scale, "k_scale", /*inplace_allowed=*/false);
   for (std::int64_t r = 0; r < count; ++r) {

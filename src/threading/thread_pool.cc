@@ -105,6 +105,22 @@ void ThreadPool::Run(std::int64_t num_tasks, const std::function<void(std::int64
   if (error) std::rethrow_exception(error);
 }
 
+void ThreadPool::RunOnEachThread(const std::function<void(int)>& fn) {
+  if (t_running_pool == this) {
+    fn(0);
+    return;
+  }
+  const int n = static_cast<int>(threads_.size()) + 1;
+  std::atomic<int> started{0};
+  Run(n, [&](std::int64_t, int worker) {
+    // A thread that holds a task takes no other: with every thread waiting
+    // here until all n tasks are taken, each thread runs exactly one.
+    started.fetch_add(1, std::memory_order_acq_rel);
+    while (started.load(std::memory_order_acquire) < n) std::this_thread::yield();
+    fn(worker);
+  });
+}
+
 // ---- Context ---------------------------------------------------------------
 
 std::string_view BackendName(Backend backend) {
@@ -140,6 +156,14 @@ Context::Context(int num_threads, Backend backend) : backend_(backend) {
 Context::~Context() = default;
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
+
+void Context::RunOnEachThread(const std::function<void(int worker)>& fn) const {
+  if (!pool_) {
+    fn(0);
+    return;
+  }
+  pool_->RunOnEachThread(fn);
+}
 
 void Context::ParallelFor(std::int64_t num_tasks,
                           const std::function<void(std::int64_t task, int worker)>& fn) const {

@@ -28,6 +28,10 @@ class ThreadPool {
   // Runs every task once. Concurrent callers are serialised (run_mu_); a
   // call from inside one of this pool's tasks runs inline on that worker.
   void Run(std::int64_t num_tasks, const std::function<void(std::int64_t, int)>& fn);
+  // Runs fn(worker) once on every thread of the pool (the caller as worker
+  // 0): one task per thread, held until all have started. From inside one
+  // of this pool's tasks (its other threads are busy): the caller only.
+  void RunOnEachThread(const std::function<void(int)>& fn);
 
  private:
   void WorkerLoop(int worker);

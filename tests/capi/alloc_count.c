@@ -10,6 +10,7 @@
  * its scheme on every call) is measured and printed, not required to be 0.
  *
  * usage: posenc_alloc_count MODEL.gguf (a RoPE model: Llama 3.1 8B's) */
+#include <malloc.h>
 #include <posenc/c.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -224,6 +225,31 @@ int main(int argc, char** argv) {
     printf("%-44s %6.2f allocations per call (%d calls after %d warm-up)%s\n", cases[i].name,
            (double)n / ROUNDS, ROUNDS, WARMUP, bad ? "  FAIL: must be 0" : "");
     failed |= bad;
+  }
+  /* posenc_context_trim hands the kept scratch back: the heap in use drops
+   * by at least the decode partials (1 MiB: 64 chunks x 32 heads x 128
+   * floats), the next call allocates again, and the one after nothing. */
+  const struct mallinfo2 before = mallinfo2();
+  CHECK_OK(posenc_context_trim(b.ctx));
+  const struct mallinfo2 after = mallinfo2();
+  const double freed_mib =
+      ((double)(before.uordblks + before.hblkhd) - (double)(after.uordblks + after.hblkhd)) /
+      1048576.0;
+  atomic_store(&allocations, 0);
+  atomic_store(&counting, 1);
+  PlanRope(&b);
+  const long first = atomic_load(&allocations);
+  atomic_store(&allocations, 0);
+  PlanRope(&b);
+  atomic_store(&counting, 0);
+  const long second = atomic_load(&allocations);
+  printf(
+      "posenc_context_trim: %.2f MiB freed; the next plan run allocates %ld blocks, the one "
+      "after %ld\n",
+      freed_mib, first, second);
+  if (freed_mib < 1.0 || first == 0 || second != 0) {
+    printf("FAIL: trim must free >= 1 MiB, and only the first call after it may allocate\n");
+    failed = 1;
   }
   posenc_decode_plan_destroy(b.plan_none);
   posenc_decode_plan_destroy(b.plan_rope);

@@ -6,14 +6,19 @@
 // instead of deadlocking. Run under ThreadSanitizer by the tsan preset.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "kernels/thread_scratch.h"
 #include "posenc/context.h"
 #include "posenc/error.h"
+#include "posenc/rope.h"
 
 namespace posenc {
 namespace {
@@ -85,6 +90,61 @@ TEST(ThreadPool, NestedParallelForRunsInline) {
 TEST(ThreadPool, BadThreadCountIsInvalidArgument) {
   EXPECT_THROW(Context(-1), InvalidArgument);
   EXPECT_THROW(Context(1025), InvalidArgument);
+}
+
+// RunOnEachThread: once on every thread of the pool (the caller as worker
+// 0), the caller only from inside a task, and once for a serial context.
+TEST(Context, RunOnEachThreadRunsOncePerThread) {
+  for (const int n : {1, 2, 4}) {
+    const Context ctx(n);
+    for (int round = 0; round < 20; ++round) {
+      std::mutex mu;
+      std::set<std::thread::id> threads;
+      std::vector<int> workers;
+      ctx.RunOnEachThread([&](int worker) {
+        const std::lock_guard<std::mutex> lock(mu);
+        threads.insert(std::this_thread::get_id());
+        workers.push_back(worker);
+      });
+      std::sort(workers.begin(), workers.end());
+      std::vector<int> want(static_cast<std::size_t>(n));
+      for (int w = 0; w < n; ++w) want[static_cast<std::size_t>(w)] = w;
+      EXPECT_EQ(workers, want);
+      EXPECT_EQ(threads.size(), static_cast<std::size_t>(n));
+      EXPECT_EQ(threads.count(std::this_thread::get_id()), 1u);
+    }
+  }
+  const Context ctx(3);
+  std::atomic<int> inner{0};
+  ctx.ParallelFor(3, [&](std::int64_t, int) {
+    ctx.RunOnEachThread([&](int worker) {
+      EXPECT_EQ(worker, 0);
+      ++inner;
+    });
+  });
+  EXPECT_EQ(inner.load(), 3);  // one per task: nested calls run on their own thread only
+}
+
+// Releasing the kept scratch between calls changes no result, and every
+// module's hook fits the registry.
+TEST(ThreadScratch, ReleaseKeepsResultsAndHooksFit) {
+  // Linked into this test (a static link keeps the objects it uses): the RoPE
+  // frequency cache and the SIMD apply store at least.
+  EXPECT_GE(kernels::NumScratchHooks(), 2);
+  EXPECT_LT(kernels::NumScratchHooks(), kernels::MaxScratchHooks());
+  RopeParams p;
+  p.head_dim = 64;
+  std::vector<float> x(2 * 9 * 3 * 64), y;
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) * 0.01f - 0.4f;
+  y = x;
+  const Context ctx(2);
+  ApplyRope(p, TensorView::Contiguous(x.data(), DType::kFloat32, {2, 9, 3, 64}),
+            AttentionLayout::kBSHD, Positions::Offset(5), RopeDirection::kForward, nullptr, ctx);
+  ReleaseThreadScratch(ctx);
+  ApplyRope(p, TensorView::Contiguous(y.data(), DType::kFloat32, {2, 9, 3, 64}),
+            AttentionLayout::kBSHD, Positions::Offset(5), RopeDirection::kForward, nullptr, ctx);
+  EXPECT_EQ(x, y);
+  ReleaseThreadScratch(Context(1));
 }
 
 }  // namespace

@@ -366,10 +366,20 @@ class ApplyRun {
         store_(ThreadApplyStore()),
         tables_(store_.tables),
         hf_(store_.hf) {
-    const auto workers = static_cast<std::size_t>(ctx.num_threads());
+    // Every worker's cos/sin block, sized here before any task runs: tasks
+    // are handed out dynamically, and a worker that got none in one call
+    // must not allocate in the next.
+    const auto workers = static_cast<std::size_t>(tasks_.serial ? 1 : ctx.num_threads());
     if (store_.scratch.size() < workers) {
       store_.scratch.resize(workers);
       store_.scratch_floats.resize(workers, 0);
+    }
+    const auto need = static_cast<std::size_t>(2 * tasks_.tile_len * pad_);
+    for (std::size_t w = 0; w < workers; ++w) {
+      if (!store_.scratch[w] || store_.scratch_floats[w] < need) {
+        store_.scratch[w] = hwy::AllocateAligned<float>(need);
+        store_.scratch_floats[w] = need;
+      }
     }
     if (kHF) {
       MakeHfColumns(spec, hf_);
@@ -387,14 +397,7 @@ class ApplyRun {
   bool serial() const { return tasks_.serial; }
 
   void RunTask(std::int64_t task, int worker) {
-    auto& buf = store_.scratch[static_cast<std::size_t>(worker)];
-    std::size_t& have = store_.scratch_floats[static_cast<std::size_t>(worker)];
-    const auto need = static_cast<std::size_t>(2 * tasks_.tile_len * pad_);
-    if (!buf || have < need) {
-      buf = hwy::AllocateAligned<float>(need);
-      have = need;
-    }
-    float* c = buf.get();
+    float* c = store_.scratch[static_cast<std::size_t>(worker)].get();  // sized by the constructor
     float* s = c + tasks_.tile_len * pad_;
     const std::int64_t token_task = task / tasks_.groups, group = task % tasks_.groups;
     const std::int64_t tile = tasks_.shared ? token_task : token_task % tasks_.tiles;
@@ -627,6 +630,9 @@ void CosSinSecond(const RopeTableSpec& spec, const RopeTableOut& cos, const Rope
 }
 
 }  // namespace rope_detail
+
+// Frees the calling thread's ApplyStore of this target (thread_scratch.h).
+void ReleaseRopeScratchImpl() { rope_detail::ThreadApplyStore() = rope_detail::ApplyStore{}; }
 
 void RopeApplyImpl(const RopeApplySpec& spec, const RopeTensor* tensors, int num_tensors,
                    const Context& ctx) {
