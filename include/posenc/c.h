@@ -48,13 +48,15 @@
  * posenc_rope_apply_with_cache, posenc_rope_shift_keys and
  * posenc_decode_plan_run, once they have run with the same shapes on the
  * same thread (tests/capi/alloc_count.c counts it with an interposed
- * malloc). They reuse scratch kept per thread: the calling thread's (RoPE:
- * the frequency table and cos/sin blocks, a few KiB; decode: the query rows
- * and the split-K partials, at most B * 64 * H * Sq * (Dv + 2) floats, 1 MiB
- * at B = 1, H = 32, Sq = 1, Dv = 128) and each context worker's (decode: key
- * and value blocks, about 0.5 MiB at Hkv = 8, D = Dv = 128). It is freed
- * by posenc_context_trim, or when its thread exits (a context's workers'
- * with posenc_context_destroy).
+ * malloc). They reuse scratch that the calling thread keeps, for itself
+ * and each thread of its context: RoPE, the frequency table and one cos/sin
+ * block per thread, a few KiB; decode, the query rows, the split-K
+ * partials (at most B * 64 * H * Sq * (Dv + 2) floats: 1 MiB at B = 1,
+ * H = 32, Sq = 1, Dv = 128) and one set of key and value blocks per thread
+ * (about 0.5 MiB at Hkv = 8, D = Dv = 128). Other calls keep similar
+ * scratch on the threads that run them. posenc_context_trim frees it, and
+ * so does the end of a thread (a context's threads end with
+ * posenc_context_destroy).
  * Other calls (config loading, posenc_attention_decode without a plan,
  * which resolves its scheme on every call, prefill, tables) allocate as
  * they need.
