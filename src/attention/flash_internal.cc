@@ -10,6 +10,34 @@
 
 namespace posenc::flash_internal {
 
+namespace {
+
+// The validated shapes and positions of a call, as a Problem's fields.
+Problem FromShape(const attention_internal::CallShape& shape) {
+  Problem p;
+  p.qd = shape.qd;
+  p.kd = shape.kd;
+  p.vd = shape.vd;
+  p.dims = shape.dims;
+  p.window = shape.window;
+  p.query_positions = shape.query_positions;
+  p.key_positions = shape.key_positions;
+  return p;
+}
+
+// `out`: writable, [B, Sq, H, Dv] in the layout, no overlap with q, k, v.
+void SetOutput(Problem& p, AttentionLayout layout, const TensorView& out, const TensorView& q,
+               const TensorView& k, const TensorView& v) {
+  const auto& d = p.dims;
+  p.od = attention_internal::CheckAttentionTensor(out, layout, "out", d.batch, d.query_len, d.heads,
+                                                  d.value_dim, /*writable=*/true);
+  RequireNoOverlap(out, "out", q, "q", /*inplace_allowed=*/false);
+  RequireNoOverlap(out, "out", k, "k", /*inplace_allowed=*/false);
+  RequireNoOverlap(out, "out", v, "v", /*inplace_allowed=*/false);
+}
+
+}  // namespace
+
 Problem SetupInputs(const AttentionParams& params, const TensorView& q, const TensorView& k,
                     const TensorView& v, const FlashAttentionOptions& options) {
   ValidateFlashAttentionOptions(options);
@@ -25,15 +53,7 @@ Problem SetupInputs(const AttentionParams& params, const TensorView& q, const Te
                                          " (flash attention; use AttentionReference for " +
                                          reference_only + ")"));
   }
-  Problem p;
-  attention_internal::CallShape shape = attention_internal::ValidateCallShape(params, q, k, v);
-  p.qd = shape.qd;
-  p.kd = shape.kd;
-  p.vd = shape.vd;
-  p.dims = shape.dims;
-  p.window = shape.window;
-  p.query_positions = shape.query_positions;
-  p.key_positions = shape.key_positions;
+  Problem p = FromShape(attention_internal::ValidateCallShape(params, q, k, v));
   p.mask = params.mask;
   p.scheme = attention_internal::ResolveScheme(params.scheme, {p.dims, p.mask});
   p.scale = static_cast<float>(EffectiveAttentionScale(params, p.qd.head_dim));
@@ -45,12 +65,7 @@ Problem SetupInputs(const AttentionParams& params, const TensorView& q, const Te
 Problem Setup(const AttentionParams& params, const TensorView& q, const TensorView& k,
               const TensorView& v, const TensorView& out, const FlashAttentionOptions& options) {
   Problem p = SetupInputs(params, q, k, v, options);
-  const auto& d = p.dims;
-  p.od = attention_internal::CheckAttentionTensor(out, params.layout, "out", d.batch, d.query_len,
-                                                  d.heads, d.value_dim, /*writable=*/true);
-  RequireNoOverlap(out, "out", q, "q", /*inplace_allowed=*/false);
-  RequireNoOverlap(out, "out", k, "k", /*inplace_allowed=*/false);
-  RequireNoOverlap(out, "out", v, "v", /*inplace_allowed=*/false);
+  SetOutput(p, params.layout, out, q, k, v);
   return p;
 }
 
@@ -77,25 +92,13 @@ Problem SetupPrepared(const PreparedDecode::State& plan, const TensorView& q, co
     FailArgument("v head_dim", shape.dims.value_dim,
                  "the plan's value_dim (" + std::to_string(plan.value_dim) + ")");
   }
-  Problem p;
-  p.qd = shape.qd;
-  p.kd = shape.kd;
-  p.vd = shape.vd;
-  p.dims = shape.dims;
-  p.window = shape.window;
-  p.query_positions = shape.query_positions;
-  p.key_positions = shape.key_positions;
+  Problem p = FromShape(shape);
   p.mask = plan.mask;
   p.scheme = plan.scheme;
   p.scale = plan.scale;
   p.rope = p.scheme->rotation();
   p.rotate_keys = p.rope != nullptr && plan.rope_keys == FlashRopeKeys::kRotate;
-  const auto& d = p.dims;
-  p.od = attention_internal::CheckAttentionTensor(out, plan.layout, "out", d.batch, d.query_len,
-                                                  d.heads, d.value_dim, /*writable=*/true);
-  RequireNoOverlap(out, "out", q, "q", /*inplace_allowed=*/false);
-  RequireNoOverlap(out, "out", k, "k", /*inplace_allowed=*/false);
-  RequireNoOverlap(out, "out", v, "v", /*inplace_allowed=*/false);
+  SetOutput(p, plan.layout, out, q, k, v);
   return p;
 }
 

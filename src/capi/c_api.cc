@@ -177,27 +177,18 @@ int32_t posenc_version_number(void) { return POSENC_VERSION_NUMBER; }
 
 posenc_status posenc_tensor_contiguous(void* data, posenc_dtype dtype, int32_t rank,
                                        const int64_t* shape, posenc_tensor* out) {
-  return Guard([&] {
-    RequirePointer(out, "out", "a posenc_tensor to fill");
-    RequirePointer(shape, "shape", "an array of rank sizes");
-    posenc::capi::DTypeOf(dtype, "dtype");
-    posenc::Require(rank >= 1 && rank <= POSENC_MAX_RANK, "rank", rank, "a rank in [1, 6]");
-    posenc_tensor t{};
-    t.struct_size = sizeof(posenc_tensor);
-    t.data = data;
-    t.dtype = dtype;
-    t.rank = rank;
-    std::int64_t stride = 1;
+  // Row-major strides, then posenc_tensor_strided checks and fills. A bad
+  // shape only makes these strides meaningless (wrapping, never UB): it is
+  // refused there before they are used.
+  int64_t strides[POSENC_MAX_RANK] = {};
+  if (shape != nullptr && rank >= 1 && rank <= POSENC_MAX_RANK) {
+    std::uint64_t stride = 1;
     for (int i = rank - 1; i >= 0; --i) {
-      if (shape[i] < 1) {
-        FailArgument("shape[" + std::to_string(i) + "]", shape[i], "a size >= 1");
-      }
-      t.shape[i] = shape[i];
-      t.strides[i] = stride;
-      stride *= shape[i];
+      strides[i] = static_cast<std::int64_t>(stride);
+      stride *= static_cast<std::uint64_t>(shape[i]);
     }
-    *out = t;
-  });
+  }
+  return posenc_tensor_strided(data, dtype, rank, shape, strides, out);
 }
 
 posenc_status posenc_tensor_strided(void* data, posenc_dtype dtype, int32_t rank,
