@@ -294,18 +294,21 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
                        num(e["speedup_vs_torch"], "{:.2f}x"));
   }
   if (any("attention_decode_c")) {
-    out << fmt::format("{:<9} {:<7} {:<9} {:>9} {:>9} {:>7} {:>11} {:>9} {:>12} {:>8}\n",
-                       "decode C", "keys", "dtype", "plan ms", "C++ ms", "C/C++", "no-plan ms",
-                       "/C++", "prefill C ms", "speedup");
+    out << fmt::format(
+        "{:<9} {:<7} {:<9} {:>9} {:>9} {:>7} {:>11} {:>9} {:>12} {:>8} {:>10} {:>10}\n", "decode C",
+        "keys", "dtype", "plan ms", "C++ ms", "C/C++", "no-plan ms", "/C++", "prefill C ms",
+        "speedup", "paged16/d", "paged64/d");
   }
   for (const nlohmann::json& e : entries) {
     if (e["kernel"] != "attention_decode_c") continue;
     out << fmt::format(
-        "{:<9} {:<7} {:<9} {:>9.3f} {:>9.3f} {:>7.3f} {:>11.3f} {:>9.3f} {:>12.3f} {:>7.1f}x\n",
+        "{:<9} {:<7} {:<9} {:>9.3f} {:>9.3f} {:>7.3f} {:>11.3f} {:>9.3f} {:>12.3f} {:>7.1f}x "
+        "{:>10.3f} {:>10.3f}\n",
         e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), e["dtype"].get<std::string>(),
         e["ms"].get<double>(), e["cpp_ms"].get<double>(), e["c_over_cpp"].get<double>(),
         e["unplanned_ms"].get<double>(), e["unplanned_over_cpp"].get<double>(),
-        e["prefill_c_ms"].get<double>(), e["speedup_vs_prefill_c"].get<double>());
+        e["prefill_c_ms"].get<double>(), e["speedup_vs_prefill_c"].get<double>(),
+        e["paged16_over_dense"].get<double>(), e["paged64_over_dense"].get<double>());
   }
 }
 

@@ -29,7 +29,10 @@
 //    which resolves its scheme on every call, alternating with the C++ call
 //    ("unplanned_over_cpp"); and the plan alternating with the prefill entry
 //    point posenc_flash_attention on one query ("prefill_c_ms": the only C
-//    path before the decode entry points; "speedup_vs_prefill_c").
+//    path before the decode entry points; "speedup_vs_prefill_c"); and a
+//    paged cache (posenc_decode_plan_run_paged, pages of 16 and of 64
+//    tokens in reverse order in the pool) alternating with the dense plan
+//    run ("paged16_over_dense", "paged64_over_dense").
 #include <fmt/format.h>
 
 #include <chrono>
@@ -99,6 +102,7 @@ DecodeReply MeasureInChild(const std::string& scheme, std::int64_t seq,
 
 struct DecodeCReply {
   double c_ms = 0, cpp_ms = 0, unplanned_ms = 0, cpp_ms2 = 0, c_ms2 = 0, prefill_c_ms = 0;
+  double paged16_ms = 0, dense16_ms = 0, paged64_ms = 0, dense64_ms = 0;
   int ok = 0;
   char error[240] = {};
 };
@@ -131,16 +135,18 @@ DecodeCReply MeasureCInChild(const std::string& scheme, std::int64_t seq,
   }
   const std::unique_ptr<posenc_context, void (*)(posenc_context*)> owner(cctx,
                                                                          posenc_context_destroy);
-  const auto tensor = [](void* data, std::int64_t s, std::int64_t h) {
+  const auto tensor = [](void* data, std::int64_t b, std::int64_t s, std::int64_t h) {
     posenc_tensor t;
-    const std::int64_t shape[4] = {1, s, h, kHeadDim};
+    const std::int64_t shape[4] = {b, s, h, kHeadDim};
     if (posenc_tensor_contiguous(data, POSENC_BFLOAT16, 4, shape, &t) != POSENC_OK) {
       throw Error(posenc_last_error());
     }
     return t;
   };
-  const posenc_tensor cq = tensor(qb.data(), 1, kHeads), ck = tensor(kb.data(), seq, kKvHeads),
-                      cv = tensor(vb.data(), seq, kKvHeads), co = tensor(ob.data(), 1, kHeads);
+  const posenc_tensor cq = tensor(qb.data(), 1, 1, kHeads),
+                      ck = tensor(kb.data(), 1, seq, kKvHeads),
+                      cv = tensor(vb.data(), 1, seq, kKvHeads),
+                      co = tensor(ob.data(), 1, 1, kHeads);
   posenc_rope_params rope;
   posenc_rope_params_init(&rope);
   rope.head_dim = kHeadDim;
@@ -197,6 +203,42 @@ DecodeCReply MeasureCInChild(const std::string& scheme, std::int64_t seq,
       MedianMsAlternating(c_unplanned, cpp_decode, o.reps, warmup);
   std::tie(r.c_ms2, r.prefill_c_ms) =
       MedianMsAlternating(c_decode, c_prefill, std::min(o.reps, 10), warmup);
+  // Paged: the same keys in pages of `ps` tokens, the pages in reverse
+  // order in the pool (scattered, as in a server that has run a while),
+  // alternating with the dense plan run.
+  const auto paged = [&](std::int64_t ps) {
+    const std::int64_t num_pages = (seq + ps - 1) / ps;
+    const auto elems = static_cast<std::size_t>(num_pages * ps * kKvHeads * kHeadDim);
+    const auto token_bytes = static_cast<std::size_t>(kKvHeads * kHeadDim * 2);
+    BenchVector<unsigned char> kp = Filled(dtype, elems, 5), vp = Filled(dtype, elems, 6);
+    std::vector<std::int32_t> table(static_cast<std::size_t>(num_pages));
+    for (std::int64_t i = 0; i < num_pages; ++i) {
+      const std::int32_t page = static_cast<std::int32_t>(num_pages - 1 - i);
+      table[static_cast<std::size_t>(i)] = page;
+      const auto tokens = static_cast<std::size_t>(std::min(ps, seq - i * ps));
+      const auto to = static_cast<std::size_t>(page * ps) * token_bytes;
+      const auto from = static_cast<std::size_t>(i * ps) * token_bytes;
+      std::copy_n(kb.data() + from, tokens * token_bytes, kp.data() + to);
+      std::copy_n(vb.data() + from, tokens * token_bytes, vp.data() + to);
+    }
+    const std::int32_t lens[1] = {static_cast<std::int32_t>(seq)};
+    posenc_kv_pages pages;
+    posenc_kv_pages_init(&pages);
+    pages.k_pages = tensor(kp.data(), num_pages, ps, kKvHeads);
+    pages.v_pages = tensor(vp.data(), num_pages, ps, kKvHeads);
+    pages.block_table = table.data();
+    pages.max_pages = num_pages;
+    pages.seq_lens = lens;
+    const auto run = [&] {
+      if (posenc_decode_plan_run_paged(cctx, plan, &cq, &pages, &co, nullptr, nullptr, nullptr) !=
+          POSENC_OK) {
+        throw Error(posenc_last_error());
+      }
+    };
+    return MedianMsAlternating(run, c_decode, o.reps, warmup);
+  };
+  std::tie(r.paged16_ms, r.dense16_ms) = paged(16);
+  std::tie(r.paged64_ms, r.dense64_ms) = paged(64);
   return r;
 }
 
@@ -229,6 +271,10 @@ std::vector<nlohmann::json> RunAttentionDecodeCBench(const AttentionBenchOptions
                          {"ms_beside_prefill", r.c_ms2},
                          {"prefill_c_ms", r.prefill_c_ms},
                          {"speedup_vs_prefill_c", r.prefill_c_ms / r.c_ms2},
+                         {"paged16_ms", r.paged16_ms},
+                         {"paged16_over_dense", r.paged16_ms / r.dense16_ms},
+                         {"paged64_ms", r.paged64_ms},
+                         {"paged64_over_dense", r.paged64_ms / r.dense64_ms},
                          {"reps", o.reps}});
     }
   }

@@ -45,21 +45,23 @@
  *
  * Memory: the calls an engine makes per token and layer allocate nothing
  * in the steady state -- posenc_rope_apply, posenc_rope_apply_qk,
- * posenc_rope_apply_with_cache, posenc_rope_shift_keys and
- * posenc_decode_plan_run, once they have run with the same shapes on the
- * same thread (tests/capi/alloc_count.c counts it with an interposed
- * malloc). They reuse scratch that the calling thread keeps, for itself
- * and each thread of its context: RoPE, the frequency table and one cos/sin
- * block per thread, a few KiB; decode, the query rows, the split-K
- * partials (at most B * 64 * H * Sq * (Dv + 2) floats: 1 MiB at B = 1,
- * H = 32, Sq = 1, Dv = 128) and one set of key and value blocks per thread
- * (about 0.5 MiB at Hkv = 8, D = Dv = 128). Other calls keep similar
+ * posenc_rope_apply_with_cache, posenc_rope_shift_keys,
+ * posenc_decode_plan_run, posenc_decode_plan_run_paged and
+ * posenc_attention_decode, once they have run with the same shapes (and,
+ * for posenc_attention_decode, params of the same contents) on the same
+ * thread (tests/capi/alloc_count.c counts it with an interposed malloc).
+ * posenc_attention_decode keeps the plans of the last 4 distinct params it
+ * saw on the calling thread, keyed on their contents (every field and
+ * every value the scheme points to), so changing a slope or a table in
+ * place is seen; a plan of your own skips the key's reading of them. They reuse scratch that the
+ * calling thread keeps, for itself and each thread of its context: RoPE, the frequency table and
+ * one cos/sin block per thread, a few KiB; decode, the query rows, the split-K partials (at most B
+ * * 64 * H * Sq * (Dv + 2) floats: 1 MiB at B = 1, H = 32, Sq = 1, Dv = 128) and one set of key and
+ * value blocks per thread (about 0.5 MiB at Hkv = 8, D = Dv = 128). Other calls keep similar
  * scratch on the threads that run them. posenc_context_trim frees it, and
  * so does the end of a thread (a context's threads end with
  * posenc_context_destroy).
- * Other calls (config loading, posenc_attention_decode without a plan,
- * which resolves its scheme on every call, prefill, tables) allocate as
- * they need.
+ * Other calls (config loading, prefill, tables) allocate as they need.
  *
  * Link: `pkg-config --cflags --libs posenc` (in a build tree:
  * PKG_CONFIG_PATH=<build> and the posenc-uninstalled.pc there), or CMake
@@ -474,7 +476,9 @@ POSENC_C_API posenc_status posenc_flash_attention_varlen(
  * e.g. by posenc_rope_apply) or are rotated here (ROTATE).
  * lse: NULL, or float32 [B, H, Sq] receiving log-sum-exp of each row.
  * query_tile and key_tile are not used. Results do not depend on the
- * thread count. Memory: see "Memory" at the top of this file. */
+ * thread count and equal a plan's run. Memory: see "Memory" at the top of
+ * this file (the plan is made on the first call with these params and
+ * kept by the calling thread). */
 POSENC_C_API posenc_status posenc_attention_decode(const posenc_context* ctx,
                                                    const posenc_attention_params* params,
                                                    const posenc_tensor* q, const posenc_tensor* k,
@@ -506,6 +510,39 @@ POSENC_C_API posenc_status posenc_decode_plan_run(const posenc_context* ctx,
                                                   const posenc_tensor* lse,
                                                   const posenc_positions* query_positions,
                                                   const posenc_positions* key_positions);
+
+/* A paged KV cache (vLLM's block table; FlashInfer's NHD pages): the keys
+ * of sequence b are its first seq_lens[b] tokens, token j at slot
+ * j % page_size of page block_table[b * max_pages + j / page_size].
+ * k_pages [num_pages, page_size, Hkv, D] and v_pages [num_pages, page_size,
+ * Hkv, Dv], any strides (an HND pool [num_pages, Hkv, page_size, D] is the
+ * same view with permuted strides), any float dtype. The tables are the
+ * caller's, read during the call only. */
+typedef struct {
+  size_t struct_size; /* sizeof(posenc_kv_pages), set by posenc_kv_pages_init */
+  posenc_tensor k_pages;
+  posenc_tensor v_pages;
+  const int32_t* block_table; /* [batch, max_pages] page ids */
+  int64_t max_pages;          /* entries per block_table row */
+  const int32_t* seq_lens;    /* [batch] keys per sequence, each >= Sq */
+} posenc_kv_pages;
+
+/* Zeroes *pages and sets its struct_size. */
+POSENC_C_API void posenc_kv_pages_init(posenc_kv_pages* pages);
+
+/* One decode step against a paged cache: as posenc_decode_plan_run, each
+ * sequence with its own length (queries by default at seq_lens[b] - Sq + i;
+ * explicit key ids per row are [B, max_b seq_lens[b]]). Blocks of keys
+ * never cross a page: pages of 64 tokens or a multiple decode at the dense
+ * cache's speed, smaller pages in blocks of one page. Zero allocation as
+ * posenc_decode_plan_run. A page id outside [0, num_pages) among the pages
+ * a sequence uses ("cache.block_table[b][i]"), a length outside
+ * [Sq, max_pages * page_size] ("cache.seq_lens[b]") or a pool that does
+ * not fit q, the plan or the other pool is POSENC_ERROR_INVALID_ARGUMENT. */
+POSENC_C_API posenc_status posenc_decode_plan_run_paged(
+    const posenc_context* ctx, const posenc_decode_plan* plan, const posenc_tensor* q,
+    const posenc_kv_pages* cache, const posenc_tensor* out, const posenc_tensor* lse,
+    const posenc_positions* query_positions, const posenc_positions* key_positions);
 
 /* Re-rotates RoPE keys in a cache in place from positions p to p + delta
  * (e.g. delta = -n after evicting the first n tokens): k rank 4 in layout,

@@ -229,6 +229,44 @@ void FlashAttentionDecode(const PreparedDecode& plan, const TensorView& q, const
                           const std::optional<Positions>& key_positions,
                           const Context& ctx = Context{});
 
+// A paged KV cache (vLLM's PagedAttention block table; FlashInfer's "NHD"
+// pages): the keys of sequence b are its first seq_lens[b] tokens, token j
+// at slot j % page_size of page block_table[b * max_pages + j / page_size].
+// k_pages [num_pages, page_size, Hkv, D] and v_pages [num_pages, page_size,
+// Hkv, Dv] are rank-4 views with any strides (an "HND" pool, [num_pages,
+// Hkv, page_size, D] in memory, is the same view with permuted strides),
+// any float dtype; the tables are the caller's and are only read.
+struct PagedKVCache {
+  TensorView k_pages, v_pages;
+  const std::int32_t* block_table = nullptr;  // [batch, max_pages] page ids
+  std::int64_t max_pages = 0;                 // entries per block_table row (its row stride)
+  const std::int32_t* seq_lens = nullptr;     // [batch] keys per sequence, each >= Sq
+};
+
+// One decode step against a paged cache with a prepared plan: as the dense
+// FlashAttentionDecode(plan, ...) above, each sequence with its own length
+// (continuous batching). q [B, Sq, H, D] and out [B, Sq, H, Dv] in the
+// plan's layout; queries by default at seq_lens[b] - Sq + i, keys at j;
+// explicit positions as for the dense call with Sk = max_b seq_lens[b]
+// (key ids per row: [B, Sk], row b's first seq_lens[b] used). Blocks of
+// keys never cross a page, so pages of 64 tokens or a multiple run at the
+// dense cache's speed; smaller pages run in blocks of one page. Results
+// match the dense call on the same keys to float32 rounding (the split
+// into blocks differs); bit-identical to it for B = 1 and pages of a
+// multiple of 64 tokens. Same numerics, lse and memory (zero allocation in
+// the steady state) as the dense call. Throws InvalidArgument naming
+// "cache.block_table[b][i]" for a page id outside [0, num_pages) among the
+// pages a sequence uses, "cache.seq_lens[b]" for a length outside
+// [Sq, max_pages * page_size], "cache.k_pages" / "cache.v_pages" for a
+// shape that does not fit q, the plan or each other, null tables, and for
+// everything the dense call rejects.
+void FlashAttentionDecodePaged(const PreparedDecode& plan, const TensorView& q,
+                               const PagedKVCache& cache, const TensorView& out,
+                               const TensorView& lse,
+                               const std::optional<Positions>& query_positions,
+                               const std::optional<Positions>& key_positions,
+                               const Context& ctx = Context{});
+
 // KV-cache re-rotation: keys in a RoPE cache, rotated at positions p, are
 // moved in place to positions p + delta (e.g. after evicting the first
 // tokens of a streaming cache, delta < 0), using R(p + delta) = R(delta) R(p):

@@ -36,6 +36,10 @@
 //  2. One task per (batch, query head, query) merges the chunks' partials
 //     with the log-sum-exp rule: M = max m_c, L = sum l_c e^(m_c - M),
 //     out = sum acc_c e^(m_c - M) / L, lse = M + log L.
+// A paged cache (FlashAttentionDecodePaged) changes only where a block's
+// keys are read (Locate): blocks are cut at page ends, so every block is
+// one run at one stride as in a dense cache, and each sequence's chunks end
+// at its own length (a task past it leaves an empty partial).
 // Position terms, value terms and masks go through the scheme's policy
 // exactly as in the prefill forward (attention/flash_internal.h).
 // Memory: per call B * chunks * H * Sq * (Dv + 2) floats of partials and
@@ -392,6 +396,20 @@ void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
   PV(plan, ops, rows, nk, first, w);
 }
 
+// Where keys [j0, j0 + n) of batch row b are stored: the row (dense) or
+// page (paged) and slot of key j0, and how many of the n follow it at one
+// stride (in a paged cache, up to the end of its page).
+struct Stored {
+  Index b = 0, j = 0, n = 0;
+};
+Stored Locate(const Problem& p, Index b, Index j0, Index n) {
+  const auto& pages = p.pages;
+  if (pages.block_table == nullptr) return {b, j0, n};
+  const Index slot = j0 % pages.page_size;
+  return {pages.block_table[b * pages.max_pages + j0 / pages.page_size], slot,
+          std::min(n, pages.page_size - slot)};
+}
+
 // One (batch, chunk) task: partials of every query head. Blocks of keys
 // outside, kv heads inside, so the cache is read in address order (a bshd
 // block holds the kv heads of each key side by side); the softmax state of
@@ -401,7 +419,8 @@ void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
               const std::vector<Index>& qpos, const std::vector<PositionRange>& qranges, Index b,
               Index c, float* part_ml, float* part_acc, Work& w) {
   const Index Sk = p.dims.key_len, Hkv = p.dims.kv_heads, j_begin = c * plan.chunk;
-  const Index j_end = std::min(Sk, j_begin + plan.chunk);
+  const Index len = p.pages.seq_lens != nullptr ? p.pages.seq_lens[b] : Sk;
+  const Index j_end = std::min(len, j_begin + plan.chunk);
   const PositionRange& queries = qranges[Z(b)];
   w.q = queries_in.rows.data() + b * Hkv * plan.R * plan.ldd;
   w.q16 =
@@ -409,15 +428,16 @@ void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
   std::fill(w.m.begin(), w.m.end(), kNegInf);
   std::fill(w.l.begin(), w.l.end(), 0.0f);
   std::fill(w.acc.begin(), w.acc.end(), 0.0f);
-  for (Index j0 = j_begin; j0 < j_end; j0 += kBlock) {
-    const Index nk = std::min(kBlock, j_end - j0);
+  for (Index j0 = j_begin, nk = 0; j0 < j_end; j0 += nk) {
+    const Stored at = Locate(p, b, j0, std::min(kBlock, j_end - j0));
+    nk = at.n;
     for (Index j = 0; j < nk; ++j) w.kpos[Z(j)] = p.key_positions.At(b, j0 + j, Sk);
     const PositionRange keys = flash_internal::RangeOf(w.kpos.data(), nk);
     if (p.TileHidden(queries.min, queries.max, keys.min, keys.max)) continue;
     const bool all_visible = p.TileVisible(queries.min, queries.max, keys.min, keys.max);
     if (plan.block_rows) {  // every kv head's rows of the block, in address order
-      const auto kbase = b * p.kd.stride_batch + j0 * p.kd.stride_seq;
-      const auto vbase = b * p.vd.stride_batch + j0 * p.vd.stride_seq;
+      const auto kbase = at.b * p.kd.stride_batch + at.j * p.kd.stride_seq;
+      const auto vbase = at.b * p.vd.stride_batch + at.j * p.vd.stride_seq;
       BlockRows rows;
       if (plan.bf16_keys) {
         w.touched ^= kernels::simd::FlashTouch(ElementAt(k, kbase), nk * Hkv * plan.D * 2);
@@ -454,20 +474,20 @@ void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
     for (Index hk = 0; hk < Hkv; ++hk) {  // other layouts: one kv head at a time
       BlockRows rows;
       if (plan.bf16_keys) {
-        rows.k16 = k.As<const std::uint16_t>() + b * p.kd.stride_batch + hk * p.kd.stride_head +
-                   j0 * p.kd.stride_seq;
+        rows.k16 = k.As<const std::uint16_t>() + at.b * p.kd.stride_batch + hk * p.kd.stride_head +
+                   at.j * p.kd.stride_seq;
         rows.k_stride = p.kd.stride_seq;
       } else {
-        LoadKeys(p, plan, k, b, hk, j0, nk, w);
+        LoadKeys(p, plan, k, at.b, hk, at.j, nk, w);
         rows.k = w.k.data();
         rows.k_stride = plan.ldd;
       }
       if (plan.v_in_place) {
         rows.v_stored =
-            ElementAt(v, b * p.vd.stride_batch + hk * p.vd.stride_head + j0 * p.vd.stride_seq);
+            ElementAt(v, at.b * p.vd.stride_batch + hk * p.vd.stride_head + at.j * p.vd.stride_seq);
         rows.v_stride = p.vd.stride_seq;
       } else {
-        flash_internal::LoadRows(v, p.vd, b, hk, j0, nk, w.v.data(), plan.ldv);
+        flash_internal::LoadRows(v, p.vd, at.b, hk, at.j, nk, w.v.data(), plan.ldv);
         for (Index j = 0; j < nk; ++j) {
           std::fill(w.v.data() + j * plan.ldv + plan.Dv, w.v.data() + (j + 1) * plan.ldv, 0.0f);
         }
@@ -617,8 +637,10 @@ void Decode(Problem& p, const TensorView& q, const TensorView& k, const TensorVi
   qpos.resize(Z(d.batch * plan.Sq));
   qranges.clear();
   for (Index b = 0; b < d.batch; ++b) {
-    for (Index i = 0; i < plan.Sq; ++i)
-      qpos[Z(b * plan.Sq + i)] = p.query_positions.At(b, i, plan.Sq);
+    for (Index i = 0; i < plan.Sq; ++i) {
+      qpos[Z(b * plan.Sq + i)] = p.pages.default_queries ? p.pages.seq_lens[b] - plan.Sq + i
+                                                         : p.query_positions.At(b, i, plan.Sq);
+    }
     qranges.push_back(flash_internal::RangeOf(qpos.data() + b * plan.Sq, plan.Sq));
   }
   const Index slots = d.batch * plan.chunks * d.heads * plan.Sq;
@@ -680,6 +702,16 @@ void FlashAttentionDecode(const PreparedDecode& plan, const TensorView& q, const
   Problem p =
       flash_internal::SetupPrepared(plan.state(), q, k, v, out, query_positions, key_positions);
   Decode(p, q, k, v, out, lse, ctx);
+}
+
+void FlashAttentionDecodePaged(const PreparedDecode& plan, const TensorView& q,
+                               const PagedKVCache& cache, const TensorView& out,
+                               const TensorView& lse,
+                               const std::optional<Positions>& query_positions,
+                               const std::optional<Positions>& key_positions, const Context& ctx) {
+  Problem p =
+      flash_internal::SetupPaged(plan.state(), q, cache, out, query_positions, key_positions);
+  Decode(p, q, cache.k_pages, cache.v_pages, out, lse, ctx);
 }
 
 }  // namespace posenc

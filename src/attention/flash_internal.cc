@@ -36,6 +36,31 @@ void SetOutput(Problem& p, AttentionLayout layout, const TensorView& out, const 
   RequireNoOverlap(out, "out", v, "v", /*inplace_allowed=*/false);
 }
 
+// q's heads and head dim and the value dim against a decode plan's.
+void CheckPlanDims(const PreparedDecode::State& plan, const attention_internal::Dims& d,
+                   const char* value_arg) {
+  if (d.heads != plan.heads) {
+    FailArgument("q heads", d.heads, "the plan's heads (" + std::to_string(plan.heads) + ")");
+  }
+  if (d.head_dim != plan.head_dim) {
+    FailArgument("q head_dim", d.head_dim,
+                 "the plan's head_dim (" + std::to_string(plan.head_dim) + ")");
+  }
+  if (d.value_dim != plan.value_dim) {
+    FailArgument(value_arg, d.value_dim,
+                 "the plan's value_dim (" + std::to_string(plan.value_dim) + ")");
+  }
+}
+
+// The plan's mask, scheme, scale and key rotation.
+void SetPlan(Problem& p, const PreparedDecode::State& plan) {
+  p.mask = plan.mask;
+  p.scheme = plan.scheme;
+  p.scale = plan.scale;
+  p.rope = p.scheme->rotation();
+  p.rotate_keys = p.rope != nullptr && plan.rope_keys == FlashRopeKeys::kRotate;
+}
+
 }  // namespace
 
 Problem SetupInputs(const AttentionParams& params, const TensorView& q, const TensorView& k,
@@ -80,25 +105,87 @@ Problem SetupPrepared(const PreparedDecode::State& plan, const TensorView& q, co
   call.query_positions = query_positions;
   call.key_positions = key_positions;
   const attention_internal::CallShape shape = attention_internal::ValidateCallShape(call, q, k, v);
-  if (shape.dims.heads != plan.heads) {
-    FailArgument("q heads", shape.dims.heads,
-                 "the plan's heads (" + std::to_string(plan.heads) + ")");
-  }
-  if (shape.dims.head_dim != plan.head_dim) {
-    FailArgument("q head_dim", shape.dims.head_dim,
-                 "the plan's head_dim (" + std::to_string(plan.head_dim) + ")");
-  }
-  if (shape.dims.value_dim != plan.value_dim) {
-    FailArgument("v head_dim", shape.dims.value_dim,
-                 "the plan's value_dim (" + std::to_string(plan.value_dim) + ")");
-  }
+  CheckPlanDims(plan, shape.dims, "v head_dim");
   Problem p = FromShape(shape);
-  p.mask = plan.mask;
-  p.scheme = plan.scheme;
-  p.scale = plan.scale;
-  p.rope = p.scheme->rotation();
-  p.rotate_keys = p.rope != nullptr && plan.rope_keys == FlashRopeKeys::kRotate;
+  SetPlan(p, plan);
   SetOutput(p, plan.layout, out, q, k, v);
+  return p;
+}
+
+Problem SetupPaged(const PreparedDecode::State& plan, const TensorView& q,
+                   const PagedKVCache& cache, const TensorView& out,
+                   const std::optional<Positions>& query_positions,
+                   const std::optional<Positions>& key_positions) {
+  const AttentionDims qd = GetAttentionDims(q, plan.layout, "q");
+  const AttentionDims kd = GetAttentionDims(cache.k_pages, AttentionLayout::kBSHD, "cache.k_pages");
+  const AttentionDims vd = GetAttentionDims(cache.v_pages, AttentionLayout::kBSHD, "cache.v_pages");
+  if (kd.head_dim != qd.head_dim) {
+    FailArgument("cache.k_pages head_dim", kd.head_dim,
+                 "q's head_dim (" + std::to_string(qd.head_dim) + ")");
+  }
+  if (qd.heads % kd.heads != 0) {
+    FailArgument(
+        "cache.k_pages heads", kd.heads,
+        "a divisor of q's heads (" + std::to_string(qd.heads) + ", grouped-query attention)");
+  }
+  const auto same = [&](const char* what, std::int64_t got, std::int64_t want) {
+    if (got != want) {
+      FailArgument(std::string("cache.v_pages ") + what, got,
+                   "k_pages' " + std::string(what) + " (" + std::to_string(want) + ")");
+    }
+  };
+  same("num_pages", vd.batch, kd.batch);
+  same("page_size", vd.seq, kd.seq);
+  same("heads", vd.heads, kd.heads);
+  if (cache.block_table == nullptr) {
+    FailArgument("cache.block_table", std::string("null"), "[batch, max_pages] page ids");
+  }
+  if (cache.seq_lens == nullptr) {
+    FailArgument("cache.seq_lens", std::string("null"), "[batch] sequence lengths");
+  }
+  Require(cache.max_pages >= 1 && cache.max_pages <= kMaxPosition + 1, "cache.max_pages",
+          cache.max_pages, "a count in [1, 2^24] (entries per block_table row)");
+  const std::int64_t batch = qd.batch, sq = qd.seq, page_size = kd.seq, num_pages = kd.batch;
+  const std::int64_t capacity = cache.max_pages * page_size;
+  std::int64_t longest = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t len = cache.seq_lens[b];
+    if (len < sq || len > capacity) {
+      FailArgument("cache.seq_lens[" + std::to_string(b) + "]", len,
+                   "a length in [Sq, max_pages * page_size] = [" + std::to_string(sq) + ", " +
+                       std::to_string(capacity) + "]");
+    }
+    longest = std::max(longest, len);
+    const std::int32_t* row = cache.block_table + b * cache.max_pages;
+    for (std::int64_t i = 0; i < (len + page_size - 1) / page_size; ++i) {
+      if (row[i] < 0 || row[i] >= num_pages) {
+        FailArgument("cache.block_table[" + std::to_string(b) + "][" + std::to_string(i) + "]",
+                     row[i],
+                     "a page id in [0, num_pages) = [0, " + std::to_string(num_pages) + ")");
+      }
+    }
+  }
+  Problem p;
+  p.qd = qd;
+  p.kd = kd;
+  p.vd = vd;
+  p.dims =
+      attention_internal::Dims{batch, qd.heads, kd.heads, sq, longest, qd.head_dim, vd.head_dim};
+  CheckPlanDims(plan, p.dims, "cache.v_pages head_dim");
+  if (plan.sliding_window.has_value()) p.window = *plan.sliding_window;
+  p.pages.block_table = cache.block_table;
+  p.pages.max_pages = cache.max_pages;
+  p.pages.page_size = page_size;
+  p.pages.seq_lens = cache.seq_lens;
+  p.pages.default_queries = !query_positions.has_value();
+  if (query_positions.has_value()) {
+    p.query_positions = *query_positions;
+    ValidatePositions(p.query_positions, batch, sq, "query_positions");
+  }
+  p.key_positions = key_positions.value_or(Positions::Offset(0));
+  ValidatePositions(p.key_positions, batch, longest, "key_positions");
+  SetPlan(p, plan);
+  SetOutput(p, plan.layout, out, q, cache.k_pages, cache.v_pages);
   return p;
 }
 

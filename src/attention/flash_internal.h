@@ -60,6 +60,16 @@ struct Problem {
   const RopeParams* rope = nullptr;  // the scheme's rotation (q always, k when rotate_keys)
   bool rotate_keys = false;
   TensorView lse;  // forward: optional float32 [B, H, Sq] output (data null: none)
+  // A paged KV cache (FlashAttentionDecodePaged; block_table null: dense).
+  // kd and vd then describe the page pool [num_pages, page_size, Hkv, D]:
+  // stride_batch between pages, stride_seq between slots; dims.key_len is
+  // the longest sequence.
+  struct Pages {
+    const std::int32_t* block_table = nullptr;  // [batch, max_pages]
+    std::int64_t max_pages = 0, page_size = 0;
+    const std::int32_t* seq_lens = nullptr;  // [batch]
+    bool default_queries = false;            // queries at seq_lens[b] - Sq + i
+  } pages;
 
   bool Visible(std::int64_t p, std::int64_t r) const {
     if (mask == AttentionMask::kCausal) {
@@ -112,6 +122,14 @@ Problem SetupPrepared(const PreparedDecode::State& plan, const TensorView& q, co
                       const TensorView& v, const TensorView& out,
                       const std::optional<Positions>& query_positions,
                       const std::optional<Positions>& key_positions);
+
+// SetupPrepared for a paged cache: q, out, the page pools, the tables and
+// the positions validated (every page a sequence uses in range, every
+// length in [Sq, max_pages * page_size]).
+Problem SetupPaged(const PreparedDecode::State& plan, const TensorView& q,
+                   const PagedKVCache& cache, const TensorView& out,
+                   const std::optional<Positions>& query_positions,
+                   const std::optional<Positions>& key_positions);
 
 // Validates `lse` as the forward's log-sum-exp output (float32 [B, H, Sq],
 // writable, no overlap with q, k, v, out) and sets p.lse.

@@ -7,6 +7,7 @@
 // scheme passes through unchanged (FlashAttention rejects the reference-only
 // ones), with the declared argument names of the Python API.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "c_api_internal.h"
+#include "kernels/thread_scratch.h"
 #include "posenc/attention.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
@@ -199,6 +201,164 @@ Prepared Prepare(const posenc_attention_params* p) {
   return r;
 }
 
+// posenc_attention_decode without a plan: the calling thread keeps the last
+// few plans it made, keyed on the contents they were made from (the
+// params' fields, every value the scheme points to, q's heads and head
+// dim, v's head dim), so a serving loop that passes the same params every
+// token resolves its scheme once and, like posenc_decode_plan_run,
+// allocates nothing after the first call. Building the key reads what
+// Prepare would read (the scheme's tables: a few KiB at most) and
+// allocates nothing once its buffer has grown.
+class PlanKey {
+ public:
+  std::string& bytes() { return bytes_; }
+  template <typename T>
+  void Add(const T& x) {
+    bytes_.append(reinterpret_cast<const char*>(&x), sizeof x);
+  }
+  void Text(const char* text, std::string_view arg) {
+    RequirePointer(text, arg, "a text");
+    const std::string_view t(text);
+    Add(t.size());
+    bytes_.append(t);
+  }
+  // dtype, shape and every element's bytes (strided walk).
+  void Tensor(const posenc_tensor* t, std::string_view arg) {
+    const TensorView v = ViewOf(t, arg);
+    ValidateView(v, arg);
+    Add(v.dtype);
+    Add(v.rank);
+    std::array<std::int64_t, kMaxRank> at{};
+    const auto size = static_cast<std::int64_t>(DTypeSize(v.dtype));
+    for (int i = 0; i < v.rank; ++i) Add(v.shape[static_cast<std::size_t>(i)]);
+    while (true) {
+      std::int64_t offset = 0;
+      for (int i = 0; i < v.rank; ++i) {
+        offset += at[static_cast<std::size_t>(i)] * v.strides[static_cast<std::size_t>(i)];
+      }
+      bytes_.append(static_cast<const char*>(v.data) + offset * size,
+                    static_cast<std::size_t>(size));
+      int i = v.rank - 1;
+      for (; i >= 0; --i) {
+        const auto u = static_cast<std::size_t>(i);
+        if (++at[u] < v.shape[u]) break;
+        at[u] = 0;
+      }
+      if (i < 0) return;
+    }
+  }
+  void Scheme(const posenc_scheme* c) {
+    if (c == nullptr) return Add(-1);
+    CheckStructSize(c, "scheme", "posenc_scheme_init");
+    Add(c->kind);
+    switch (c->kind) {
+      case POSENC_SCHEME_ROPE: {
+        const posenc_rope_params* r = c->rope;
+        RequirePointer(r, "scheme.rope", "the RoPE params");
+        CheckStructSize(r, "scheme.rope", "posenc_rope_params_init");
+        Add(r->head_dim);
+        Add(r->rotary_dim);
+        Add(r->theta);
+        Add(r->pairing);
+        Add(r->numerics);
+        Add(r->attention_factor);
+        Add(r->inv_freq_count);
+        if (r->inv_freq != nullptr) {
+          Require(r->inv_freq_count >= 0 && r->inv_freq_count <= 32768, "inv_freq_count",
+                  r->inv_freq_count, "rotary_dim / 2 frequencies");
+          bytes_.append(reinterpret_cast<const char*>(r->inv_freq),
+                        static_cast<std::size_t>(r->inv_freq_count) * sizeof(double));
+        }
+        return Add(c->rope_keys);
+      }
+      case POSENC_SCHEME_ALIBI:
+        Require(c->num_alibi_slopes >= 1 && c->num_alibi_slopes <= 4096, "num_alibi_slopes",
+                c->num_alibi_slopes, "[1, 4096]");
+        RequirePointer(c->alibi_slopes, "scheme.alibi_slopes", "slopes");
+        Add(c->num_alibi_slopes);
+        bytes_.append(reinterpret_cast<const char*>(c->alibi_slopes),
+                      static_cast<std::size_t>(c->num_alibi_slopes) * sizeof(double));
+        return;
+      case POSENC_SCHEME_T5:
+        Tensor(c->t5_table, "scheme.t5_table");
+        Add(c->t5_max_distance);
+        return Add(c->t5_direction);
+      case POSENC_SCHEME_NAMED:
+        Text(c->name, "scheme.name");
+        Require(c->num_args >= 0 && c->num_args <= 64, "scheme.num_args", c->num_args, "[0, 64]");
+        Add(c->num_args);
+        if (c->num_args > 0) RequirePointer(c->args, "scheme.args", "arguments");
+        for (std::int64_t i = 0; i < c->num_args; ++i) {
+          const posenc_scheme_arg& a = c->args[i];
+          CheckStructSize(&a, "scheme.args[i]", "posenc_scheme_arg_init");
+          Text(a.name, "scheme.args[i].name");
+          Add(a.kind);
+          if (a.kind == POSENC_ARG_NUMBER) Add(a.number);
+          if (a.kind == POSENC_ARG_TEXT) Text(a.text, "scheme.args[i].text");
+          if (a.kind == POSENC_ARG_TENSOR) Tensor(&a.tensor, "scheme.args[i].tensor");
+        }
+        return;
+      default:
+        return;
+    }
+  }
+
+ private:
+  std::string bytes_;
+};
+
+// The calling thread's plans (round robin over kSlots: enough for a model
+// whose layers alternate a few schemes, e.g. Gemma's local and global).
+struct PlanCache {
+  static constexpr std::size_t kSlots = 4;
+  struct Slot {
+    std::string key;
+    std::optional<PreparedDecode> plan;
+  };
+  std::array<Slot, kSlots> slots;
+  std::size_t next = 0;
+  PlanKey key;
+};
+thread_local PlanCache plan_cache;
+const kernels::ScratchHook plan_cache_hook([] { plan_cache = PlanCache{}; });
+
+// The plan for params and q's / v's dims: a cached one with the same key,
+// else one made now (errors as FlashAttentionDecode reports them). False
+// where the key cannot be read (a NULL or uninitialised input): the caller
+// then runs the uncached call, which reports the error.
+const PreparedDecode* CachedPlan(const posenc_attention_params* params, const TensorView& q,
+                                 const TensorView& v) {
+  PlanKey& key = plan_cache.key;
+  key.bytes().clear();
+  try {
+    CheckStructSize(params, "params", "posenc_attention_params_init");
+    const AttentionLayout layout = LayoutOf(params->layout);
+    const AttentionDims qd = GetAttentionDims(q, layout, "q");
+    const AttentionDims vd = GetAttentionDims(v, layout, "v");
+    key.Add(params->layout);
+    key.Add(params->mask);
+    key.Add(params->sliding_window);
+    key.Add(params->scale);
+    key.Add(params->query_tile);
+    key.Add(params->key_tile);
+    key.Add(qd.heads);
+    key.Add(qd.head_dim);
+    key.Add(vd.head_dim);
+    key.Scheme(params->scheme);
+    for (PlanCache::Slot& slot : plan_cache.slots) {
+      if (slot.plan.has_value() && slot.key == key.bytes()) return &*slot.plan;
+    }
+    const Prepared p = Prepare(params);
+    PlanCache::Slot& slot = plan_cache.slots[plan_cache.next];
+    slot.plan.emplace(p.params, qd.heads, qd.head_dim, vd.head_dim, p.options);
+    slot.key = key.bytes();
+    plan_cache.next = (plan_cache.next + 1) % PlanCache::kSlots;
+    return &*slot.plan;
+  } catch (const Error&) {
+    return nullptr;  // the uncached call reports it
+  }
+}
+
 }  // namespace
 }  // namespace posenc::capi
 
@@ -271,10 +431,21 @@ posenc_status posenc_attention_decode(const posenc_context* ctx,
                                       const posenc_tensor* out, const posenc_tensor* lse) {
   using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
   return Guard([&] {
+    const posenc::TensorView qv = ViewOf(q, "q"), kv = ViewOf(k, "k"), vv = ViewOf(v, "v"),
+                             ov = ViewOf(out, "out");
+    const posenc::TensorView lv = lse != nullptr ? ViewOf(lse, "lse") : posenc::TensorView{};
+    if (const posenc::PreparedDecode* plan = CachedPlan(params, qv, vv)) {
+      std::optional<posenc::Positions> qp, kp;
+      if (params->query_positions != nullptr) {
+        qp = PositionsOf(params->query_positions, "query_positions");
+      }
+      if (params->key_positions != nullptr) {
+        kp = PositionsOf(params->key_positions, "key_positions");
+      }
+      return posenc::FlashAttentionDecode(*plan, qv, kv, vv, ov, lv, qp, kp, ContextOf(ctx));
+    }
     const Prepared p = Prepare(params);
-    posenc::FlashAttentionDecode(
-        p.params, ViewOf(q, "q"), ViewOf(k, "k"), ViewOf(v, "v"), ViewOf(out, "out"),
-        lse != nullptr ? ViewOf(lse, "lse") : posenc::TensorView{}, p.options, ContextOf(ctx));
+    posenc::FlashAttentionDecode(p.params, qv, kv, vv, ov, lv, p.options, ContextOf(ctx));
   });
 }
 
@@ -343,6 +514,38 @@ posenc_status posenc_decode_plan_run(const posenc_context* ctx, const posenc_dec
     posenc::FlashAttentionDecode(
         plan->plan, ViewOf(q, "q"), ViewOf(k, "k"), ViewOf(v, "v"), ViewOf(out, "out"),
         lse != nullptr ? ViewOf(lse, "lse") : posenc::TensorView{}, qp, kp, ContextOf(ctx));
+  });
+}
+
+void posenc_kv_pages_init(posenc_kv_pages* pages) {
+  if (pages == nullptr) return;
+  *pages = posenc_kv_pages{};
+  pages->struct_size = sizeof(posenc_kv_pages);
+}
+
+posenc_status posenc_decode_plan_run_paged(const posenc_context* ctx,
+                                           const posenc_decode_plan* plan, const posenc_tensor* q,
+                                           const posenc_kv_pages* cache, const posenc_tensor* out,
+                                           const posenc_tensor* lse,
+                                           const posenc_positions* query_positions,
+                                           const posenc_positions* key_positions) {
+  using namespace posenc::capi;  // NOLINT(build/namespaces): one function body
+  return Guard([&] {
+    RequirePointer(plan, "plan", "a plan from posenc_decode_plan_create");
+    RequirePointer(cache, "cache", "a posenc_kv_pages (posenc_kv_pages_init)");
+    CheckStructSize(cache, "cache", "posenc_kv_pages_init");
+    posenc::PagedKVCache pages;
+    pages.k_pages = ViewOf(&cache->k_pages, "cache.k_pages");
+    pages.v_pages = ViewOf(&cache->v_pages, "cache.v_pages");
+    pages.block_table = cache->block_table;
+    pages.max_pages = cache->max_pages;
+    pages.seq_lens = cache->seq_lens;
+    std::optional<posenc::Positions> qp, kp;
+    if (query_positions != nullptr) qp = PositionsOf(query_positions, "query_positions");
+    if (key_positions != nullptr) kp = PositionsOf(key_positions, "key_positions");
+    posenc::FlashAttentionDecodePaged(plan->plan, ViewOf(q, "q"), pages, ViewOf(out, "out"),
+                                      lse != nullptr ? ViewOf(lse, "lse") : posenc::TensorView{},
+                                      qp, kp, ContextOf(ctx));
   });
 }
 

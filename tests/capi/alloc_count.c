@@ -6,8 +6,9 @@
  * a few times first (scratch grows to its size), then ROUNDS more times
  * with counting on; the test fails when any of those allocates. The decode
  * steps run through a posenc_decode_plan, one with a cache that grows by a
- * token every step; posenc_attention_decode without a plan (which resolves
- * its scheme on every call) is measured and printed, not required to be 0.
+ * token every step, one against a paged cache (posenc_decode_plan_run_paged);
+ * posenc_attention_decode without a plan reuses the plan the calling thread
+ * made for the same params on its first call.
  *
  * usage: posenc_alloc_count MODEL.gguf (a RoPE model: Llama 3.1 8B's) */
 #include <malloc.h>
@@ -69,7 +70,7 @@ int posix_memalign(void** out, size_t alignment, size_t n) {
     }                                                                 \
   } while (0)
 
-enum { WARMUP = 3, ROUNDS = 50, H = 32, HKV = 8, D = 128, KEYS = 1000 };
+enum { WARMUP = 3, ROUNDS = 50, H = 32, HKV = 8, D = 128, KEYS = 1000, PAGE = 8 };
 
 typedef struct {
   posenc_context* ctx;
@@ -80,6 +81,7 @@ typedef struct {
   posenc_attention_params none, rope_decode, alibi_decode;
   posenc_scheme scheme_rope, scheme_alibi;
   posenc_decode_plan *plan_none, *plan_rope, *plan_alibi;
+  posenc_kv_pages pages; /* the same keys as a paged cache, pages in reverse order */
   float* k_data;
   float* v_data;
   int64_t grow; /* keys of the growing-cache case */
@@ -121,6 +123,10 @@ static void PlanRopeGrowing(Bench* b) {
   k.shape[1] = v.shape[1] = ++b->grow;
   CHECK_OK(posenc_decode_plan_run(b->ctx, b->plan_rope, &b->q, &k, &v, &b->out, NULL, NULL, NULL));
 }
+static void PlanRopePaged(Bench* b) {
+  CHECK_OK(posenc_decode_plan_run_paged(b->ctx, b->plan_rope, &b->q, &b->pages, &b->out, NULL, NULL,
+                                        NULL));
+}
 static void DecodeNone(Bench* b) {
   CHECK_OK(
       posenc_attention_decode(b->ctx, &b->none, &b->q, &b->k_cache, &b->v_cache, &b->out, &b->lse));
@@ -159,6 +165,7 @@ int main(int argc, char** argv) {
   static float q[H * D], k_new[HKV * D], k[KEYS * HKV * D], v[KEYS * HKV * D], out[H * D];
   static float lse[H], cos_sin[4096 * D];
   static double inv_freq[D / 2];
+  static int32_t block_table[KEYS / PAGE], seq_len[1] = {KEYS};
   for (size_t i = 0; i < sizeof k / sizeof *k; ++i) {
     k[i] = (float)((i * 7919u) % 1000u) / 1000.0f - 0.5f;
     v[i] = (float)((i * 104729u) % 1000u) / 1000.0f - 0.5f;
@@ -202,6 +209,14 @@ int main(int argc, char** argv) {
   CHECK_OK(posenc_decode_plan_create(&b.rope_decode, H, D, D, &b.plan_rope));
   CHECK_OK(posenc_decode_plan_create(&b.alibi_decode, H, D, D, &b.plan_alibi));
   b.grow = 300;
+  posenc_kv_pages_init(&b.pages);
+  const int64_t pool_shape[4] = {KEYS / PAGE, PAGE, HKV, D};
+  CHECK_OK(posenc_tensor_contiguous(k, POSENC_FLOAT32, 4, pool_shape, &b.pages.k_pages));
+  CHECK_OK(posenc_tensor_contiguous(v, POSENC_FLOAT32, 4, pool_shape, &b.pages.v_pages));
+  for (int i = 0; i < KEYS / PAGE; ++i) block_table[i] = KEYS / PAGE - 1 - i;
+  b.pages.block_table = block_table;
+  b.pages.max_pages = KEYS / PAGE;
+  b.pages.seq_lens = seq_len;
 
   const struct {
     const char* name;
@@ -215,9 +230,10 @@ int main(int argc, char** argv) {
                {"decode_plan_run rope (pre-rotated keys)", PlanRope, 1},
                {"decode_plan_run alibi (explicit positions)", PlanAlibi, 1},
                {"decode_plan_run rope, cache growing", PlanRopeGrowing, 1},
-               {"attention_decode none + lse (no plan)", DecodeNone, 0},
-               {"attention_decode rope (no plan)", DecodeRope, 0},
-               {"attention_decode alibi (no plan)", DecodeAlibi, 0}};
+               {"decode_plan_run_paged rope (pages of 8)", PlanRopePaged, 1},
+               {"attention_decode none + lse (no plan)", DecodeNone, 1},
+               {"attention_decode rope (no plan)", DecodeRope, 1},
+               {"attention_decode alibi (no plan)", DecodeAlibi, 1}};
   int failed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
     const long n = Measure(&b, cases[i].call);

@@ -61,12 +61,15 @@ TEST(BenchAttentionCli, SmokeJsonEntries) {
     }
     if (kernel == "attention_decode_c") {  // the C entry points on the same shapes
       ++decode_c;
-      for (const char* key : {"scheme", "seq", "ms", "cpp_ms", "c_over_cpp", "unplanned_ms",
-                              "unplanned_over_cpp", "prefill_c_ms", "speedup_vs_prefill_c"}) {
+      for (const char* key :
+           {"scheme", "seq", "ms", "cpp_ms", "c_over_cpp", "unplanned_ms", "unplanned_over_cpp",
+            "prefill_c_ms", "speedup_vs_prefill_c", "paged16_ms", "paged16_over_dense",
+            "paged64_ms", "paged64_over_dense"}) {
         ASSERT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
       }
       EXPECT_EQ(e["seq"].get<int>(), 64);
-      for (const char* key : {"ms", "cpp_ms", "unplanned_ms", "prefill_c_ms"}) {
+      for (const char* key : {"ms", "cpp_ms", "unplanned_ms", "prefill_c_ms", "paged16_ms",
+                              "paged64_ms", "paged16_over_dense", "paged64_over_dense"}) {
         EXPECT_GT(e[key].get<double>(), 0.0) << key;
       }
       EXPECT_NEAR(e["c_over_cpp"].get<double>(), e["ms"].get<double>() / e["cpp_ms"].get<double>(),

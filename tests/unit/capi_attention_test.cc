@@ -376,6 +376,141 @@ TEST(CApiAttention, DecodePlanOwnsItsSchemeAndChecksShapes) {
                {"rope_keys"});
 }
 
+// posenc_attention_decode reuses the plan its thread made for the same
+// params: the key is the params' contents, not their addresses. Changing a
+// slope, a T5 entry or RoPE's theta in place between calls (the same
+// pointers) gives the new scheme's result, as a fresh C++ call does; six
+// schemes in turn (more than the cache's four slots) each stay right.
+TEST(CApiAttention, DecodeWithoutPlanFollowsSchemeContents) {
+  Fixture f;
+  const int64_t b = 1, h = Fixture::h, hkv = 2, d = Fixture::d, sk = 77;
+  const std::vector<float> q = Ramp(b * h * d, 0.02f), k = Ramp(b * sk * hkv * d, -0.002f),
+                           v = Ramp(b * sk * hkv * d, 0.003f);
+  const posenc_tensor qt = CTensor(q.data(), POSENC_FLOAT32, {b, 1, h, d});
+  const posenc_tensor kt = CTensor(k.data(), POSENC_FLOAT32, {b, sk, hkv, d});
+  const posenc_tensor vt = CTensor(v.data(), POSENC_FLOAT32, {b, sk, hkv, d});
+  const auto run = [&](const Fixture::Case& c) {
+    std::vector<float> out(b * h * d), out_cpp(out.size());
+    const posenc_tensor ot = CTensor(out.data(), POSENC_FLOAT32, {b, 1, h, d});
+    posenc_attention_params p;
+    posenc_attention_params_init(&p);
+    p.scheme = &c.scheme;
+    EXPECT_EQ(posenc_attention_decode(nullptr, &p, &qt, &kt, &vt, &ot, nullptr), POSENC_OK)
+        << posenc_last_error();
+    AttentionParams ap;
+    ap.scheme = c.cpp;
+    FlashAttentionOptions o;
+    o.rope_keys = c.rope_keys;
+    FlashAttentionDecode(ap, View(q, {b, 1, h, d}), View(k, {b, sk, hkv, d}),
+                         View(v, {b, sk, hkv, d}), View(out_cpp, {b, 1, h, d}), TensorView{}, o);
+    EXPECT_EQ(out, out_cpp) << c.label;
+    return out;
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const Fixture::Case& c : f.cases) run(c);
+  }
+  const auto find = [&](const std::string& label) -> Fixture::Case& {
+    for (Fixture::Case& c : f.cases) {
+      if (c.label.rfind(label, 0) == 0) return c;
+    }
+    ADD_FAILURE() << label;
+    return f.cases[0];
+  };
+  // In place: the C scheme and the C++ one read the same buffers, except
+  // the copies the C++ schemes took (slopes, RoPE params): rebuilt here.
+  Fixture::Case& alibi = find("alibi");
+  const std::vector<float> alibi_before = run(alibi);
+  f.slopes[1] *= 3.0;
+  alibi.cpp = PositionScheme::FromAlibi(f.slopes);
+  EXPECT_NE(run(alibi), alibi_before);
+  Fixture::Case& t5 = find("t5");
+  const std::vector<float> t5_before = run(t5);
+  f.t5_table[5] += 2.0f;
+  std::copy(f.t5_table.begin(), f.t5_table.end(), f.t5.data());
+  EXPECT_NE(run(t5), t5_before);
+  Fixture::Case& rope = find("rope");
+  const std::vector<float> rope_before = run(rope);
+  f.rope_c.theta = 1000.0;
+  RopeParams rp = f.rp;
+  rp.theta = 1000.0;
+  rope.cpp = PositionScheme::FromRope(rp);
+  EXPECT_NE(run(rope), rope_before);
+}
+
+// A paged cache through C: the same bits as the C++ call, and its errors.
+TEST(CApiAttention, DecodePagedMatchesCppAndChecksTables) {
+  Fixture f;
+  const int64_t b = 2, h = Fixture::h, hkv = 2, d = Fixture::d, ps = 16, pages = 9, max_pages = 4;
+  const std::vector<float> kp = Ramp(pages * ps * hkv * d, -0.002f),
+                           vp = Ramp(pages * ps * hkv * d, 0.003f), q = Ramp(b * h * d, 0.02f);
+  std::vector<int32_t> table = {3, 0, 7, 5, 8, 1, 2, -1}, lens = {61, 40};
+  posenc_kv_pages cache;
+  posenc_kv_pages_init(&cache);
+  cache.k_pages = CTensor(kp.data(), POSENC_FLOAT32, {pages, ps, hkv, d});
+  cache.v_pages = CTensor(vp.data(), POSENC_FLOAT32, {pages, ps, hkv, d});
+  cache.block_table = table.data();
+  cache.max_pages = max_pages;
+  cache.seq_lens = lens.data();
+  PagedKVCache cpp;
+  cpp.k_pages = View(kp, {pages, ps, hkv, d});
+  cpp.v_pages = View(vp, {pages, ps, hkv, d});
+  cpp.block_table = table.data();
+  cpp.max_pages = max_pages;
+  cpp.seq_lens = lens.data();
+  const posenc_tensor qt = CTensor(q.data(), POSENC_FLOAT32, {b, 1, h, d});
+  std::vector<float> out(b * h * d), out_cpp(out.size()), lse(b * h), lse_cpp(lse.size());
+  const posenc_tensor ot = CTensor(out.data(), POSENC_FLOAT32, {b, 1, h, d});
+  const posenc_tensor lt = CTensor(lse.data(), POSENC_FLOAT32, {b, h, 1});
+  for (const Fixture::Case& c : f.cases) {
+    SCOPED_TRACE(c.label);
+    posenc_attention_params p;
+    posenc_attention_params_init(&p);
+    p.scheme = &c.scheme;
+    posenc_decode_plan* plan = nullptr;
+    ASSERT_EQ(posenc_decode_plan_create(&p, h, d, d, &plan), POSENC_OK) << posenc_last_error();
+    ASSERT_EQ(posenc_decode_plan_run_paged(nullptr, plan, &qt, &cache, &ot, &lt, nullptr, nullptr),
+              POSENC_OK)
+        << posenc_last_error();
+    AttentionParams ap;
+    ap.scheme = c.cpp;
+    FlashAttentionOptions o;
+    o.rope_keys = c.rope_keys;
+    FlashAttentionDecodePaged(PreparedDecode(ap, h, d, d, o), View(q, {b, 1, h, d}), cpp,
+                              View(out_cpp, {b, 1, h, d}), View(lse_cpp, {b, h, 1}), std::nullopt,
+                              std::nullopt);
+    EXPECT_EQ(out, out_cpp);
+    EXPECT_EQ(lse, lse_cpp);
+    posenc_decode_plan_destroy(plan);
+  }
+  posenc_attention_params p;
+  posenc_attention_params_init(&p);
+  posenc_decode_plan* plan = nullptr;
+  ASSERT_EQ(posenc_decode_plan_create(&p, h, d, d, &plan), POSENC_OK);
+  table[5] = 9;  // row 1's second page
+  ExpectStatus(
+      posenc_decode_plan_run_paged(nullptr, plan, &qt, &cache, &ot, nullptr, nullptr, nullptr),
+      POSENC_ERROR_INVALID_ARGUMENT, {"cache.block_table[1][1]: got 9", "[0, 9)"});
+  table[5] = 1;
+  lens[0] = 65;
+  ExpectStatus(
+      posenc_decode_plan_run_paged(nullptr, plan, &qt, &cache, &ot, nullptr, nullptr, nullptr),
+      POSENC_ERROR_INVALID_ARGUMENT, {"cache.seq_lens[0]: got 65", "[1, 64]"});
+  lens[0] = 61;
+  posenc_kv_pages raw = cache;
+  raw.struct_size = 0;
+  ExpectStatus(
+      posenc_decode_plan_run_paged(nullptr, plan, &qt, &raw, &ot, nullptr, nullptr, nullptr),
+      POSENC_ERROR_INVALID_ARGUMENT, {"cache.struct_size", "posenc_kv_pages_init"});
+  ExpectStatus(
+      posenc_decode_plan_run_paged(nullptr, plan, &qt, nullptr, &ot, nullptr, nullptr, nullptr),
+      POSENC_ERROR_INVALID_ARGUMENT, {"cache: got NULL"});
+  EXPECT_EQ(
+      posenc_decode_plan_run_paged(nullptr, plan, &qt, &cache, &ot, nullptr, nullptr, nullptr),
+      POSENC_OK);
+  EXPECT_STREQ(posenc_last_error(), "");
+  posenc_decode_plan_destroy(plan);
+}
+
 // Shift of a RoPE cache and RoPE through a cos/sin cache, against C++.
 TEST(CApiAttention, CacheRopeEntryPointsMatchCpp) {
   const int64_t s = 6, hkv = 2, d = 16;
