@@ -28,6 +28,7 @@ figure.wide { flex-basis: 100%; }
 figure h3 { margin: 0 0 8px; font-size: 15px; }
 figcaption { margin-top: 8px; font-size: 13px; color: var(--muted); max-width: 560px; }
 figure.wide figcaption { max-width: 980px; }
+ol.notes { margin: 6px 0 0; padding-left: 22px; font-size: 12px; color: var(--muted); max-width: 980px; }
 figcaption a { color: var(--accent); }
 .chart { min-height: 40px; }
 .chart-error { color: #cf222e; font-weight: 600; }

@@ -61,20 +61,7 @@ MethodMeasure MeasureSinusoidal(const CompareSetup& s) {
   m.past_end_detail = fmt::format("defined up to 2^24 - 1; max |PE| there {}", Sci(MaxAbs(last)));
   m.attention_bytes = 0;
   m.memory_note = "none (the table is added before attention)";
-  const std::int64_t seq = s.shape.seq;
-  std::vector<float> x(static_cast<std::size_t>(seq * d), 0.0f);
-  SinusoidalParams p;
-  p.dim = d;
-  const Context ctx(s.threads);
-  m.ns_per_token = NanosPer(
-      [&] {
-        AddSinusoidal(p, TensorView::Contiguous(x.data(), DType::kFloat32, {1, seq, d}),
-                      Positions::Offset(0), ctx);
-      },
-      static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format("AddSinusoidal, [1, {}, {}] float32", seq, d);
-  m.used_in =
-      "Transformer (2017), DistilBERT, GPT-J's table layout, Transformer-XL (relative form)";
+  m.used_in = "Transformer (2017), DistilBERT, Transformer-XL (its R)";
   return m;
 }
 
@@ -117,18 +104,7 @@ MethodMeasure MeasureLearned(const CompareSetup& s) {
   }
   m.attention_bytes = 0;
   m.memory_note = "none (the table is added before attention)";
-  std::vector<float> x(static_cast<std::size_t>(table.max_positions() * table.dim()), 0.0f);
-  const Context ctx(s.threads);
-  m.ns_per_token = NanosPer(
-      [&] {
-        table.AddTo(TensorView::Contiguous(x.data(), DType::kFloat32,
-                                           {1, table.max_positions(), table.dim()}),
-                    Positions::Offset(0), ctx);
-      },
-      static_cast<double>(table.max_positions()), s.timing_repeats);
-  m.speed_note =
-      fmt::format("LearnedTable::AddTo, [1, {}, {}] float32", table.max_positions(), table.dim());
-  m.used_in = "BERT, GPT-2, RoBERTa, ViT (N(0, 0.02^2) init here, untrained)";
+  m.used_in = "BERT, GPT-2, RoBERTa, ViT";
   return m;
 }
 
@@ -193,21 +169,6 @@ MethodMeasure MeasureRope(const CompareSetup& s) {
   m.attention_bytes = static_cast<double>(seq * head_dim * 2 * 4);
   m.memory_note =
       fmt::format("cos/sin cache [{}, {}] x 2 float32 (shared by layers)", seq, head_dim);
-  std::vector<float> qx(static_cast<std::size_t>(seq * s.shape.heads * head_dim), 0.5f), kx(qx);
-  const Context ctx(s.threads);
-  RopeParams pf;
-  pf.head_dim = head_dim;
-  m.ns_per_token = NanosPer(
-      [&] {
-        ApplyRopeQK(
-            pf,
-            TensorView::Contiguous(qx.data(), DType::kFloat32, {1, seq, s.shape.heads, head_dim}),
-            TensorView::Contiguous(kx.data(), DType::kFloat32, {1, seq, s.shape.heads, head_dim}),
-            AttentionLayout::kBSHD, Positions::Offset(0), RopeDirection::kForward, ctx);
-      },
-      static_cast<double>(seq), s.timing_repeats);
-  m.speed_note =
-      fmt::format("ApplyRopeQK, q and k [1, {}, {}, {}] float32", seq, s.shape.heads, head_dim);
   m.used_in = "Llama, Mistral, Qwen, Gemma, GPT-NeoX, DeepSeek, Phi-3";
   return m;
 }
@@ -247,21 +208,6 @@ MethodMeasure MeasureAlibi(const CompareSetup& s) {
       "[{}, {}, {}] float32 bias per layer if materialised; 0 in fused "
       "kernels that compute it from the {} slopes",
       s.shape.heads, s.shape.seq, s.shape.seq, s.shape.heads);
-  const std::int64_t seq = std::min<std::int64_t>(s.shape.seq, 1024);
-  std::vector<float> bias(static_cast<std::size_t>(s.shape.heads * seq * seq));
-  AlibiGeometry g;
-  g.query_len = seq;
-  g.key_len = seq;
-  const Context ctx(s.threads);
-  m.ns_per_token = NanosPer(
-      [&] {
-        AlibiBiasMatrix(
-            slopes, g,
-            TensorView::Contiguous(bias.data(), DType::kFloat32, {s.shape.heads, seq, seq}), ctx);
-      },
-      static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format("AlibiBiasMatrix, [{}, {}, {}] float32 (per query token)",
-                             s.shape.heads, seq, seq);
   m.used_in = "BLOOM, MPT, Falcon (ALiBi variants), Baichuan-13B";
   return m;
 }
@@ -272,6 +218,7 @@ Section CompareSection(const ReportOptions& options) {
   setup.length = sizes.unique_positions;
   setup.shift_length = sizes.shift_length;
   setup.timing_repeats = sizes.timing_repeats;
+  setup.cost_seq = sizes.cost_seq;
   setup.threads = options.threads;
   std::vector<MethodMeasure> rows = {
       MeasureSinusoidal(setup),    MeasureLearned(setup), MeasureRope(setup),
@@ -285,12 +232,12 @@ Section CompareSection(const ReportOptions& options) {
   t.header = {"method",
               "where position enters",
               fmt::format("bounded: max |value| at L = {} / 4L", setup.length),
-              "continuous (from the formula, as section 11)",
+              "continuous",
               fmt::format("unique: min distance between codes (L = {})", setup.length),
               "relative: score change under a common shift",
-              "defined past the trained length? (not whether it works there: see the next column)",
-              "works past the trained length? bits/byte at 4× train length ÷ at train length "
-              "(measured in trained models, section 9)"};
+              "defined past the trained length L?",
+              "works past it? bits/byte at 4L ÷ at L (trained models, section 9)"};
+  const CostShape cost = CostShapeFor(setup);
   Table costs;
   costs.id = "comparison_costs";
   costs.title = "Comparison of methods: costs";
@@ -298,7 +245,10 @@ Section CompareSection(const ReportOptions& options) {
       "method",
       fmt::format("extra parameters ({} layers, d = {})", setup.shape.layers, setup.shape.hidden),
       fmt::format("extra memory in attention at S = {}", setup.shape.seq),
-      "ns per token of the library call named below (1 thread; shapes differ)", "used in"};
+      fmt::format("ns per token: one layer's forward, [1, {}, {}, {}] float32, causal", cost.seq,
+                  cost.heads, cost.head_dim),
+      "× the same kernel without position",
+      "used in"};
   // Continuity follows from each method's formula (the same words as section 11).
   const std::map<std::string, std::string> continuous = {
       {"sinusoidal", "yes (sin, cos of p)"},    {"learned", "no (a row per position)"},
@@ -321,37 +271,53 @@ Section CompareSection(const ReportOptions& options) {
       {"DeBERTa", {"deberta", "an encoder scheme without a fused kernel"}}};
   Section s;
   for (const auto& m : rows) {
+    // Short cells; the detail goes to the table's footnotes.
+    const std::size_t paren = m.enters.find(" (");
+    const std::string enters =
+        m.enters.size() > 40 && paren != std::string::npos
+            ? t.Noted(m.enters.substr(0, paren),
+                      m.method + ": " + m.enters.substr(paren + 2, m.enters.size() - paren - 3))
+            : m.enters;
+    const std::string bounded =
+        m.length > 0
+            ? t.Noted(fmt::format("yes: {} over its {} rows", Sci(m.max_abs_at_l), m.length),
+                      m.method + ": a finite table; there is no row past them")
+            : fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)",
+                          Sci(m.max_abs_at_l), Sci(m.max_abs_at_4l));
+    const std::string past_end =
+        t.Noted(PastEndName(m.past_end), m.method + ": " + m.past_end_detail);
+    std::string measured = "-";
+    if (experiment_names.count(m.method)) {
+      const auto& [scheme, not_trained] = experiment_names.at(m.method);
+      std::string finetuned = FinetunedRatios(options.experiment.get(), scheme);
+      if (finetuned.rfind("; ", 0) == 0) finetuned = finetuned.substr(2);
+      measured = !not_trained.empty() && (options.experiment == nullptr ||
+                                          options.experiment->Find(scheme) == nullptr)
+                     ? t.Noted("not trained", m.method + ": " + not_trained)
+                     : t.Noted(RatioCell(options.experiment.get(), scheme, not_trained),
+                               finetuned.empty() ? "" : m.method + ", " + finetuned);
+    }
     t.rows.push_back(
-        {m.method, m.enters,
-         m.length > 0 ? fmt::format("yes (a finite table): {} over its {} rows; no row past them",
-                                    Sci(m.max_abs_at_l), m.length)
-                      : fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)",
-                                    Sci(m.max_abs_at_l), Sci(m.max_abs_at_4l)),
-         continuous.count(m.method) ? continuous.at(m.method) : "-",
+        {m.method, enters, bounded, continuous.count(m.method) ? continuous.at(m.method) : "-",
          m.min_code_distance >= 0
              ? fmt::format("yes: {}{}", Sci(m.min_code_distance),
                            m.length > 0 ? fmt::format(" (L = {}, its rows)", m.length) : "")
-             : fmt::format("distances only: {} distinct values over |i - j| < L",
-                           m.distinct_distances),
+             : fmt::format("distances only: {} values", m.distinct_distances),
          fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute",
                      Sci(m.shift_change)),
-         PastEndName(m.past_end) + ": " + m.past_end_detail,
-         experiment_names.count(m.method)
-             ? RatioCell(options.experiment.get(), experiment_names.at(m.method).first,
-                         experiment_names.at(m.method).second) +
-                   FinetunedRatios(options.experiment.get(), experiment_names.at(m.method).first)
-             : "-"});
+         past_end, measured});
     std::vector<std::string> links(t.rows.back().size());
     links[3] = "#fig-choose_properties";
     if (experiment_names.count(m.method)) links[7] = "#experiment";
     t.links.push_back(std::move(links));
+    const MethodCost c = MeasureCost(m.method, setup);
     costs.rows.push_back({m.method,
-                          m.params_note.empty()
-                              ? Thousands(m.extra_params)
-                              : fmt::format("{} ({})", Thousands(m.extra_params), m.params_note),
-                          fmt::format("{} ({})", Bytes(m.attention_bytes), m.memory_note),
-                          fmt::format("{:.2f} ({})", m.ns_per_token, m.speed_note), m.used_in});
-    costs.links.push_back({"", "", "", "#fig-choose_cost", ""});
+                          costs.Noted(Thousands(m.extra_params),
+                                      m.params_note.empty() ? "" : m.method + ": " + m.params_note),
+                          costs.Noted(Bytes(m.attention_bytes), m.method + ": " + m.memory_note),
+                          fmt::format("{:.0f} ({})", c.ns_per_token, c.kernel),
+                          fmt::format("{:.2f}×", c.ns_per_token / c.none_ns_per_token), m.used_in});
+    costs.links.push_back({"", "", "", "", "", ""});
     s.summary.push_back(fmt::format(
         "{}: bounded {}, min code distance {}, shift change {}, past end {}", m.method,
         m.bounded ? "yes" : "no", m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",
@@ -361,22 +327,30 @@ Section CompareSection(const ReportOptions& options) {
       "Every cell is measured when the report is built, except continuous (from the formula). "
       "bounded: largest |positional term| for positions or distances below L and below 4L "
       "(learned: its own rows). unique: smallest Euclidean distance between the codes of two "
-      "positions below L (RoPE: the cos/sin rows). relative: max |s(i+t, j+t) - s(i, j)| / max "
+      "positions below L (RoPE: the cos/sin rows); a relative method has no code per position, so "
+      "its cell counts the distinct values of its term over |i - j| < L. relative: max |s(i+t, "
+      "j+t) - s(i, j)| / max "
       "|s| over i, j < {} and t in {{1, 7, 100}} for the position-only score (PE(i).PE(j), "
       "E_i.E_j, <R_i q, R_j k>, the ALiBi / T5 bias, q . a^K[idx], w . R_(i-j), q . Kr[c2p], "
       "FIRE's bias at the paper's initialisation; relative tables random, untrained). Defined "
       "past the trained length says only that the method gives a value there; the next "
-      "column measures whether a trained model still works. d = {}, {} heads, learned table {} "
-      "rows, Shaw k = {}.",
+      "column measures whether a trained model still works. Numbers in brackets are the notes "
+      "under the table. d = {}, {} heads, learned table {} "
+      "rows (N(0, 0.02^2) initialisation, untrained), Shaw k = {}.",
       setup.shift_length, setup.shape.hidden, setup.shape.heads, setup.shape.max_positions,
       kShawClip);
   costs.caption = fmt::format(
-      "Parameters and memory for {} layers, d = {}, {} heads, S = {}. The speed cells time each "
-      "method's own library call on its own shape (named in the cell: AddSinusoidal on the whole "
-      "input, ALiBi and T5 per query token, Shaw and Transformer-XL on one head, FIRE through "
-      "the float64 reference), so they are not comparable with each other; section 11's cost "
-      "table (linked from each cell) measures every method on one shape, in one unit.",
-      setup.shape.layers, setup.shape.hidden, setup.shape.heads, setup.shape.seq);
+      "Parameters and memory for {} layers, d = {}, {} heads, S = {}. Speed: every method on one "
+      "shape, in one unit, measured when the report is built ({} thread(s), best of {} "
+      "alternating runs): one attention layer's forward with the method's positional work -- "
+      "the table added to the input [1, {}, {}] for sinusoidal and learned, posenc's fused kernel "
+      "for RoPE, ALiBi, T5, Shaw and FIRE, and the float64 reference for Transformer-XL and "
+      "DeBERTa, which have no fused kernel (so their ns per token are not comparable with the "
+      "fused rows; their ratio is). The ratio divides by attention without a positional term "
+      "through the same kernel, timed alternately. Section 11 times forward and backward of the "
+      "fused schemes at S = 2048.",
+      setup.shape.layers, setup.shape.hidden, setup.shape.heads, setup.shape.seq, setup.threads,
+      std::max(1, setup.timing_repeats), cost.seq, cost.heads * cost.head_dim);
   s.id = "comparison";
   s.title = "Comparison table";
   s.paragraphs = {

@@ -17,6 +17,7 @@ struct CompareSetup {
   std::int64_t shift_length = 24;  // i, j < this in the shift check
   int timing_repeats = 2;
   int threads = 1;
+  std::int64_t cost_seq = 512;  // S of MeasureCost (at most shape.seq)
   ModelShape shape;
 };
 
@@ -35,8 +36,6 @@ struct MethodMeasure {
   std::string past_end_detail;   // what the API said / did
   double attention_bytes = 0.0;  // extra memory in attention at S = shape.seq
   std::string memory_note;
-  double ns_per_token = 0.0;  // measured here, one thread
-  std::string speed_note;
   std::string used_in;
   std::string params_note;  // how the count is made up ("" for none)
 };
@@ -56,5 +55,20 @@ MethodMeasure MeasureTransformerXL(const CompareSetup& setup);
 MethodMeasure MeasureDeberta(const CompareSetup& setup);
 // compare_fire.cc
 MethodMeasure MeasureFire(const CompareSetup& setup);
+
+// compare_cost.cc: every method's cost on one shape, in one unit -- one
+// attention layer's forward, q, k, v [1, seq, heads, head_dim] float32,
+// causal, with the method's positional work, in ns per token.
+struct CostShape {
+  std::int64_t seq = 512, heads = 12, head_dim = 64;
+};
+CostShape CostShapeFor(const CompareSetup& setup);  // S = min(shape.seq, cost_seq), its heads
+struct MethodCost {
+  double ns_per_token = 0.0;       // the layer with the method
+  double none_ns_per_token = 0.0;  // the same kernel without a positional term, alternating
+  std::string kernel;              // what ran: fused kernel, table add + fused, reference
+};
+// `method`: a MethodMeasure::method of the table ("sinusoidal", "RoPE", ...).
+MethodCost MeasureCost(const std::string& method, const CompareSetup& setup);
 
 }  // namespace posenc::report

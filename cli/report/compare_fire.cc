@@ -113,17 +113,6 @@ MethodMeasure MeasureFire(const CompareSetup& s) {
       "posenc's fused kernel computes the bias per tile (the paper's code materialises [1, {}, {}, "
       "{}] float32 per layer: {})",
       s.shape.heads, s.shape.seq, s.shape.seq, Bytes(static_cast<double>(DenseBiasBytes(s.shape))));
-  const std::int64_t seq = std::min<std::int64_t>(s.shape.seq, 256);
-  std::vector<double> out(static_cast<std::size_t>(s.shape.heads * seq * seq));
-  m.ns_per_token = NanosPer(
-      [&] {
-        FireBiasMatrix(
-            all.View(), {}, s.shape.heads, 0, seq, seq,
-            TensorView::Contiguous(out.data(), DType::kFloat64, {s.shape.heads, seq, seq}));
-      },
-      static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format("FireBiasMatrix, [{}, {}, {}] float64 reference (per query token)",
-                             s.shape.heads, seq, seq);
   m.used_in = "Li et al. 2024 (FIRE); posenc's extrapolation experiment";
   return m;
 }

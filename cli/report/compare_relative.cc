@@ -38,9 +38,6 @@ double MaxOverDistances(const std::function<double(std::int64_t)>& f, std::int64
   return mx;
 }
 
-// Timing sizes: a [S', S'] score matrix with S' = min(S, 1024), per query token.
-std::int64_t TimedSeq(const CompareSetup& s) { return std::min<std::int64_t>(s.shape.seq, 1024); }
-
 }  // namespace
 
 MethodMeasure MeasureT5(const CompareSetup& s) {
@@ -72,25 +69,21 @@ MethodMeasure MeasureT5(const CompareSetup& s) {
                   s.shift_length, kCompareShifts);
   const T5Bucketer& b = table.bucketer();
   m.past_end = PastEnd::kSaturates;
-  m.past_end_detail = fmt::format(
-      "|j - i| >= {} share the last bucket (bucket({}) = {}, bucket({}) = {})", bp.max_distance,
-      bp.max_distance, b.Bucket(bp.max_distance), kMaxPosition, b.Bucket(kMaxPosition));
+  // The first distance from which every farther key shares the last bucket
+  // (before max_distance: the log buckets round up to it).
+  const std::int64_t last = b.Bucket(kMaxPosition);
+  std::int64_t sat = 1;
+  for (std::int64_t n = 1; n <= bp.max_distance; ++n) {
+    if (b.Bucket(n) != last) sat = n + 1;
+  }
+  m.past_end_detail =
+      fmt::format("every j - i >= {} shares the last bucket (bucket({}) = bucket(2^24 - 1) = {})",
+                  sat, sat, last);
   m.attention_bytes = static_cast<double>(DenseBiasBytes(s.shape));
   m.memory_note = fmt::format(
       "HF compute_bias materialises position_bias [1, {}, {}, {}] float32, "
       "once for all layers",
       s.shape.heads, s.shape.seq, s.shape.seq);
-  const std::int64_t seq = TimedSeq(s);
-  std::vector<float> out(static_cast<std::size_t>(table.heads() * seq * seq));
-  m.ns_per_token = NanosPer(
-      [&] {
-        table.FillBias(
-            Positions::Offset(0), seq, seq,
-            TensorView::Contiguous(out.data(), DType::kFloat32, {table.heads(), seq, seq}));
-      },
-      static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format("T5BiasTable::FillBias, [{}, {}, {}] float32 (per query token)",
-                             table.heads(), seq, seq);
   m.used_in = "T5, mT5, Flan-T5, UL2, LongT5 (local)";
   return m;
 }
@@ -128,22 +121,7 @@ MethodMeasure MeasureShaw(const CompareSetup& s) {
   m.attention_bytes = static_cast<double>(s.shape.heads * s.shape.seq * rows * 4);
   m.memory_note = fmt::format("q . a^K products [{}, {}, {}] float32 per layer, gathered per pair",
                               s.shape.heads, s.shape.seq, rows);
-  const std::int64_t seq = TimedSeq(s);
-  const std::vector<float> a32(a_key.begin(), a_key.end());
-  std::vector<float> q32(static_cast<std::size_t>(d), 0.5f), logits(static_cast<std::size_t>(seq));
-  std::vector<std::int64_t> keys(static_cast<std::size_t>(seq));
-  for (std::int64_t j = 0; j < seq; ++j) keys[static_cast<std::size_t>(j)] = j;
-  m.ns_per_token = NanosPer(
-      [&] {
-        for (std::int64_t i = 0; i < seq; ++i) {
-          ShawAddKeyLogits(p, a32.data(), q32.data(), i, keys.data(), seq, 0.125f, logits.data());
-        }
-      },
-      static_cast<double>(seq), s.timing_repeats);
-  m.speed_note =
-      fmt::format("ShawAddKeyLogits, {} queries x {} keys, D = {}, one head, float32", seq, seq, d);
-  m.used_in =
-      "Shaw et al. 2018 (Transformer), Music Transformer; HF BERT relative_key (removed in v5)";
+  m.used_in = "Shaw et al. 2018, Music Transformer, HF BERT relative_key";
   return m;
 }
 
@@ -193,22 +171,6 @@ MethodMeasure MeasureTransformerXL(const CompareSetup& s) {
       "RW = W_R R [{}, {}] float32 per layer (HF also forms BD [{}, S, S] "
       "before rel_shift)",
       s.shape.seq, dm, s.shape.heads);
-  const std::int64_t seq = TimedSeq(s);
-  std::vector<float> rw32(static_cast<std::size_t>(seq * d), 0.25f), k32(rw32),
-      out(static_cast<std::size_t>(seq));
-  std::vector<float> q32(static_cast<std::size_t>(d), 0.5f), u(q32), v(q32);
-  m.ns_per_token = NanosPer(
-      [&] {
-        for (std::int64_t i = 0; i < seq; ++i) {
-          TransformerXLAddPositionTermsRow(q32.data(), u.data(), v.data(), k32.data(), d,
-                                           rw32.data(), d, d, seq, seq, i, 0.125f, out.data());
-        }
-      },
-      static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format(
-      "TransformerXLAddPositionTermsRow, {} queries x {} keys, D = {}, one head, "
-      "float32",
-      seq, seq, d);
   m.used_in = "Transformer-XL, XLNet";
   return m;
 }
@@ -255,24 +217,6 @@ MethodMeasure MeasureDeberta(const CompareSetup& s) {
   m.memory_note =
       fmt::format("c2p and p2c products [{}, {}, {}] float32 per layer, gathered per pair",
                   s.shape.heads, s.shape.seq, rows);
-  const std::int64_t seq = TimedSeq(s);
-  std::vector<float> kr32(kr.begin(), kr.end()), qr32(kr32),
-      k32(static_cast<std::size_t>(seq * d), 0.25f);
-  std::vector<float> q32(static_cast<std::size_t>(d), 0.5f), out(static_cast<std::size_t>(seq));
-  std::vector<std::int64_t> keys(static_cast<std::size_t>(seq));
-  for (std::int64_t j = 0; j < seq; ++j) keys[static_cast<std::size_t>(j)] = j;
-  m.ns_per_token = NanosPer(
-      [&] {
-        for (std::int64_t i = 0; i < seq; ++i) {
-          rel.AddPositionTermsRow(q32.data(), i, k32.data(), d, keys.data(), seq, kr32.data(),
-                                  qr32.data(), out.data());
-        }
-      },
-      static_cast<double>(seq), s.timing_repeats);
-  m.speed_note = fmt::format(
-      "DebertaRelative::AddPositionTermsRow (c2p + p2c), {} queries x {} keys, "
-      "D = {}, one head, float32",
-      seq, seq, d);
   m.used_in = "DeBERTa, DeBERTa-v2/v3, mDeBERTa";
   return m;
 }

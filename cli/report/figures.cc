@@ -107,14 +107,40 @@ std::string LearnedPastEndMessage(const LearnedTable& table) {
   return "";
 }
 
-const std::vector<PositionScheme::Kind>& AttentionMapKinds() {
-  using K = PositionScheme::Kind;
-  static const std::vector<K> kinds = {K::kNone, K::kAbsolute, K::kRope,          K::kAlibi,
-                                       K::kT5,   K::kShaw,     K::kTransformerXL, K::kDeBERTa};
-  return kinds;
+const std::vector<AttentionPanel>& AttentionPanels() {
+  using P = AttentionPanel;
+  static const std::vector<P> panels = {P::kNone, P::kSinusoidal,    P::kLearned,
+                                        P::kRope, P::kAlibi,         P::kT5,
+                                        P::kShaw, P::kTransformerXL, P::kDeBERTa};
+  return panels;
 }
 
-std::vector<double> AttentionMap(PositionScheme::Kind kind, const AttentionMapSetup& s) {
+std::string AttentionPanelName(AttentionPanel panel) {
+  using P = AttentionPanel;
+  switch (panel) {
+    case P::kNone:
+      return "none";
+    case P::kSinusoidal:
+      return "sinusoidal";
+    case P::kLearned:
+      return "learned";
+    case P::kRope:
+      return "rope";
+    case P::kAlibi:
+      return "alibi";
+    case P::kT5:
+      return "t5";
+    case P::kShaw:
+      return "shaw";
+    case P::kTransformerXL:
+      return "transformer_xl";
+    case P::kDeBERTa:
+      return "deberta";
+  }
+  return "";
+}
+
+std::vector<double> AttentionMap(AttentionPanel panel, const AttentionMapSetup& s) {
   Require(s.tokens >= 2 && s.tokens <= 512, "tokens", s.tokens, "an integer in [2, 512]");
   Require(s.dim >= 2 && s.dim <= 256 && s.dim % 2 == 0, "dim", s.dim,
           "an even integer in [2, 256]");
@@ -128,12 +154,23 @@ std::vector<double> AttentionMap(PositionScheme::Kind kind, const AttentionMapSe
   // Scheme tables: drawn after q, k, v so that every scheme sees the same input.
   std::vector<double> t1, t2, t3;
   std::optional<T5BiasTable> t5;
-  using K = PositionScheme::Kind;
-  switch (kind) {
+  using K = AttentionPanel;
+  switch (panel) {
     case K::kNone:
       params.scheme = PositionScheme::None();
       break;
-    case K::kAbsolute: {
+    case K::kLearned: {
+      // A learned table at initialisation, added to q and k like the
+      // sinusoidal codes: N(0, 0.02^2) per entry.
+      const auto table = Normal(rng, n * d, 0.02);
+      for (std::size_t at = 0; at < table.size(); ++at) {
+        q[at] += table[at];
+        k[at] += table[at];
+      }
+      params.scheme = PositionScheme::None();
+      break;
+    }
+    case K::kSinusoidal: {
       // Sinusoidal absolute codes added to q and k (the identity projection of
       // x + PE): the score gains PE(i).PE(j) and the cross terms.
       SinusoidalParams sp;
@@ -209,12 +246,6 @@ std::vector<double> AttentionMap(PositionScheme::Kind kind, const AttentionMapSe
           TensorView::Contiguous(t2.data(), DType::kFloat64, {rows, 1, d}));
       break;
     }
-    case K::kRegistered:
-      // Plug-in schemes (FIRE) have learned parameters and no canonical
-      // initialisation to draw; they are not among AttentionMapKinds().
-      throw InvalidArgument(
-          "kind: a registered (plug-in) scheme has no attention-map figure; "
-          "allowed: the kinds of AttentionMapKinds()");
   }
   const TensorView pv = TensorView::Contiguous(probs.data(), DType::kFloat64, {1, 1, n, n});
   AttentionReference(params, TensorView::Contiguous(q.data(), DType::kFloat64, {1, n, 1, d}),

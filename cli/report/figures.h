@@ -47,9 +47,24 @@ struct AttentionMapSetup {
   double alibi_slope = 0.5;  // head 1 of 8 in the reference slopes
   std::int64_t shaw_clip = 4;
 };
-// kNone, kAbsolute (sinusoidal PE(i) added to q_i and k_i), kRope, kAlibi,
-// kT5, kShaw, kTransformerXL, kDeBERTa (the order drawn: 8 panels).
-const std::vector<PositionScheme::Kind>& AttentionMapKinds();
-std::vector<double> AttentionMap(PositionScheme::Kind kind, const AttentionMapSetup& setup);
+// The panels, in the order drawn (9: a 3 x 3 grid). kSinusoidal and
+// kLearned add their code to q_i and k_i (the identity projection of
+// x + PE); kLearned's table is at its initialisation (N(0, 0.02^2), BERT's
+// and GPT-2's), i.e. before any training.
+enum class AttentionPanel {
+  kNone,
+  kSinusoidal,
+  kLearned,
+  kRope,
+  kAlibi,
+  kT5,
+  kShaw,
+  kTransformerXL,
+  kDeBERTa
+};
+std::string AttentionPanelName(
+    AttentionPanel panel);  // "none", "sinusoidal", "learned", "rope", ...
+const std::vector<AttentionPanel>& AttentionPanels();
+std::vector<double> AttentionMap(AttentionPanel panel, const AttentionMapSetup& setup);
 
 }  // namespace posenc::report

@@ -192,7 +192,32 @@ std::string TableHtml(const Table& t) {
     }
     out += "</tr>";
   }
-  return out + "</tbody></table></div>";
+  out += "</tbody></table></div>";
+  if (!t.notes.empty()) {
+    out += "<ol class=\"notes\">";
+    for (const std::string& note : t.notes) out += "<li>" + Escape(note) + "</li>";
+    out += "</ol>";
+  }
+  return out;
+}
+
+// A table cell for the CSV: each footnote marker "[n]" written as "[n: note]".
+std::string CsvCellWithNotes(const Table& t, const std::string& cell) {
+  std::string out;
+  std::size_t at = 0;
+  while (at < cell.size()) {
+    const std::size_t open = cell.find('[', at);
+    const std::size_t close = open == std::string::npos ? open : cell.find(']', open);
+    if (close == std::string::npos) break;
+    const std::string inside = cell.substr(open + 1, close - open - 1);
+    const bool number = !inside.empty() && inside.size() < 4 &&
+                        inside.find_first_not_of("0123456789") == std::string::npos;
+    const std::size_t n = number ? std::stoul(inside) : 0;
+    out += cell.substr(at, close + 1 - at);
+    if (n >= 1 && n <= t.notes.size()) out.insert(out.size() - 1, ": " + t.notes[n - 1]);
+    at = close + 1;
+  }
+  return out + cell.substr(std::min(at, cell.size()));
 }
 
 std::string BlockHtml(const Block& block) {
@@ -347,7 +372,9 @@ std::string BlockCsv(const Block& block) {
     for (std::size_t i = 0; i < t.header.size(); ++i) out += (i ? "," : "") + CsvText(t.header[i]);
     out += '\n';
     for (const auto& row : t.rows) {
-      for (std::size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + CsvText(row[i]);
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        out += (i ? "," : "") + CsvText(CsvCellWithNotes(t, row[i]));
+      }
       out += '\n';
     }
   }

@@ -68,6 +68,17 @@ struct Table {
   // Optional, shaped like rows: the target of each cell's link ("#fig-ID" or
   // "#SECTION" in the page; "" for none). The CSV keeps the cell text.
   std::vector<std::vector<std::string>> links;
+  // Footnotes: a cell keeps a short text and refers to note n as "[n]"
+  // (Noted); the page lists the notes under the table, the CSV writes each
+  // marker as "[n: note]" so the data file stands alone.
+  std::vector<std::string> notes;
+
+  // `text` with `note` (if any) added as the next footnote: "text [n]".
+  std::string Noted(const std::string& text, const std::string& note) {
+    if (note.empty()) return text;
+    notes.push_back(note);
+    return text + " [" + std::to_string(notes.size()) + "]";
+  }
 };
 
 using Block = std::variant<Chart, Heatmap, Table>;

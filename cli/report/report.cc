@@ -44,13 +44,13 @@ ReportSizes SizesFor(ReportDetail detail) {
                        /*rope_distance=*/512,
                        /*unique_positions=*/256,  /*shift_length=*/24,
                        /*numerics_samples=*/8,
-                       /*timing_repeats=*/2};
+                       /*timing_repeats=*/2,      /*cost_seq=*/128};
   }
   return ReportSizes{/*heatmap_positions=*/1024, /*similarity=*/1024,
                      /*rope_distance=*/8192,
                      /*unique_positions=*/1024,  /*shift_length=*/64,
                      /*numerics_samples=*/64,
-                     /*timing_repeats=*/5};
+                     /*timing_repeats=*/5,       /*cost_seq=*/512};
 }
 
 int NumReportSteps(const ReportOptions&) { return static_cast<int>(Builders().size()); }

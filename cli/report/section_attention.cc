@@ -2,10 +2,11 @@
 //
 // One input (deterministic random q, k, v: 32 tokens, head dim 32, one head,
 // causal mask) run through posenc::AttentionReference with the schemes none,
-// sinusoidal (PE added to q and k), rope, alibi, t5, shaw, transformer_xl and
-// deberta (figures.h AttentionMap); the eight probability matrices are drawn
-// side by side as small multiples (4 x 2, no empty panel) on a shared colour
-// scale, the caption saying what each panel shows.
+// sinusoidal and learned (their codes added to q and k), rope, alibi, t5,
+// shaw, transformer_xl and deberta (figures.h AttentionMap); the nine
+// probability matrices are drawn side by side as small multiples (3 x 3, no
+// empty panel) on a shared colour scale, the caption saying what each panel
+// shows.
 #include <algorithm>
 #include <cmath>
 
@@ -19,37 +20,33 @@
 namespace posenc::report {
 namespace {
 
-// The panel's name: the scheme kind, "sinusoidal" for the absolute panel.
-std::string PanelName(PositionScheme::Kind kind) {
-  return kind == PositionScheme::Kind::kAbsolute ? "sinusoidal"
-                                                 : std::string(PositionSchemeKindName(kind));
-}
-
 // The one thing each panel shows.
-std::string Takeaway(PositionScheme::Kind kind) {
-  using K = PositionScheme::Kind;
-  switch (kind) {
-    case K::kNone:
+std::string Takeaway(AttentionPanel panel) {
+  using P = AttentionPanel;
+  switch (panel) {
+    case P::kNone:
       return "no position: the map is the content scores alone, the reference";
-    case K::kAbsolute:
+    case P::kSinusoidal:
       return "PE(i) added to q_i and k_i: PE(i).PE(j) is largest near the diagonal, so nearby "
              "keys gain weight";
-    case K::kRope:
+    case P::kLearned:
+      return "a learned table at initialisation (N(0, 0.02^2)) barely moves the map: all of its "
+             "position structure has to come from training";
+    case P::kRope:
       return "q and k rotated: the same content scores, re-weighted by the distance i - j "
              "only";
-    case K::kAlibi:
+    case P::kAlibi:
       return "a linear penalty on distance: rows concentrate on the last few keys";
-    case K::kT5:
+    case P::kT5:
       return "one learned scalar per bucket: far keys share a bucket and a bias";
-    case K::kShaw:
+    case P::kShaw:
       return "q . a^K[clip(j - i)]: every key beyond k of the query gets the same term";
-    case K::kTransformerXL:
+    case P::kTransformerXL:
       return "q . W_R R_(i-j) plus global biases u, v: a sinusoidal distance term, projected";
-    case K::kDeBERTa:
+    case P::kDeBERTa:
       return "content-to-position and position-to-content terms over log buckets";
-    default:
-      return "";
   }
+  return "";
 }
 
 }  // namespace
@@ -60,11 +57,11 @@ Section AttentionSection(const ReportOptions&) {
   style.value_field = "p";
   style.value_title = "attention probability";
   style.facet_field = "scheme";
-  style.columns = 4;
+  style.columns = 3;  // 9 panels: a full 3 x 3 grid
   style.size = 170;
   style.axis_values = {0, 8, 16, 24, 31};
-  for (PositionScheme::Kind kind : AttentionMapKinds()) {
-    style.facet_order.emplace_back(PanelName(kind));
+  for (AttentionPanel panel : AttentionPanels()) {
+    style.facet_order.emplace_back(AttentionPanelName(panel));
   }
   Chart c = MakeChart(
       "attention_maps",
@@ -73,11 +70,11 @@ Section AttentionSection(const ReportOptions&) {
       MatrixSpec({"key", "key j"}, {"query", "query i"}, style));
   // Row 0 always holds a 1: a square-root colour scale keeps the rest visible.
   c.spec["spec"]["encoding"]["color"]["scale"]["type"] = "sqrt";
-  const auto none = AttentionMap(PositionScheme::Kind::kNone, setup);
+  const auto none = AttentionMap(AttentionPanel::kNone, setup);
   std::string diag, takeaways;
-  for (PositionScheme::Kind kind : AttentionMapKinds()) {
-    const auto p = kind == PositionScheme::Kind::kNone ? none : AttentionMap(kind, setup);
-    const std::string name = PanelName(kind);
+  for (AttentionPanel panel : AttentionPanels()) {
+    const auto p = panel == AttentionPanel::kNone ? none : AttentionMap(panel, setup);
+    const std::string name = AttentionPanelName(panel);
     double mean_diag = 0.0, change = 0.0;
     for (std::int64_t i = 0; i < setup.tokens; ++i) {
       mean_diag +=
@@ -90,7 +87,7 @@ Section AttentionSection(const ReportOptions&) {
     }
     diag += fmt::format("{}{}: mean P(i, i) {:.3f}, max |P - P_none| {:.3f}",
                         diag.empty() ? "" : "; ", name, mean_diag, change);
-    takeaways += fmt::format("{}{}: {}", takeaways.empty() ? "" : "; ", name, Takeaway(kind));
+    takeaways += fmt::format("{}{}: {}", takeaways.empty() ? "" : "; ", name, Takeaway(panel));
   }
   c.caption = fmt::format(
       "The same q, k, v (N(0, 1), seed {}, head dim {}) with each scheme; scheme tables are "

@@ -44,6 +44,7 @@ struct ReportSizes {
   std::int64_t shift_length;       // L of the shift check
   std::int64_t numerics_samples;   // positions sampled per octave (numerics)
   int timing_repeats;              // best-of repeats of speed measurements
+  std::int64_t cost_seq;           // S of the comparison's one-shape cost column
 };
 ReportSizes SizesFor(ReportDetail detail);
 

@@ -118,7 +118,7 @@ TEST(ExperimentCli, TinyRunFeedsReportAndTour) {
     EXPECT_TRUE(fs::exists(fs::path(rep) / "data" / (std::string(f) + ".csv"))) << f;
   }
   const std::string table = Slurp(fs::path(rep) / "data" / "comparison.csv");
-  EXPECT_NE(table.find("bits/byte at 4× train length ÷ at train length"), std::string::npos);
+  EXPECT_NE(table.find("bits/byte at 4L ÷ at L"), std::string::npos);
   EXPECT_NE(table.find("not in this run"), std::string::npos) << table;  // e.g. ALiBi
 
   const auto tour = RunCli("tour --experiment " + out);

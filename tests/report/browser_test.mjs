@@ -257,9 +257,29 @@ async function checkStatements(context, file, dataDir) {
   check(requirements.every((w) => Object.keys(compare[0]).some((h) => h.startsWith(w))),
         'comparison: bounded, continuous, unique and relative columns');
 
-  // No empty panel: the attention maps fill their grid of 4 columns.
+  // Costs: every method timed on one shape, in one unit, through its kernel.
+  const costs = csvRecords(csv('comparison_costs'));
+  const nsKey = Object.keys(costs[0]).find((h) => h.startsWith('ns per token'));
+  const ratioKey = Object.keys(costs[0]).find((h) => h.startsWith('×'));
+  check(nsKey && /\[1, \d+, \d+, \d+\]/.test(nsKey) && ratioKey &&
+        costs.length === compare.length &&
+        costs.every((r) => /^\d+ \(/.test(r[nsKey]) && /^\d+\.\d+×$/.test(r[ratioKey])),
+        `comparison_costs: all ${costs.length} methods on one shape, one unit (${nsKey})`);
+  // Short cells: the details are numbered notes under each table.
+  const cells = await page.evaluate(() => [...document.querySelectorAll(
+    '#fig-comparison td, #fig-comparison_costs td')].map((td) => td.textContent));
+  const longest = cells.reduce((a, c) => (c.length > a.length ? c : a), '');
+  const notes = await page.evaluate(() => [...document.querySelectorAll(
+    '#fig-comparison ol.notes li, #fig-comparison_costs ol.notes li')].length);
+  const markers = cells.filter((c) => /\[\d+\]$/.test(c)).length;
+  check(longest.length <= 60 && notes > 0 && markers === notes,
+        `comparison tables: cells <= 60 characters (longest ${longest.length}: "${longest}"), ` +
+        `${markers} notes referenced and listed`);
+
+  // No empty panel: the attention maps fill their grid (the facet's columns).
   const schemes = new Set(csvRecords(csv('attention_maps')).map((r) => r.scheme));
-  check(schemes.size % 4 === 0, `attention_maps: ${schemes.size} panels fill 4 columns`);
+  check(schemes.size % 3 === 0 && schemes.has('sinusoidal') && schemes.has('learned'),
+        `attention_maps: ${schemes.size} panels (sinusoidal and learned among them) fill 3 columns`);
   await page.close();
 }
 

@@ -53,8 +53,8 @@ std::vector<SchemeCase> Schemes(Index heads, Index head_dim, T5BiasTable& t5) {
   rope.head_dim = head_dim;
   rope.theta = 500.0;
   for (const FlashRopeKeys keys : {FlashRopeKeys::kRotate, FlashRopeKeys::kPreRotated}) {
-    SchemeCase r{keys == FlashRopeKeys::kRotate ? "rope" : "rope pre-rotated", AttentionParams{},
-                 {}};
+    SchemeCase r{
+        keys == FlashRopeKeys::kRotate ? "rope" : "rope pre-rotated", AttentionParams{}, {}};
     r.params.scheme = PositionScheme::FromRope(rope);
     r.options.rope_keys = keys;
     out.push_back(r);
@@ -120,7 +120,9 @@ struct Pool {
 };
 
 // Key / value element of sequence b (its own data, independent of paging).
-float KeyAt(Index b, Index j, Index h, Index x) { return Value(((b * 7 + j) * 3 + h) * 64 + x, 0.1f); }
+float KeyAt(Index b, Index j, Index h, Index x) {
+  return Value(((b * 7 + j) * 3 + h) * 64 + x, 0.1f);
+}
 float ValAt(Index b, Index j, Index h, Index x) {
   return Value(((b * 5 + j) * 3 + h) * 64 + x, -0.2f);
 }
@@ -152,8 +154,8 @@ void Check(const PagedCase& s, bool exact) {
   }
   std::vector<float> q(static_cast<std::size_t>(s.batch * s.sq * s.heads * s.dim));
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = Value(static_cast<Index>(i), 0.7f);
-  const TensorView qv = TensorView::Contiguous(q.data(), DType::kFloat32,
-                                               {s.batch, s.sq, s.heads, s.dim});
+  const TensorView qv =
+      TensorView::Contiguous(q.data(), DType::kFloat32, {s.batch, s.sq, s.heads, s.dim});
   PagedKVCache cache;
   cache.k_pages = kp.View();
   cache.v_pages = vp.View();
@@ -168,8 +170,8 @@ void Check(const PagedCase& s, bool exact) {
     FlashAttentionDecodePaged(
         plan, qv, cache,
         TensorView::Contiguous(out.data(), DType::kFloat32, {s.batch, s.sq, s.heads, s.dim}),
-        TensorView::Contiguous(lse.data(), DType::kFloat32, {s.batch, s.heads, s.sq}),
-        std::nullopt, std::nullopt, Context(2));
+        TensorView::Contiguous(lse.data(), DType::kFloat32, {s.batch, s.heads, s.sq}), std::nullopt,
+        std::nullopt, Context(2));
     // The same bits on one thread.
     std::vector<float> out1(out.size());
     FlashAttentionDecodePaged(
@@ -206,10 +208,9 @@ void Check(const PagedCase& s, bool exact) {
           plan,
           TensorView::Contiguous(q.data() + b * per_row, DType::kFloat32,
                                  {1, s.sq, s.heads, s.dim}),
-          kdv, vdv,
-          TensorView::Contiguous(ref.data(), DType::kFloat32, {1, s.sq, s.heads, s.dim}),
-          TensorView::Contiguous(ref_lse.data(), DType::kFloat32, {1, s.heads, s.sq}),
-          std::nullopt, std::nullopt, Context(2));
+          kdv, vdv, TensorView::Contiguous(ref.data(), DType::kFloat32, {1, s.sq, s.heads, s.dim}),
+          TensorView::Contiguous(ref_lse.data(), DType::kFloat32, {1, s.heads, s.sq}), std::nullopt,
+          std::nullopt, Context(2));
       for (Index i = 0; i < per_row; ++i) {
         const float got = out[static_cast<std::size_t>(b * per_row + i)];
         const float want = ref[static_cast<std::size_t>(i)];
@@ -239,8 +240,8 @@ TEST(FlashAttentionDecodePaged, OneSequenceBitIdenticalToDense) {
   for (const Index ps : {64, 128}) {
     for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
       for (const Index sq : {1, 2}) {
-        SCOPED_TRACE("page " + std::to_string(ps) + " " + std::string(DTypeName(dtype)) +
-                     " sq " + std::to_string(sq));
+        SCOPED_TRACE("page " + std::to_string(ps) + " " + std::string(DTypeName(dtype)) + " sq " +
+                     std::to_string(sq));
         Check(PagedCase{1, sq, 8, 2, 64, ps, {1500}, dtype, false}, /*exact=*/true);
       }
     }
@@ -281,8 +282,8 @@ TEST(FlashAttentionDecodePaged, BadInput) {
   good.seq_lens = lens.data();
   const PreparedDecode plan(AttentionParams{}, heads, dim, dim);
   // The unused entry (-1 past row 0's 2 pages) is never read: fine.
-  EXPECT_NO_THROW(FlashAttentionDecodePaged(plan, qv, good, ov, TensorView{}, std::nullopt,
-                                            std::nullopt));
+  EXPECT_NO_THROW(
+      FlashAttentionDecodePaged(plan, qv, good, ov, TensorView{}, std::nullopt, std::nullopt));
   EXPECT_FLOAT_EQ(out[0], 0.25f);  // every value is 0.25
   const auto expect = [&](PagedKVCache c, const std::vector<std::string>& needles) {
     try {

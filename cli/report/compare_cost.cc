@@ -1,0 +1,169 @@
+// The comparison's cost column: every method timed on one shape, in one
+// unit (compare.h MeasureCost). One attention layer's forward, q, k, v
+// [1, S, H, D] float32, causal, with the method's positional work included:
+//  - sinusoidal and learned: the table added to the layer input [1, S, H*D]
+//    (AddSinusoidal, LearnedTable::AddTo), then attention without a term;
+//  - RoPE, ALiBi, T5, Shaw, FIRE: posenc's fused kernel (FlashAttention)
+//    with the scheme; RoPE rotates q and k inside it;
+//  - Transformer-XL, DeBERTa: no fused kernel exists, so the reference
+//    (AttentionReference, float64 arithmetic) with the scheme.
+// "x none" divides by attention without a positional term through the same
+// kernel, timed alternately with the method, so the ratio is the method's
+// own share whichever kernel runs it; ns per token is the whole layer's
+// time over S. Scheme tables are random (the cost does not depend on their
+// values): Shaw k = kShawClip (the page's), T5 32 buckets, FIRE hidden 32,
+// DeBERTa 256 buckets.
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compare.h"
+#include "sections.h"
+#include "posenc/alibi.h"
+#include "posenc/attention.h"
+#include "posenc/deberta.h"
+#include "posenc/error.h"
+#include "posenc/fire.h"
+#include "posenc/flash_attention.h"
+#include "posenc/learned.h"
+#include "posenc/rope.h"
+#include "posenc/shaw.h"
+#include "posenc/sinusoidal.h"
+#include "posenc/t5.h"
+#include "posenc/transformer_xl.h"
+
+namespace posenc::report {
+namespace {
+
+std::vector<float> Random(std::mt19937_64& rng, std::int64_t n, double scale) {
+  std::normal_distribution<double> normal(0.0, scale);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = static_cast<float>(normal(rng));
+  return v;
+}
+
+TensorView View(std::vector<float>& v, std::initializer_list<std::int64_t> shape) {
+  return TensorView::Contiguous(v.data(), DType::kFloat32, shape);
+}
+
+}  // namespace
+
+CostShape CostShapeFor(const CompareSetup& s) {
+  CostShape c;
+  c.seq = std::min(s.shape.seq, s.cost_seq);
+  c.heads = s.shape.heads;
+  c.head_dim = s.shape.hidden / s.shape.heads;
+  return c;
+}
+
+MethodCost MeasureCost(const std::string& method, const CompareSetup& s) {
+  const CostShape shape = CostShapeFor(s);
+  const std::int64_t n = shape.seq, h = shape.heads, d = shape.head_dim, dm = h * d;
+  std::mt19937_64 rng(11);
+  std::vector<float> q = Random(rng, n * dm, 1.0), k = Random(rng, n * dm, 1.0),
+                     v = Random(rng, n * dm, 1.0), out(static_cast<std::size_t>(n * dm));
+  const TensorView qv = View(q, {1, n, h, d}), kv = View(k, {1, n, h, d}),
+                   vv = View(v, {1, n, h, d}), ov = View(out, {1, n, h, d});
+  const Context ctx(s.threads);
+  AttentionParams none;
+  AttentionParams params;
+  bool fused = true;
+  std::function<void()> input_side;  // the embedding-side methods' table add
+  // Storage the schemes view (kept alive through the timing).
+  std::vector<float> t1, t2, t3, t4, t5, t6;
+  std::optional<T5BiasTable> t5_table;
+  std::optional<LearnedTable> learned;
+  FireWeights fire;
+  std::vector<float> x(static_cast<std::size_t>(n * dm), 0.0f);
+  const TensorView xv = View(x, {1, n, dm});
+  if (method == "sinusoidal") {
+    SinusoidalParams sp;
+    sp.dim = dm;
+    input_side = [&, sp] { AddSinusoidal(sp, xv, Positions::Offset(0), ctx); };
+  } else if (method == "learned") {
+    LearnedInitParams lp;
+    lp.max_positions = std::max<std::int64_t>(n, s.shape.max_positions);
+    lp.dim = dm;
+    learned.emplace(LearnedTable::RandomNormal(lp));
+    input_side = [&] { learned->AddTo(xv, Positions::Offset(0), ctx); };
+  } else if (method == "RoPE") {
+    RopeParams rp;
+    rp.head_dim = d;
+    params.scheme = PositionScheme::FromRope(rp);
+  } else if (method == "ALiBi") {
+    AlibiParams ap;
+    ap.num_heads = h;
+    params.scheme = PositionScheme::FromAlibi(AlibiSlopes(ap));
+  } else if (method == "T5 buckets") {
+    t5_table.emplace(T5BucketParams{}, h);
+    t5_table->InitNormal(11, 0.1);
+    params.scheme = PositionScheme::FromT5(*t5_table);
+  } else if (method == "Shaw") {
+    ShawParams sp;
+    sp.clip = kShawClip;  // the page's one k
+    sp.head_dim = d;
+    t1 = Random(rng, sp.TableRows() * d, 0.02);
+    t2 = Random(rng, sp.TableRows() * d, 0.02);
+    params.scheme = PositionScheme::FromShaw(sp, View(t1, {sp.TableRows(), d}),
+                                             View(t2, {sp.TableRows(), d}));
+  } else if (method == "FIRE") {
+    fire = FireInit(h, 32, 11);
+    params.scheme = FireScheme(fire.View());
+  } else if (method == "Transformer-XL") {
+    fused = false;
+    t1 = Random(rng, h * d, 0.1);       // u
+    t2 = Random(rng, h * d, 0.1);       // v
+    t3 = Random(rng, n * h * d, 0.1);   // RW = W_R R, [klen, H, D]
+    params.scheme = PositionScheme::FromTransformerXL(View(t1, {h, d}), View(t2, {h, d}),
+                                                      View(t3, {n, h, d}));
+  } else if (method == "DeBERTa") {
+    fused = false;
+    DebertaParams dp;
+    dp.head_dim = d;
+    const std::int64_t rows = 2 * dp.AttSpan();
+    t1 = Random(rng, rows * h * d, 0.1);
+    t2 = Random(rng, rows * h * d, 0.1);
+    params.scheme =
+        PositionScheme::FromDeBERTa(dp, View(t1, {rows, h, d}), View(t2, {rows, h, d}));
+  } else {
+    FailArgument("method", method,
+                 "a method of the comparison table: sinusoidal, learned, RoPE, ALiBi, T5 buckets, "
+                 "Shaw, FIRE, Transformer-XL, DeBERTa");
+  }
+  const auto attend = [&](const AttentionParams& p) {
+    if (fused) {
+      FlashAttention(p, qv, kv, vv, ov, FlashAttentionOptions{}, ctx);
+    } else {
+      AttentionReference(p, qv, kv, vv, ov, nullptr, ctx);
+    }
+  };
+  const auto with_method = [&] {
+    if (input_side) input_side();
+    attend(params);
+  };
+  const auto baseline = [&] { attend(none); };
+  // Alternating (best of each), so both see the same minutes of the machine.
+  const int repeats = std::max(1, s.timing_repeats);
+  double best_method = 1e300, best_none = 1e300;
+  for (int r = 0; r < repeats + 1; ++r) {
+    const double a = NanosPer(with_method, static_cast<double>(n), 1);
+    const double b = NanosPer(baseline, static_cast<double>(n), 1);
+    if (r == 0) continue;  // warm-up
+    best_method = std::min(best_method, a);
+    best_none = std::min(best_none, b);
+  }
+  MethodCost c;
+  c.ns_per_token = best_method;
+  c.none_ns_per_token = best_none;
+  c.kernel = fused ? (input_side ? "table add + fused kernel" : "fused kernel")
+                   : "reference (float64; no fused kernel)";
+  return c;
+}
+
+}  // namespace posenc::report
