@@ -14,9 +14,9 @@
 // values): Shaw k = kShawClip (the page's), T5 32 buckets, FIRE hidden 32,
 // DeBERTa 256 buckets.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
-#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,7 +24,6 @@
 #include <fmt/format.h>
 
 #include "compare.h"
-#include "sections.h"
 #include "posenc/alibi.h"
 #include "posenc/attention.h"
 #include "posenc/deberta.h"
@@ -37,6 +36,7 @@
 #include "posenc/sinusoidal.h"
 #include "posenc/t5.h"
 #include "posenc/transformer_xl.h"
+#include "sections.h"
 
 namespace posenc::report {
 namespace {
@@ -110,18 +110,18 @@ MethodCost MeasureCost(const std::string& method, const CompareSetup& s) {
     sp.head_dim = d;
     t1 = Random(rng, sp.TableRows() * d, 0.02);
     t2 = Random(rng, sp.TableRows() * d, 0.02);
-    params.scheme = PositionScheme::FromShaw(sp, View(t1, {sp.TableRows(), d}),
-                                             View(t2, {sp.TableRows(), d}));
+    params.scheme =
+        PositionScheme::FromShaw(sp, View(t1, {sp.TableRows(), d}), View(t2, {sp.TableRows(), d}));
   } else if (method == "FIRE") {
     fire = FireInit(h, 32, 11);
     params.scheme = FireScheme(fire.View());
   } else if (method == "Transformer-XL") {
     fused = false;
-    t1 = Random(rng, h * d, 0.1);       // u
-    t2 = Random(rng, h * d, 0.1);       // v
-    t3 = Random(rng, n * h * d, 0.1);   // RW = W_R R, [klen, H, D]
-    params.scheme = PositionScheme::FromTransformerXL(View(t1, {h, d}), View(t2, {h, d}),
-                                                      View(t3, {n, h, d}));
+    t1 = Random(rng, h * d, 0.1);      // u
+    t2 = Random(rng, h * d, 0.1);      // v
+    t3 = Random(rng, n * h * d, 0.1);  // RW = W_R R, [klen, H, D]
+    params.scheme =
+        PositionScheme::FromTransformerXL(View(t1, {h, d}), View(t2, {h, d}), View(t3, {n, h, d}));
   } else if (method == "DeBERTa") {
     fused = false;
     DebertaParams dp;
@@ -129,8 +129,7 @@ MethodCost MeasureCost(const std::string& method, const CompareSetup& s) {
     const std::int64_t rows = 2 * dp.AttSpan();
     t1 = Random(rng, rows * h * d, 0.1);
     t2 = Random(rng, rows * h * d, 0.1);
-    params.scheme =
-        PositionScheme::FromDeBERTa(dp, View(t1, {rows, h, d}), View(t2, {rows, h, d}));
+    params.scheme = PositionScheme::FromDeBERTa(dp, View(t1, {rows, h, d}), View(t2, {rows, h, d}));
   } else {
     FailArgument("method", method,
                  "a method of the comparison table: sinusoidal, learned, RoPE, ALiBi, T5 buckets, "

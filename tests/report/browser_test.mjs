@@ -279,7 +279,7 @@ async function checkStatements(context, file, dataDir) {
   // No empty panel: the attention maps fill their grid (the facet's columns).
   const schemes = new Set(csvRecords(csv('attention_maps')).map((r) => r.scheme));
   check(schemes.size % 3 === 0 && schemes.has('sinusoidal') && schemes.has('learned'),
-        `attention_maps: ${schemes.size} panels (sinusoidal and learned among them) fill 3 columns`);
+        `attention_maps: ${schemes.size} panels (sinusoidal and learned) fill 3 columns`);
   await page.close();
 }
 
