@@ -24,7 +24,8 @@ from ._posenc import (MAX_POSITION, ConfigError, Context, IoError, __version__,
                       get_num_threads, set_num_threads, simd_target)
 from ._absolute import LearnedTable, add_sinusoidal, sinusoidal_inv_freq, sinusoidal_table
 from ._attention import (attention, attention_backward, flash_attention,
-                         flash_attention_backward, flash_attention_varlen, scheme_info,
+                         flash_attention_backward, flash_attention_decode,
+                         flash_attention_varlen, scheme_info,
                          schemes)
 from ._bias import (alibi_bias, alibi_slopes, bloom_alibi_tensor, deberta_bucket,
                     deberta_relative_position, relative_matrix, t5_bias, t5_bias_grad,
@@ -39,7 +40,8 @@ __all__ = [
     "LearnedTable", "add_sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table",
     "apply_mrope", "apply_rope", "apply_rope_qk", "rope_cos_sin", "rope_default_inv_freq",
     "choose", "inspect", "rope_config", "rope_inv_freq", "attention", "attention_backward",
-    "flash_attention", "flash_attention_backward", "flash_attention_varlen", "scheme_info",
+    "flash_attention", "flash_attention_backward", "flash_attention_decode",
+    "flash_attention_varlen", "scheme_info",
     "schemes",
     "alibi_bias", "alibi_slopes", "bloom_alibi_tensor", "deberta_bucket",
     "deberta_relative_position", "relative_matrix", "t5_bias", "t5_bias_grad", "t5_bucket",

@@ -129,6 +129,48 @@ def flash_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
     return out
 
 
+def flash_attention_decode(q: Any, k: Any, v: Any, *, block_table: Any = None,
+                           seq_lens: Any = None, scheme: str = "none", layout: str = "bshd",
+                           mask: str = "causal", sliding_window: Optional[int] = None,
+                           scale: Optional[float] = None, query_positions: Any = None,
+                           key_positions: Any = None, return_lse: bool = False, out: Any = None,
+                           rope_keys: str = "rotate", ctx: Any = None,
+                           **scheme_args: Any) -> Union[Any, Tuple[Any, Any]]:
+    """Decode: 1 to 16 new query tokens per sequence against a KV cache, on
+    the split-K kernel (flash-decoding; the results do not depend on the
+    thread count). q [B, Sq, H, D] in `layout`; arguments as flash_attention.
+
+    Dense cache (block_table and seq_lens None): k [B, Sk, Hkv, D] and
+    v [B, Sk, Hkv, Dv] in `layout`, e.g. a view of the first Sk rows of a
+    preallocated cache; queries at Sk - Sq + i unless query_positions says
+    otherwise.
+
+    Paged cache (vLLM's block table): k and v are the page pools
+    [num_pages, page_size, Hkv, D|Dv] (any strides), block_table [B, max_pages]
+    the page ids of each sequence in order and seq_lens [B] its length
+    (>= Sq); token j of sequence b is at slot j % page_size of page
+    block_table[b, j // page_size]; queries at seq_lens[b] - Sq + i.
+
+    With RoPE, pass q unrotated; rope_keys "pre_rotated" takes the cached
+    keys as rotated when they were written. Returns out [B, Sq, H, Dv]
+    (and the row log-sum-exp, float32 [B, H, Sq], with return_lse)."""
+    if out is None:
+        b, sq, h = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bshd" \
+            else (q.shape[0], q.shape[2], q.shape[1])
+        dv = v.shape[3]
+        shape = (b, sq, h, dv) if layout == "bshd" else (b, h, sq, dv)
+        out = empty(shape, _dtype(q), like=q)
+    lse = None
+    if return_lse:
+        b, h, sq = (q.shape[0], q.shape[2], q.shape[1]) if layout == "bshd" \
+            else (q.shape[0], q.shape[1], q.shape[2])
+        lse = empty((b, h, sq), "float32", like=q)
+    _posenc.flash_attention_decode(q, k, v, out, lse, block_table, seq_lens, layout, mask,
+                                   _window(sliding_window), scale, query_positions,
+                                   key_positions, scheme, scheme_args, rope_keys, ctx)
+    return (out, lse) if return_lse else out
+
+
 def _grads_of(scheme: str, scheme_args: Dict[str, Any],
               grads: Optional[Iterable[str]]) -> Dict[str, Any]:
     """Gradient buffers for the requested trainable tensor arguments (default:
@@ -212,5 +254,6 @@ def _dtype(x: Any) -> str:
 
 
 __all__ = ["attention", "attention_backward", "flash_attention", "flash_attention_backward",
+           "flash_attention_decode",
            "flash_attention_varlen", "scheme_info", "schemes", "trainable_args", "SCHEMES",
            "FLASH_SCHEMES"]

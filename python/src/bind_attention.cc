@@ -10,8 +10,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <climits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.h"
@@ -284,6 +286,78 @@ void BindAttention(py::module_& m) {
       py::arg("cu_seqlens_k"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
       py::arg("scheme"), py::arg("scheme_args"), py::arg("query_tile") = 64,
       py::arg("key_tile") = 64, py::arg("ctx") = py::none());
+
+  // Decode (FlashAttentionDecode): 1..16 query tokens against a KV cache,
+  // split-K. k / v: a dense cache [B, Sk, Hkv, D] in the layout (views of
+  // a larger buffer welcome); or, with block_table and seq_lens given, a
+  // paged cache (FlashAttentionDecodePaged): k / v the page pools
+  // [num_pages, page_size, Hkv, D], block_table [B, max_pages] and
+  // seq_lens [B] integer arrays (int32 range).
+  m.def(
+      "flash_attention_decode",
+      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse,
+         py::handle block_table, py::handle seq_lens, const std::string& layout,
+         const std::string& mask, std::int64_t sliding_window, py::handle scale,
+         py::handle query_positions, py::handle key_positions, const std::string& scheme,
+         const py::dict& scheme_args, const std::string& rope_keys, py::handle ctx) {
+        const ContextHold c = ContextOf(ctx);
+        HeldView qv = ViewOf(q, "q", Access::kRead);
+        HeldView kv = ViewOf(k, "k", Access::kRead);
+        HeldView vv = ViewOf(v, "v", Access::kRead);
+        HeldView ov = ViewOf(out, "out", Access::kWrite);
+        std::optional<HeldView> lv;
+        if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kWrite);
+        std::unique_ptr<AttentionCall> call =
+            Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
+                  scheme_args);
+        const FlashAttentionOptions o = FlashOptionsOf(64, 64, rope_keys);
+        const TensorView lse_view = lv ? lv->view : TensorView{};
+        Require(block_table.is_none() == seq_lens.is_none(), "block_table",
+                block_table.is_none() ? "None" : "given",
+                "given together with seq_lens (a paged cache) or both None (a dense cache)");
+        if (block_table.is_none()) {
+          py::gil_scoped_release release;
+          FlashAttentionDecode(call->params, qv.view, kv.view, vv.view, ov.view, lse_view, o, c);
+          return;
+        }
+        const auto int32s = [](py::handle obj, const char* arg, std::size_t rank) {
+          const IntArray a = IntsOf(obj, arg);
+          Require(a.shape.size() == rank, std::string(arg) + ".ndim", a.shape.size(),
+                  std::to_string(rank));
+          std::vector<std::int32_t> out32(a.values.size());
+          for (std::size_t i = 0; i < a.values.size(); ++i) {
+            Require(a.values[i] >= INT32_MIN && a.values[i] <= INT32_MAX,
+                    std::string(arg) + "[" + std::to_string(i) + "]", a.values[i],
+                    "a value in the int32 range");
+            out32[i] = static_cast<std::int32_t>(a.values[i]);
+          }
+          return std::make_pair(out32, a.shape);
+        };
+        const auto [table, table_shape] = int32s(block_table, "block_table", 2);
+        const auto [lens, lens_shape] = int32s(seq_lens, "seq_lens", 1);
+        Require(qv.view.rank == 4, "q.ndim", qv.view.rank, "4");
+        const AttentionDims qd = GetAttentionDims(qv.view, call->params.layout, "q");
+        Require(table_shape[0] == qd.batch, "block_table.shape[0]", table_shape[0],
+                "q's batch (" + std::to_string(qd.batch) + ")");
+        Require(lens_shape[0] == qd.batch, "seq_lens.shape[0]", lens_shape[0],
+                "q's batch (" + std::to_string(qd.batch) + ")");
+        Require(vv.view.rank == 4, "v.ndim", vv.view.rank, "4 ([num_pages, page_size, Hkv, Dv])");
+        PagedKVCache cache;
+        cache.k_pages = kv.view;
+        cache.v_pages = vv.view;
+        cache.block_table = table.data();
+        cache.max_pages = table_shape[1];
+        cache.seq_lens = lens.data();
+        const PreparedDecode plan(call->params, qd.heads, qd.head_dim, vv.view.shape[3], o);
+        py::gil_scoped_release release;
+        FlashAttentionDecodePaged(plan, qv.view, cache, ov.view, lse_view,
+                                  call->params.query_positions, call->params.key_positions, c);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
+      py::arg("block_table"), py::arg("seq_lens"), py::arg("layout"), py::arg("mask"),
+      py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
+      py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
+      py::arg("rope_keys") = "rotate", py::arg("ctx") = py::none());
 
   // FlashAttentionBackward: lse None recomputes it; scheme_grads as in
   // attention_backward (argument name -> gradient tensor).
