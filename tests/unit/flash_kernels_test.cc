@@ -15,6 +15,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "flash_kernels_fixture.h"
@@ -224,6 +226,66 @@ TEST(FlashBf16Logits, Avx512Bf16DotProducts) {
     ks::FlashTileLogitsAvx512Bf16(t.q_pairs.data(), t.ldq, t.kt_pairs.data(), nq, t.dim, t.ld,
                                   s.data());
     t.Check(s, "AVX512_BF16 logits");
+  }
+}
+
+// FlashMatMulBf16 and its packing: the result against float64 sums of the
+// bfloat16-rounded products (the documented bound), overwrite and scaled
+// accumulate, odd reductions, 1 to 64 rows, column tails of 16 past 64,
+// padded ldb / ldc (nothing written past cols); the column packing equals
+// the row packing of the transpose. VDPBF16PS where the CPU has it, and the
+// float32 loops always.
+TEST(FlashMatMulBf16, MatchesFloat64OnTheRoundedOperands) {
+  for (const bool simd : {false, true}) {
+    if (simd && !ks::FlashBf16DotAvailable()) {
+      std::printf("VDPBF16PS path skipped: no AVX512_BF16 on an AVX-512 target here\n");
+      continue;
+    }
+    for (const Index rows : {1, 3, 4, 7, 64}) {
+      for (const Index n : {1, 2, 53, 64}) {
+        for (const Index cols : {16, 80}) {
+          SCOPED_TRACE("simd " + std::to_string(simd) + " rows " + std::to_string(rows) + " n " +
+                       std::to_string(n) + " cols " + std::to_string(cols));
+          const Index pairs = (n + 1) / 2, lda = pairs + 3, ldb = cols + 16, ldc = cols + 5;
+          const std::vector<float> a = Random(rows * n, 11), b = Random(n * cols, 12);
+          std::vector<float> at(n * rows);  // a transposed: [n, rows]
+          for (Index r = 0; r < rows; ++r)
+            for (Index j = 0; j < n; ++j) at[j * rows + r] = a[r * n + j];
+          std::vector<std::uint32_t> ap(rows * lda, 0xDEADBEEFu), apt(rows * lda, 0xDEADBEEFu);
+          ks::FlashPackPairsRows(a.data(), n, rows, n, ap.data(), lda);
+          ks::FlashPackPairsCols(at.data(), rows, n, rows, apt.data(), lda);
+          for (Index r = 0; r < rows; ++r)
+            for (Index t = 0; t < pairs; ++t) ASSERT_EQ(ap[r * lda + t], apt[r * lda + t]);
+          std::vector<std::uint16_t> bp(pairs * ldb * 2, 0xFFFF);
+          ks::FlashPackPairsB(b.data(), cols, n, cols, bp.data(), ldb);
+          const auto bf = [](float x) { return static_cast<double>(BF16ToFloat(FloatToBF16(x))); };
+          const std::vector<float> c0 = Random(rows * ldc, 13), beta = Random(rows, 14);
+          for (const bool scaled : {false, true}) {
+            std::vector<float> c = c0;
+            ks::FlashMatMulBf16(ap.data(), lda, rows, bp.data(), pairs, ldb, cols,
+                                scaled ? beta.data() : nullptr, c.data(), ldc, simd);
+            for (Index r = 0; r < rows; ++r) {
+              for (Index x = 0; x < ldc; ++x) {
+                const float got = c[r * ldc + x];
+                if (x >= cols) {
+                  ASSERT_EQ(got, c0[r * ldc + x]) << "written past cols";
+                  continue;
+                }
+                double want = scaled ? double(beta[r]) * double(c0[r * ldc + x]) : 0.0;
+                double mag = std::abs(want);
+                for (Index j = 0; j < n; ++j) {
+                  const double prod = bf(a[r * n + j]) * bf(b[j * cols + x]);
+                  want += prod;
+                  mag += std::abs(prod);
+                }
+                ASSERT_NEAR(got, want, (2.0 * pairs + 2.0) * std::ldexp(mag, -23) + 1e-30)
+                    << "row " << r << " col " << x << (scaled ? " scaled" : "");
+              }
+            }
+          }
+        }
+      }
+    }
   }
 }
 

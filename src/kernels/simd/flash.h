@@ -151,6 +151,35 @@ void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
                          const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
                          std::int64_t ld, float* s);
 
+// bfloat16 products with float32 accumulation, the operands of the
+// bfloat16 precision (FlashAttention-2's 16-bit P . V and dS products): for
+// r < rows, x < cols,
+//   c[r * ldc + x] = (beta ? beta[r] * c[r * ldc + x] : 0)
+//                    + sum_{t < pairs} a0(r, t) b0(t, x) + a1(r, t) b1(t, x),
+// a[r * lda + t] = a0 | a1 << 16 (bfloat16 bits: elements 2t and 2t + 1 of
+// row r along the reduction), b[(t * ldb + x) * 2 + {0, 1}] = b0, b1 (rows
+// 2t and 2t + 1 of B, column x). cols a multiple of 16, ldb and ldc >= cols.
+// VDPBF16PS where `simd` and FlashBf16DotAvailable(), else float32 loops:
+// the products of two bfloat16 values are exact in float32, so both differ
+// from the exact sum of the products by float32 rounding of the sums only,
+// |error| <= 2 pairs * 2^-23 * sum |products| (+ one rounding of the beta
+// term). VDPBF16PS flushes inputs and results below 2^-126 to zero.
+void FlashMatMulBf16(const std::uint32_t* a, std::int64_t lda, std::int64_t rows,
+                     const std::uint16_t* b, std::int64_t pairs, std::int64_t ldb,
+                     std::int64_t cols, const float* beta, float* c, std::int64_t ldc, bool simd);
+
+// Operand packing for FlashMatMulBf16, rounding float32 to bfloat16
+// (nearest even); a missing odd element of the last pair is 0.
+// A from rows: src [rows, n] (row stride ld) -> a [rows, lda], pairs along n.
+void FlashPackPairsRows(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t n,
+                        std::uint32_t* a, std::int64_t lda);
+// A from columns (the transpose): src [n, rows] -> a [rows, lda], pairs along n.
+void FlashPackPairsCols(const float* src, std::int64_t ld, std::int64_t n, std::int64_t rows,
+                        std::uint32_t* a, std::int64_t lda);
+// B: src [n, cols] -> b [(n + 1) / 2, ldb, 2], pairs along n, zero past cols.
+void FlashPackPairsB(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols,
+                     std::uint16_t* b, std::int64_t ldb);
+
 // AMX runs the bfloat16 logits: the CPU has AMX-BF16, Linux granted the
 // tile state (kernels/simd/x86_features.h) and dim % 32 == 0.
 bool FlashAmxLogitsAvailable(std::int64_t dim);

@@ -24,42 +24,74 @@
 #include "kernels/simd/flash.h"
 #include "kernels/simd/targets.h"
 #include "kernels/simd/x86_features.h"
+#include "posenc/dtype.h"
 
 namespace posenc::kernels::simd {
 namespace {
 
-// 4 query rows x 4 vectors of 16 keys per step (16 accumulators).
-template <int kRows, int kVecs>
+// c[r, x0 + 16 v + l] over kRows rows x kVecs vectors of 16 columns
+// (16 accumulators at 4 x 4): pairs of a's row broadcast against b's pairs
+// of 16 columns. kScaled: the accumulators start at beta[r] * c, else 0.
+template <int kRows, int kVecs, bool kScaled>
 __attribute__((target("avx512f,avx512bf16"))) inline void Bf16Block(
-    const std::uint32_t* q, std::int64_t ldq, const std::uint16_t* kt, std::int64_t pairs,
-    std::int64_t ld, std::int64_t j, float* s) {
-  __m512 a[kRows][kVecs];
-  for (int r = 0; r < kRows; ++r)
-    for (int c = 0; c < kVecs; ++c) a[r][c] = _mm512_setzero_ps();
-  for (std::int64_t x = 0; x < pairs; ++x) {
-    __m512bh k[kVecs];
-    for (int c = 0; c < kVecs; ++c) {
-      k[c] = (__m512bh)_mm512_loadu_si512(kt + x * 2 * ld + 2 * (j + 16 * c));
+    const std::uint32_t* a, std::int64_t lda, const std::uint16_t* b, std::int64_t pairs,
+    std::int64_t ldb, std::int64_t x0, const float* beta, float* c, std::int64_t ldc) {
+  __m512 acc[kRows][kVecs];
+  for (int r = 0; r < kRows; ++r) {
+    for (int v = 0; v < kVecs; ++v) {
+      if constexpr (kScaled) {
+        acc[r][v] =
+            _mm512_mul_ps(_mm512_set1_ps(beta[r]), _mm512_loadu_ps(c + r * ldc + x0 + 16 * v));
+      } else {
+        acc[r][v] = _mm512_setzero_ps();
+      }
+    }
+  }
+  for (std::int64_t t = 0; t < pairs; ++t) {
+    __m512bh bv[kVecs];
+    for (int v = 0; v < kVecs; ++v) {
+      bv[v] = (__m512bh)_mm512_loadu_si512(b + t * 2 * ldb + 2 * (x0 + 16 * v));
     }
     for (int r = 0; r < kRows; ++r) {
-      const __m512bh qx = (__m512bh)_mm512_set1_epi32(static_cast<int>(q[r * ldq + x]));
-      for (int c = 0; c < kVecs; ++c) a[r][c] = _mm512_dpbf16_ps(a[r][c], qx, k[c]);
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r * lda + t]));
+      for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, bv[v]);
     }
   }
   for (int r = 0; r < kRows; ++r)
-    for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(s + r * ld + j + 16 * c, a[r][c]);
+    for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(c + r * ldc + x0 + 16 * v, acc[r][v]);
 }
 
-template <int kRows>
-__attribute__((target("avx512f,avx512bf16"))) void Bf16Rows(const std::uint32_t* q,
-                                                            std::int64_t ldq,
-                                                            const std::uint16_t* kt,
-                                                            std::int64_t pairs, std::int64_t ld,
-                                                            float* s) {
-  std::int64_t j = 0;
-  for (; j + 64 <= ld; j += 64) Bf16Block<kRows, 4>(q, ldq, kt, pairs, ld, j, s);
-  for (; j < ld; j += 16) Bf16Block<kRows, 1>(q, ldq, kt, pairs, ld, j, s);
+template <int kRows, bool kScaled>
+__attribute__((target("avx512f,avx512bf16"))) void Bf16Rows(
+    const std::uint32_t* a, std::int64_t lda, const std::uint16_t* b, std::int64_t pairs,
+    std::int64_t ldb, std::int64_t cols, const float* beta, float* c, std::int64_t ldc) {
+  std::int64_t x = 0;
+  for (; x + 64 <= cols; x += 64) {
+    Bf16Block<kRows, 4, kScaled>(a, lda, b, pairs, ldb, x, beta, c, ldc);
+  }
+  for (; x < cols; x += 16) Bf16Block<kRows, 1, kScaled>(a, lda, b, pairs, ldb, x, beta, c, ldc);
 }
+
+template <bool kScaled>
+__attribute__((target("avx512f,avx512bf16"))) void Bf16MatMul(const std::uint32_t* a,
+                                                              std::int64_t lda, std::int64_t rows,
+                                                              const std::uint16_t* b,
+                                                              std::int64_t pairs, std::int64_t ldb,
+                                                              std::int64_t cols, const float* beta,
+                                                              float* c, std::int64_t ldc) {
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    Bf16Rows<4, kScaled>(a + r * lda, lda, b, pairs, ldb, cols, kScaled ? beta + r : nullptr,
+                         c + r * ldc, ldc);
+  }
+  for (; r < rows; ++r) {
+    Bf16Rows<1, kScaled>(a + r * lda, lda, b, pairs, ldb, cols, kScaled ? beta + r : nullptr,
+                         c + r * ldc, ldc);
+  }
+}
+
+std::uint16_t Bf16Bits(float x) { return FloatToBF16(x).bits; }  // nearest even
+float Bf16Value(std::uint16_t bits) { return BF16ToFloat(BFloat16{bits}); }
 
 // The decode logits of up to 4 query rows against groups of 16 key rows.
 // Keys go two at a time: per query row, one accumulator per key along dim
@@ -195,12 +227,67 @@ void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
 void FlashTileLogitsAvx512Bf16(const std::uint32_t* q_pairs, std::int64_t ldq,
                                const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
                                std::int64_t ld, float* s) {
-  const std::int64_t pairs = dim / 2;
-  std::int64_t i = 0;
-  for (; i + 4 <= nq; i += 4) {
-    Bf16Rows<4>(q_pairs + i * ldq, ldq, kt_pairs, pairs, ld, s + i * ld);
+  Bf16MatMul<false>(q_pairs, ldq, nq, kt_pairs, dim / 2, ld, ld, nullptr, s, ld);
+}
+
+void FlashMatMulBf16(const std::uint32_t* a, std::int64_t lda, std::int64_t rows,
+                     const std::uint16_t* b, std::int64_t pairs, std::int64_t ldb,
+                     std::int64_t cols, const float* beta, float* c, std::int64_t ldc, bool simd) {
+  if (simd && FlashBf16DotAvailable()) {
+    if (beta != nullptr) return Bf16MatMul<true>(a, lda, rows, b, pairs, ldb, cols, beta, c, ldc);
+    return Bf16MatMul<false>(a, lda, rows, b, pairs, ldb, cols, nullptr, c, ldc);
   }
-  for (; i < nq; ++i) Bf16Rows<1>(q_pairs + i * ldq, ldq, kt_pairs, pairs, ld, s + i * ld);
+  // The same products (exact in float32) and float32 sums, pair by pair.
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * ldc;
+    for (std::int64_t x = 0; x < cols; ++x) row[x] = beta != nullptr ? beta[r] * row[x] : 0.0f;
+    for (std::int64_t t = 0; t < pairs; ++t) {
+      const std::uint32_t pair = a[r * lda + t];
+      const float a0 = Bf16Value(static_cast<std::uint16_t>(pair & 0xFFFFu));
+      const float a1 = Bf16Value(static_cast<std::uint16_t>(pair >> 16));
+      const std::uint16_t* bt = b + t * 2 * ldb;
+      for (std::int64_t x = 0; x < cols; ++x) {
+        row[x] += a0 * Bf16Value(bt[2 * x]) + a1 * Bf16Value(bt[2 * x + 1]);
+      }
+    }
+  }
+}
+
+void FlashPackPairsRows(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t n,
+                        std::uint32_t* a, std::int64_t lda) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = src + r * ld;
+    for (std::int64_t t = 0; t < (n + 1) / 2; ++t) {
+      const std::uint32_t lo = Bf16Bits(row[2 * t]);
+      const std::uint32_t hi = 2 * t + 1 < n ? Bf16Bits(row[2 * t + 1]) : 0u;
+      a[r * lda + t] = lo | hi << 16;
+    }
+  }
+}
+
+void FlashPackPairsCols(const float* src, std::int64_t ld, std::int64_t n, std::int64_t rows,
+                        std::uint32_t* a, std::int64_t lda) {
+  for (std::int64_t t = 0; t < (n + 1) / 2; ++t) {
+    const float* even = src + 2 * t * ld;
+    const float* odd = 2 * t + 1 < n ? even + ld : nullptr;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::uint32_t hi = odd != nullptr ? Bf16Bits(odd[r]) : 0u;
+      a[r * lda + t] = Bf16Bits(even[r]) | hi << 16;
+    }
+  }
+}
+
+void FlashPackPairsB(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols,
+                     std::uint16_t* b, std::int64_t ldb) {
+  for (std::int64_t t = 0; t < (n + 1) / 2; ++t) {
+    std::uint16_t* bt = b + t * 2 * ldb;
+    const float* even = src + 2 * t * ld;
+    const float* odd = 2 * t + 1 < n ? even + ld : nullptr;
+    for (std::int64_t x = 0; x < ldb; ++x) {
+      bt[2 * x] = x < cols ? Bf16Bits(even[x]) : std::uint16_t{0};
+      bt[2 * x + 1] = x < cols && odd != nullptr ? Bf16Bits(odd[x]) : std::uint16_t{0};
+    }
+  }
 }
 
 }  // namespace posenc::kernels::simd
