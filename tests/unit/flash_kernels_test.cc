@@ -231,9 +231,10 @@ TEST(FlashBf16Logits, Avx512Bf16DotProducts) {
 
 // FlashMatMulBf16 and its packing: the result against float64 sums of the
 // bfloat16-rounded products (the documented bound), overwrite and scaled
-// accumulate, odd reductions, 1 to 64 rows, column tails of 16 past 64,
-// padded ldb / ldc (nothing written past cols); the column packing equals
-// the row packing of the transpose. VDPBF16PS where the CPU has it, and the
+// accumulate, rows-major and pairs-major A (the transpose packed as B),
+// odd reductions, 1 to 64 rows, column tails of 16 past 64 and odd packed
+// widths, padded ldb / ldc (nothing written past cols); the SIMD packing
+// gives the bits of FloatToBF16. VDPBF16PS where the CPU has it, and the
 // float32 loops always.
 TEST(FlashMatMulBf16, MatchesFloat64OnTheRoundedOperands) {
   for (const bool simd : {false, true}) {
@@ -251,35 +252,52 @@ TEST(FlashMatMulBf16, MatchesFloat64OnTheRoundedOperands) {
           std::vector<float> at(n * rows);  // a transposed: [n, rows]
           for (Index r = 0; r < rows; ++r)
             for (Index j = 0; j < n; ++j) at[j * rows + r] = a[r * n + j];
-          std::vector<std::uint32_t> ap(rows * lda, 0xDEADBEEFu), apt(rows * lda, 0xDEADBEEFu);
-          ks::FlashPackPairsRows(a.data(), n, rows, n, ap.data(), lda);
-          ks::FlashPackPairsCols(at.data(), rows, n, rows, apt.data(), lda);
-          for (Index r = 0; r < rows; ++r)
-            for (Index t = 0; t < pairs; ++t) ASSERT_EQ(ap[r * lda + t], apt[r * lda + t]);
+          const auto bits = [](float x) { return std::uint32_t{FloatToBF16(x).bits}; };
+          // Rows-major A, and the pairs-major A of the transpose (packed as B).
+          std::vector<std::uint32_t> ap(rows * lda, 0xDEADBEEFu), apt(pairs * (rows + 7));
+          ks::FlashPackPairsRows(a.data(), n, rows, n, ap.data(), lda, simd);
+          ks::FlashPackPairsB(at.data(), rows, n, rows,
+                              reinterpret_cast<std::uint16_t*>(apt.data()), rows + 7, simd);
+          for (Index r = 0; r < rows; ++r) {
+            for (Index t = 0; t < pairs; ++t) {
+              const std::uint32_t want =
+                  bits(a[r * n + 2 * t]) | (2 * t + 1 < n ? bits(a[r * n + 2 * t + 1]) << 16 : 0);
+              ASSERT_EQ(ap[r * lda + t], want) << "row " << r << " pair " << t;
+              ASSERT_EQ(apt[t * (rows + 7) + r], want) << "row " << r << " pair " << t;
+            }
+          }
           std::vector<std::uint16_t> bp(pairs * ldb * 2, 0xFFFF);
-          ks::FlashPackPairsB(b.data(), cols, n, cols, bp.data(), ldb);
+          ks::FlashPackPairsB(b.data(), cols, n, cols, bp.data(), ldb, simd);
           const auto bf = [](float x) { return static_cast<double>(BF16ToFloat(FloatToBF16(x))); };
           const std::vector<float> c0 = Random(rows * ldc, 13), beta = Random(rows, 14);
-          for (const bool scaled : {false, true}) {
-            std::vector<float> c = c0;
-            ks::FlashMatMulBf16(ap.data(), lda, rows, bp.data(), pairs, ldb, cols,
-                                scaled ? beta.data() : nullptr, c.data(), ldc, simd);
-            for (Index r = 0; r < rows; ++r) {
-              for (Index x = 0; x < ldc; ++x) {
-                const float got = c[r * ldc + x];
-                if (x >= cols) {
-                  ASSERT_EQ(got, c0[r * ldc + x]) << "written past cols";
-                  continue;
+          for (const bool transposed : {false, true}) {
+            for (const bool scaled : {false, true}) {
+              std::vector<float> c = c0;
+              if (transposed) {
+                ks::FlashMatMulBf16(apt.data(), 1, rows + 7, rows, bp.data(), pairs, ldb, cols,
+                                    scaled ? beta.data() : nullptr, c.data(), ldc, simd);
+              } else {
+                ks::FlashMatMulBf16(ap.data(), lda, 1, rows, bp.data(), pairs, ldb, cols,
+                                    scaled ? beta.data() : nullptr, c.data(), ldc, simd);
+              }
+              for (Index r = 0; r < rows; ++r) {
+                for (Index x = 0; x < ldc; ++x) {
+                  const float got = c[r * ldc + x];
+                  if (x >= cols) {
+                    ASSERT_EQ(got, c0[r * ldc + x]) << "written past cols";
+                    continue;
+                  }
+                  double want = scaled ? double(beta[r]) * double(c0[r * ldc + x]) : 0.0;
+                  double mag = std::abs(want);
+                  for (Index j = 0; j < n; ++j) {
+                    const double prod = bf(a[r * n + j]) * bf(b[j * cols + x]);
+                    want += prod;
+                    mag += std::abs(prod);
+                  }
+                  ASSERT_NEAR(got, want, (2.0 * pairs + 2.0) * std::ldexp(mag, -23) + 1e-30)
+                      << "row " << r << " col " << x << (scaled ? " scaled" : "")
+                      << (transposed ? " transposed" : "");
                 }
-                double want = scaled ? double(beta[r]) * double(c0[r * ldc + x]) : 0.0;
-                double mag = std::abs(want);
-                for (Index j = 0; j < n; ++j) {
-                  const double prod = bf(a[r * n + j]) * bf(b[j * cols + x]);
-                  want += prod;
-                  mag += std::abs(prod);
-                }
-                ASSERT_NEAR(got, want, (2.0 * pairs + 2.0) * std::ldexp(mag, -23) + 1e-30)
-                    << "row " << r << " col " << x << (scaled ? " scaled" : "");
               }
             }
           }

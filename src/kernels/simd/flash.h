@@ -156,29 +156,35 @@ void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
 // r < rows, x < cols,
 //   c[r * ldc + x] = (beta ? beta[r] * c[r * ldc + x] : 0)
 //                    + sum_{t < pairs} a0(r, t) b0(t, x) + a1(r, t) b1(t, x),
-// a[r * lda + t] = a0 | a1 << 16 (bfloat16 bits: elements 2t and 2t + 1 of
-// row r along the reduction), b[(t * ldb + x) * 2 + {0, 1}] = b0, b1 (rows
-// 2t and 2t + 1 of B, column x). cols a multiple of 16, ldb and ldc >= cols.
+// a[r * a_row + t * a_pair] = a0 | a1 << 16 (bfloat16 bits: elements 2t and
+// 2t + 1 of row r along the reduction; rows-major: a_row = lda, a_pair = 1,
+// FlashPackPairsRows; pairs-major: a_row = 1, a_pair = lda, FlashPackPairsB
+// of the transpose), b[(t * ldb + x) * 2 + {0, 1}] = b0, b1 (rows 2t and
+// 2t + 1 of B, column x). cols a multiple of 16, ldb and ldc >= cols.
 // VDPBF16PS where `simd` and FlashBf16DotAvailable(), else float32 loops:
 // the products of two bfloat16 values are exact in float32, so both differ
 // from the exact sum of the products by float32 rounding of the sums only,
 // |error| <= 2 pairs * 2^-23 * sum |products| (+ one rounding of the beta
 // term). VDPBF16PS flushes inputs and results below 2^-126 to zero.
-void FlashMatMulBf16(const std::uint32_t* a, std::int64_t lda, std::int64_t rows,
-                     const std::uint16_t* b, std::int64_t pairs, std::int64_t ldb,
-                     std::int64_t cols, const float* beta, float* c, std::int64_t ldc, bool simd);
+void FlashMatMulBf16(const std::uint32_t* a, std::int64_t a_row, std::int64_t a_pair,
+                     std::int64_t rows, const std::uint16_t* b, std::int64_t pairs,
+                     std::int64_t ldb, std::int64_t cols, const float* beta, float* c,
+                     std::int64_t ldc, bool simd);
 
 // Operand packing for FlashMatMulBf16, rounding float32 to bfloat16
-// (nearest even); a missing odd element of the last pair is 0.
-// A from rows: src [rows, n] (row stride ld) -> a [rows, lda], pairs along n.
+// (nearest even; VCVTNE(2)PS2BF16 where `simd` and FlashBf16DotAvailable(),
+// which also flushes inputs below 2^-126 to zero); a missing odd element of
+// the last pair is 0.
+// Rows-major A: src [rows, n] (row stride ld) -> a [rows, lda] (lda >=
+// (n + 1) / 2), pairs along n.
 void FlashPackPairsRows(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t n,
-                        std::uint32_t* a, std::int64_t lda);
-// A from columns (the transpose): src [n, rows] -> a [rows, lda], pairs along n.
-void FlashPackPairsCols(const float* src, std::int64_t ld, std::int64_t n, std::int64_t rows,
-                        std::uint32_t* a, std::int64_t lda);
-// B: src [n, cols] -> b [(n + 1) / 2, ldb, 2], pairs along n, zero past cols.
+                        std::uint32_t* a, std::int64_t lda, bool simd);
+// B: src [n, cols] -> b [(n + 1) / 2, ldb, 2], pairs along n (rows 2t and
+// 2t + 1 interleaved), zero for cols <= x < ldb. Read as uint32 [pairs,
+// ldb] it is also the pairs-major A of src's transpose (a_row = 1,
+// a_pair = ldb): P^T for dV = P^T dO, dS^T for dK = dS^T Q.
 void FlashPackPairsB(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols,
-                     std::uint16_t* b, std::int64_t ldb);
+                     std::uint16_t* b, std::int64_t ldb, bool simd);
 
 // AMX runs the bfloat16 logits: the CPU has AMX-BF16, Linux granted the
 // tile state (kernels/simd/x86_features.h) and dim % 32 == 0.

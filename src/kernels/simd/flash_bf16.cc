@@ -34,8 +34,9 @@ namespace {
 // of 16 columns. kScaled: the accumulators start at beta[r] * c, else 0.
 template <int kRows, int kVecs, bool kScaled>
 __attribute__((target("avx512f,avx512bf16"))) inline void Bf16Block(
-    const std::uint32_t* a, std::int64_t lda, const std::uint16_t* b, std::int64_t pairs,
-    std::int64_t ldb, std::int64_t x0, const float* beta, float* c, std::int64_t ldc) {
+    const std::uint32_t* a, std::int64_t a_row, std::int64_t a_pair, const std::uint16_t* b,
+    std::int64_t pairs, std::int64_t ldb, std::int64_t x0, const float* beta, float* c,
+    std::int64_t ldc) {
   __m512 acc[kRows][kVecs];
   for (int r = 0; r < kRows; ++r) {
     for (int v = 0; v < kVecs; ++v) {
@@ -53,7 +54,7 @@ __attribute__((target("avx512f,avx512bf16"))) inline void Bf16Block(
       bv[v] = (__m512bh)_mm512_loadu_si512(b + t * 2 * ldb + 2 * (x0 + 16 * v));
     }
     for (int r = 0; r < kRows; ++r) {
-      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r * lda + t]));
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r * a_row + t * a_pair]));
       for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, bv[v]);
     }
   }
@@ -62,31 +63,64 @@ __attribute__((target("avx512f,avx512bf16"))) inline void Bf16Block(
 }
 
 template <int kRows, bool kScaled>
-__attribute__((target("avx512f,avx512bf16"))) void Bf16Rows(
-    const std::uint32_t* a, std::int64_t lda, const std::uint16_t* b, std::int64_t pairs,
-    std::int64_t ldb, std::int64_t cols, const float* beta, float* c, std::int64_t ldc) {
+__attribute__((target("avx512f,avx512bf16"))) void Bf16Rows(const std::uint32_t* a,
+                                                            std::int64_t a_row, std::int64_t a_pair,
+                                                            const std::uint16_t* b,
+                                                            std::int64_t pairs, std::int64_t ldb,
+                                                            std::int64_t cols, const float* beta,
+                                                            float* c, std::int64_t ldc) {
   std::int64_t x = 0;
   for (; x + 64 <= cols; x += 64) {
-    Bf16Block<kRows, 4, kScaled>(a, lda, b, pairs, ldb, x, beta, c, ldc);
+    Bf16Block<kRows, 4, kScaled>(a, a_row, a_pair, b, pairs, ldb, x, beta, c, ldc);
   }
-  for (; x < cols; x += 16) Bf16Block<kRows, 1, kScaled>(a, lda, b, pairs, ldb, x, beta, c, ldc);
+  for (; x < cols; x += 16) {
+    Bf16Block<kRows, 1, kScaled>(a, a_row, a_pair, b, pairs, ldb, x, beta, c, ldc);
+  }
 }
 
 template <bool kScaled>
-__attribute__((target("avx512f,avx512bf16"))) void Bf16MatMul(const std::uint32_t* a,
-                                                              std::int64_t lda, std::int64_t rows,
-                                                              const std::uint16_t* b,
-                                                              std::int64_t pairs, std::int64_t ldb,
-                                                              std::int64_t cols, const float* beta,
-                                                              float* c, std::int64_t ldc) {
+__attribute__((target("avx512f,avx512bf16"))) void Bf16MatMul(
+    const std::uint32_t* a, std::int64_t a_row, std::int64_t a_pair, std::int64_t rows,
+    const std::uint16_t* b, std::int64_t pairs, std::int64_t ldb, std::int64_t cols,
+    const float* beta, float* c, std::int64_t ldc) {
   std::int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
-    Bf16Rows<4, kScaled>(a + r * lda, lda, b, pairs, ldb, cols, kScaled ? beta + r : nullptr,
-                         c + r * ldc, ldc);
+    Bf16Rows<4, kScaled>(a + r * a_row, a_row, a_pair, b, pairs, ldb, cols,
+                         kScaled ? beta + r : nullptr, c + r * ldc, ldc);
   }
   for (; r < rows; ++r) {
-    Bf16Rows<1, kScaled>(a + r * lda, lda, b, pairs, ldb, cols, kScaled ? beta + r : nullptr,
-                         c + r * ldc, ldc);
+    Bf16Rows<1, kScaled>(a + r * a_row, a_row, a_pair, b, pairs, ldb, cols,
+                         kScaled ? beta + r : nullptr, c + r * ldc, ldc);
+  }
+}
+
+// dst[x] = bfloat16(src[x]), x < n, by VCVTNEPS2BF16 (round to nearest even).
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void RowToBf16Avx512(const float* src,
+                                                                            std::int64_t n,
+                                                                            std::uint16_t* dst) {
+  std::int64_t x = 0;
+  for (; x + 16 <= n; x += 16) {
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + x));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + x), (__m256i)v);
+  }
+  for (; x < n; ++x) dst[x] = FloatToBF16(src[x]).bits;  // the tail (< 16): same rounding
+}
+
+// dst[2x] = bfloat16(even[x]), dst[2x + 1] = bfloat16(odd[x]) (0 when odd
+// is null), x < n: VCVTNE2PS2BF16 and one word permutation per 16 columns.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void InterleaveBf16Avx512(
+    const float* even, const float* odd, std::int64_t n, std::uint16_t* dst) {
+  const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (std::int64_t x = 0; x < n; x += 16) {
+    const std::int64_t left = std::min<std::int64_t>(16, n - x);
+    const __mmask16 m = static_cast<__mmask16>((1u << left) - 1u);
+    const __m512 e = _mm512_maskz_loadu_ps(m, even + x);
+    const __m512 o = odd != nullptr ? _mm512_maskz_loadu_ps(m, odd + x) : _mm512_setzero_ps();
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(o, e);  // words 0-15: even, 16-31: odd
+    const __m512i pairs = _mm512_permutexvar_epi16(order, both);
+    const __mmask32 m2 = left == 16 ? ~__mmask32{0} : (__mmask32{1} << (2 * left)) - 1u;
+    _mm512_mask_storeu_epi16(dst + 2 * x, m2, pairs);
   }
 }
 
@@ -227,22 +261,25 @@ void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
 void FlashTileLogitsAvx512Bf16(const std::uint32_t* q_pairs, std::int64_t ldq,
                                const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
                                std::int64_t ld, float* s) {
-  Bf16MatMul<false>(q_pairs, ldq, nq, kt_pairs, dim / 2, ld, ld, nullptr, s, ld);
+  Bf16MatMul<false>(q_pairs, ldq, 1, nq, kt_pairs, dim / 2, ld, ld, nullptr, s, ld);
 }
 
-void FlashMatMulBf16(const std::uint32_t* a, std::int64_t lda, std::int64_t rows,
-                     const std::uint16_t* b, std::int64_t pairs, std::int64_t ldb,
-                     std::int64_t cols, const float* beta, float* c, std::int64_t ldc, bool simd) {
+void FlashMatMulBf16(const std::uint32_t* a, std::int64_t a_row, std::int64_t a_pair,
+                     std::int64_t rows, const std::uint16_t* b, std::int64_t pairs,
+                     std::int64_t ldb, std::int64_t cols, const float* beta, float* c,
+                     std::int64_t ldc, bool simd) {
   if (simd && FlashBf16DotAvailable()) {
-    if (beta != nullptr) return Bf16MatMul<true>(a, lda, rows, b, pairs, ldb, cols, beta, c, ldc);
-    return Bf16MatMul<false>(a, lda, rows, b, pairs, ldb, cols, nullptr, c, ldc);
+    if (beta != nullptr) {
+      return Bf16MatMul<true>(a, a_row, a_pair, rows, b, pairs, ldb, cols, beta, c, ldc);
+    }
+    return Bf16MatMul<false>(a, a_row, a_pair, rows, b, pairs, ldb, cols, nullptr, c, ldc);
   }
   // The same products (exact in float32) and float32 sums, pair by pair.
   for (std::int64_t r = 0; r < rows; ++r) {
     float* row = c + r * ldc;
     for (std::int64_t x = 0; x < cols; ++x) row[x] = beta != nullptr ? beta[r] * row[x] : 0.0f;
     for (std::int64_t t = 0; t < pairs; ++t) {
-      const std::uint32_t pair = a[r * lda + t];
+      const std::uint32_t pair = a[r * a_row + t * a_pair];
       const float a0 = Bf16Value(static_cast<std::uint16_t>(pair & 0xFFFFu));
       const float a1 = Bf16Value(static_cast<std::uint16_t>(pair >> 16));
       const std::uint16_t* bt = b + t * 2 * ldb;
@@ -254,39 +291,37 @@ void FlashMatMulBf16(const std::uint32_t* a, std::int64_t lda, std::int64_t rows
 }
 
 void FlashPackPairsRows(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t n,
-                        std::uint32_t* a, std::int64_t lda) {
+                        std::uint32_t* a, std::int64_t lda, bool simd) {
+  const bool avx512 = simd && FlashBf16DotAvailable();
   for (std::int64_t r = 0; r < rows; ++r) {
+    // Pair t of a row is bfloat16 elements 2t, 2t + 1 in memory order.
+    auto* dst = reinterpret_cast<std::uint16_t*>(a + r * lda);
     const float* row = src + r * ld;
-    for (std::int64_t t = 0; t < (n + 1) / 2; ++t) {
-      const std::uint32_t lo = Bf16Bits(row[2 * t]);
-      const std::uint32_t hi = 2 * t + 1 < n ? Bf16Bits(row[2 * t + 1]) : 0u;
-      a[r * lda + t] = lo | hi << 16;
+    if (avx512) {
+      RowToBf16Avx512(row, n, dst);
+    } else {
+      for (std::int64_t x = 0; x < n; ++x) dst[x] = Bf16Bits(row[x]);
     }
-  }
-}
-
-void FlashPackPairsCols(const float* src, std::int64_t ld, std::int64_t n, std::int64_t rows,
-                        std::uint32_t* a, std::int64_t lda) {
-  for (std::int64_t t = 0; t < (n + 1) / 2; ++t) {
-    const float* even = src + 2 * t * ld;
-    const float* odd = 2 * t + 1 < n ? even + ld : nullptr;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::uint32_t hi = odd != nullptr ? Bf16Bits(odd[r]) : 0u;
-      a[r * lda + t] = Bf16Bits(even[r]) | hi << 16;
-    }
+    if (n % 2 != 0) dst[n] = 0;
   }
 }
 
 void FlashPackPairsB(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols,
-                     std::uint16_t* b, std::int64_t ldb) {
+                     std::uint16_t* b, std::int64_t ldb, bool simd) {
+  const bool avx512 = simd && FlashBf16DotAvailable();
   for (std::int64_t t = 0; t < (n + 1) / 2; ++t) {
     std::uint16_t* bt = b + t * 2 * ldb;
     const float* even = src + 2 * t * ld;
     const float* odd = 2 * t + 1 < n ? even + ld : nullptr;
-    for (std::int64_t x = 0; x < ldb; ++x) {
-      bt[2 * x] = x < cols ? Bf16Bits(even[x]) : std::uint16_t{0};
-      bt[2 * x + 1] = x < cols && odd != nullptr ? Bf16Bits(odd[x]) : std::uint16_t{0};
+    if (avx512) {
+      InterleaveBf16Avx512(even, odd, cols, bt);
+    } else {
+      for (std::int64_t x = 0; x < cols; ++x) {
+        bt[2 * x] = Bf16Bits(even[x]);
+        bt[2 * x + 1] = odd != nullptr ? Bf16Bits(odd[x]) : std::uint16_t{0};
+      }
     }
+    std::fill(bt + 2 * cols, bt + 2 * ldb, std::uint16_t{0});
   }
 }
 
