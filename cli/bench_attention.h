@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "posenc/flash_attention.h"
+
 namespace posenc::cli {
 
 struct AttentionBenchOptions {
@@ -22,10 +24,16 @@ struct AttentionBenchOptions {
   std::int64_t max_seq = 16384;
   bool torch = true;
   std::string python;
-  std::string script;          // bench/torch_attention.py
-  std::string jemalloc;        // preloaded into the torch process when it exists
-  bool backward = false;       // add "attention_backward" entries
-  bool decode = false;         // add "attention_decode" entries
+  std::string script;     // bench/torch_attention.py
+  std::string jemalloc;   // preloaded into the torch process when it exists
+  bool backward = false;  // add "attention_backward" entries
+  bool decode = false;    // add "attention_decode" entries
+  // FlashPrecision of the bfloat16 cases (float32 cases always run float32).
+  FlashPrecision precision = FlashPrecision::kFloat32;
+  // --backward: bench/posenc_torch_attention.py (a training step through
+  // posenc.torch.attention against torch eager, alternating, one process)
+  // and the PYTHONPATH that holds the posenc module (empty: none found).
+  std::string step_script = "", posenc_python = "";
   std::int64_t llc_bytes = 0;  // last-level cache (decode: which caches are DRAM-sized)
 };
 

@@ -138,6 +138,27 @@ Reply RunInChild(const std::function<Reply()>& measure, const std::string& what)
   return r;
 }
 
+// Runs `cmd` through the shell and parses what it prints as JSON; IoError
+// naming `what` when it fails or prints no JSON.
+inline nlohmann::json RunJsonCommand(const std::string& cmd, const std::string& what) {
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) throw IoError("bench attention: cannot run " + what);
+  std::string text;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
+  const int status = pclose(pipe);
+  if (status != 0) {
+    throw IoError("bench attention: " + what + " failed (exit status " +
+                  std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                  "); pass --no-torch to skip the PyTorch baselines");
+  }
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw IoError("bench attention: " + what + " did not print JSON");
+  }
+}
+
 // One fresh python process running o.script with `spec`; its JSON reply.
 inline nlohmann::json RunTorchCase(const nlohmann::json& spec, const AttentionBenchOptions& o) {
   std::string cmd;
@@ -162,6 +183,17 @@ inline nlohmann::json RunTorchCase(const nlohmann::json& spec, const AttentionBe
   } catch (const nlohmann::json::exception&) {
     throw IoError("--torch-script: the attention baseline '" + o.script + "' did not print JSON");
   }
+}
+
+// The options of a measured posenc call: the bfloat16 cases run
+// o.precision, the others float32 (bfloat16 precision needs bfloat16 inputs).
+inline FlashAttentionOptions CaseOptions(const AttentionBenchOptions& o, DType dtype) {
+  FlashAttentionOptions options;
+  if (dtype == DType::kBFloat16) options.precision = o.precision;
+  return options;
+}
+inline std::string CasePrecision(const AttentionBenchOptions& o, DType dtype) {
+  return std::string(FlashPrecisionName(CaseOptions(o, dtype).precision));
 }
 
 inline nlohmann::json OrNull(double x, bool have) {

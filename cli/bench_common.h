@@ -37,6 +37,16 @@ inline std::string DefaultBenchScript() {
   return POSENC_BENCH_SCRIPT;
 }
 
+// The build tree's Python module (BUILD/python beside BUILD/cli/posenc), or
+// "" when there is none (an installed posenc module is importable as is).
+inline std::string DefaultPosencPython() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const std::filesystem::path dir = exe.parent_path().parent_path() / "python";
+  return std::filesystem::exists(dir / "posenc", ec) ? dir.string() : "";
+}
+
 struct BenchOptions {
   std::string what = "all";
   int threads = 0;  // 0: hardware threads
@@ -48,9 +58,11 @@ struct BenchOptions {
   std::string python = "/usr/bin/python3";
   std::string script = DefaultBenchScript();
   std::string jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
-  bool backward = false;       // attention: add the forward + backward cases
-  bool decode = false;         // attention: add the decode cases
-  std::int64_t llc_bytes = 0;  // last-level cache size (posenc/bandwidth.h LastLevelCache)
+  bool backward = false;              // attention: add the forward + backward cases
+  bool decode = false;                // attention: add the decode cases
+  std::string precision = "float32";  // attention: FlashPrecision of the bfloat16 cases
+  std::string posenc_python;          // attention --backward: PYTHONPATH holding the posenc module
+  std::int64_t llc_bytes = 0;         // last-level cache size (posenc/bandwidth.h LastLevelCache)
 };
 
 // One row of the report: a kernel, dtype and shape timed against a ceiling

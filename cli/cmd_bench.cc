@@ -253,6 +253,9 @@ void Run(BenchOptions o) {
   Require(o.max_seq >= 1 && o.max_seq <= 16384, "--max-seq", o.max_seq, "1 to 16384");
   Require(o.what == "attention" || (!o.backward && !o.decode),
           o.backward ? "--backward" : "--decode", o.what, "only with `posenc bench attention`");
+  ParseFlashPrecision(o.precision, "--precision");  // validated before anything runs
+  Require(o.what == "attention" || o.precision == "float32", "--precision", o.precision,
+          "float32 except with `posenc bench attention`");
   const int threads =
       o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
   const CacheInfo llc = LastLevelCache();
@@ -287,6 +290,9 @@ void Run(BenchOptions o) {
         o.jemalloc};
     ao.backward = o.backward;
     ao.decode = o.decode;
+    ao.precision = ParseFlashPrecision(o.precision, "--precision");
+    ao.step_script = dir + "posenc_torch_attention.py";
+    ao.posenc_python = o.posenc_python.empty() ? DefaultPosencPython() : o.posenc_python;
     ao.llc_bytes = o.llc_bytes;
     attention = RunAttentionBench(ao, ceilings, machine);
   }
@@ -369,6 +375,12 @@ void RegisterBenchCommand(CLI::App& app) {
                 "attention: also time forward + backward against torch eager autograd");
   cmd->add_flag("--decode", opts->decode,
                 "attention: also time decode against KV caches (torch eager, read bandwidth)");
+  cmd->add_option("--precision", opts->precision,
+                  "attention: precision of P and dS in the bfloat16 cases, float32 (default) or "
+                  "bfloat16 (FlashAttention-2's bfloat16 products)");
+  cmd->add_option("--posenc-python", opts->posenc_python,
+                  "attention --backward: directory holding the posenc Python module (default: "
+                  "the build tree's python/ next to this executable's cli/)");
   cmd->add_option("--python", opts->python,
                   "Python with torch and numpy (default /usr/bin/python3)");
   cmd->add_option("--torch-script", opts->script, "Path of bench/torch_baseline.py");

@@ -89,7 +89,8 @@ ChildReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType dty
   params.scheme = bs.scheme;
   const Context ctx(o.threads);
   const long before = MaxRssKiB();
-  auto call = [&] { FlashAttention(params, q, k, v, out, FlashAttentionOptions{}, ctx); };
+  const FlashAttentionOptions options = bench_attention::CaseOptions(o, dtype);
+  auto call = [&] { FlashAttention(params, q, k, v, out, options, ctx); };
   for (int i = 0; i < std::min(o.warmup, 1); ++i) call();
   std::vector<double> times;
   for (int i = 0; i < std::min(o.reps, 5); ++i) {
@@ -211,6 +212,7 @@ std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o,
                            {"causal", true},
                            {"threads", o.threads},
                            {"dtype", std::string(DTypeName(dtype))},
+                           {"precision", bench_attention::CasePrecision(o, dtype)},
                            {"ms", r.ms},
                            {"peak_extra_mib", mib},
                            {"gflops", gflops},
@@ -239,13 +241,17 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
   auto num = [](const nlohmann::json& x, const char* f) {
     return x.is_null() ? std::string("-") : fmt::format(fmt::runtime(f), x.get<double>());
   };
+  // "dtype" column: the inputs' dtype, "+bf16 P" under bfloat16 precision.
+  auto dtype = [](const nlohmann::json& e) {
+    return e["dtype"].get<std::string>() + (e.value("precision", "") == "bfloat16" ? "+bf16P" : "");
+  };
   auto any = [&](const char* kind) {
     return std::any_of(entries.begin(), entries.end(),
                        [&](const nlohmann::json& e) { return e["kernel"] == kind; });
   };
   if (any("attention")) {
     out << fmt::format(
-        "{:<9} {:<6} {:<9} {:>7} {:>10} {:>8} {:>6} {:>11} {:>10} {:>10} {:>8} "
+        "{:<9} {:<6} {:<14} {:>7} {:>10} {:>8} {:>6} {:>11} {:>10} {:>10} {:>8} "
         "{:>12}\n",
         "attention", "seq", "dtype", "threads", "ms", "GFLOP/s", "frac", "extra MiB", "torch ms",
         "torch MiB", "speedup", "reference ms");
@@ -253,30 +259,47 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
   for (const nlohmann::json& e : entries) {
     if (e["kernel"] != "attention") continue;
     out << fmt::format(
-        "{:<9} {:<6} {:<9} {:>7} {:>10.1f} {:>8.1f} {:>6} {:>11.1f} {:>10} {:>10} "
+        "{:<9} {:<6} {:<14} {:>7} {:>10.1f} {:>8.1f} {:>6} {:>11.1f} {:>10} {:>10} "
         "{:>8} {:>12}\n",
-        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), e["dtype"].get<std::string>(),
+        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), dtype(e),
         e["threads"].get<int>(), e["ms"].get<double>(), e["gflops"].get<double>(),
         num(e["fraction_of_compute"], "{:.2f}"), e["peak_extra_mib"].get<double>(),
         num(e["torch_ms"], "{:.1f}"), num(e["torch_peak_mib"], "{:.1f}"),
         num(e["speedup_vs_torch"], "{:.2f}x"), num(e["reference_ms"], "{:.1f}"));
   }
   if (any("attention_backward")) {
-    out << fmt::format("{:<9} {:<6} {:<9} {:>9} {:>9} {:>6} {:>8} {:>6} {:>9} {:>9} {:>10} {:>8}\n",
-                       "backward", "seq", "dtype", "fwd ms", "bwd ms", "b/f", "GFLOP/s", "frac",
-                       "extra MiB", "torch ms", "torch MiB", "speedup");
+    out << fmt::format(
+        "{:<9} {:<6} {:<14} {:>9} {:>9} {:>6} {:>8} {:>6} {:>9} {:>9} {:>10} {:>8}\n", "backward",
+        "seq", "dtype", "fwd ms", "bwd ms", "b/f", "GFLOP/s", "frac", "extra MiB", "torch ms",
+        "torch MiB", "speedup");
   }
   for (const nlohmann::json& e : entries) {
     if (e["kernel"] != "attention_backward") continue;
     out << fmt::format(
-        "{:<9} {:<6} {:<9} {:>9.1f} {:>9.1f} {:>6.2f} {:>8.1f} {:>6} {:>9.1f} {:>9} "
+        "{:<9} {:<6} {:<14} {:>9.1f} {:>9.1f} {:>6.2f} {:>8.1f} {:>6} {:>9.1f} {:>9} "
         "{:>10} {:>8}\n",
-        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), e["dtype"].get<std::string>(),
+        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), dtype(e),
         e["forward_ms"].get<double>(), e["ms"].get<double>(),
         e["ms"].get<double>() / e["forward_ms"].get<double>(), e["gflops"].get<double>(),
         num(e["fraction_of_compute"], "{:.2f}"), e["peak_extra_mib"].get<double>(),
         num(e["torch_ms"], "{:.1f}"), num(e["torch_peak_mib"], "{:.1f}"),
         num(e["speedup_vs_torch"], "{:.2f}x"));
+  }
+  if (any("attention_train_step")) {
+    out << fmt::format("{:<11} {:<18} {:<10} {:>10} {:>10} {:>8} {:>11} {:>11}\n", "train step",
+                       "B x S x H x D", "precision", "posenc ms", "torch ms", "speedup",
+                       "posenc fwd", "torch fwd");
+  }
+  for (const nlohmann::json& e : entries) {
+    if (e["kernel"] != "attention_train_step") continue;
+    const nlohmann::json& c = e["case"];
+    out << fmt::format("{:<11} {:<18} {:<10} {:>10.1f} {:>10.1f} {:>7.2f}x {:>11.1f} {:>11.1f}\n",
+                       c["scheme"].get<std::string>(),
+                       fmt::format("{}x{}x{}x{}", c["batch"].get<int>(), c["seq"].get<int>(),
+                                   c["heads"].get<int>(), c["head_dim"].get<int>()),
+                       e["precision"].get<std::string>(), e["posenc_ms"].get<double>(),
+                       e["torch_ms"].get<double>(), e["speedup_vs_torch"].get<double>(),
+                       e["posenc_forward_ms"].get<double>(), e["torch_forward_ms"].get<double>());
   }
   if (any("attention_decode")) {
     out << fmt::format("{:<9} {:<8} {:<9} {:>9} {:>8} {:>13} {:>6} {:>8} {:>9} {:>8}\n", "decode",

@@ -25,7 +25,9 @@
 //    / (forward_ms + ms).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,12 +80,13 @@ BackwardReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType 
   grads.dq = view(dqb);
   grads.dk = view(dkb);
   grads.dv = view(dvb);
+  const FlashAttentionOptions options = bench_attention::CaseOptions(o, dtype);
   const auto forward = [&] {
-    FlashAttentionWithLse(params, view(qb), view(kb), view(vb), out, lse_view, {}, ctx);
+    FlashAttentionWithLse(params, view(qb), view(kb), view(vb), out, lse_view, options, ctx);
   };
   const auto backward = [&] {
-    FlashAttentionBackward(params, view(qb), view(kb), view(vb), out, view(gb), lse_view, grads, {},
-                           ctx);
+    FlashAttentionBackward(params, view(qb), view(kb), view(vb), out, view(gb), lse_view, grads,
+                           options, ctx);
   };
   for (int i = 0; i < std::min(o.warmup, 1); ++i) {
     forward();
@@ -105,6 +108,44 @@ BackwardReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType 
   r.forward_ms = Median(tf);
   r.ms = Median(tb);
   return r;
+}
+
+// The training step through posenc.torch.attention: causal ALiBi, bfloat16
+// q, k, v [B, S, H, D] requiring grad, out = attention(q, k, v);
+// out.backward(dout), posenc (o.precision) and torch eager alternating in
+// one process (bench/posenc_torch_attention.py, 2 threads when o.threads
+// is 2; OMP_WAIT_POLICY=PASSIVE), at the model-shaped case B 32, S 128, H 4, D 32 and at the cases'
+// S = 4096, H 8, D 64 (when --max-seq allows). Entries "attention_train_step".
+std::vector<nlohmann::json> RunTrainStepBench(const AttentionBenchOptions& o) {
+  struct Shape {
+    std::int64_t batch, seq, heads, head_dim;
+  };
+  std::vector<nlohmann::json> entries;
+  for (const Shape s : {Shape{32, 128, 4, 32}, Shape{1, 4096, kHeads, kHeadDim}}) {
+    if (s.seq > 128 && s.seq > o.max_seq) continue;
+    const int reps = s.seq <= 128 ? std::max(o.reps, 20) : std::min(o.reps, 5);
+    std::string cmd;
+    if (!o.posenc_python.empty()) {
+      cmd += "PYTHONPATH='" + o.posenc_python + "'${PYTHONPATH:+:$PYTHONPATH} ";
+    }
+    if (std::ifstream(o.jemalloc).good()) {
+      cmd += "LD_PRELOAD=" + o.jemalloc + " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
+    }
+    // torch's OpenMP workers spin after each torch op and take the cores
+    // from posenc's threads (2x on the training step); passive waiting
+    // costs torch itself ~5 % (docs/PERFORMANCE.md, "Attention precision").
+    cmd += "OMP_WAIT_POLICY=PASSIVE ";
+    cmd += fmt::format(
+        "'{}' '{}' --threads {} --reps {} --warmup {} --dtype bfloat16 --precision {} --batch {} "
+        "--seq {} --heads {} --head-dim {} --scheme alibi",
+        o.python, o.step_script, o.threads, reps, std::max(1, std::min(o.warmup, 3)),
+        FlashPrecisionName(o.precision), s.batch, s.seq, s.heads, s.head_dim);
+    nlohmann::json e = bench_attention::RunJsonCommand(
+        cmd, fmt::format("the training step '{}' (S = {})", o.step_script, s.seq));
+    e["kernel"] = "attention_train_step";
+    entries.push_back(std::move(e));
+  }
+  return entries;
 }
 
 }  // namespace
@@ -157,6 +198,7 @@ std::vector<nlohmann::json> RunAttentionBackwardBench(const AttentionBenchOption
              {"head_dim", kHeadDim},
              {"causal", true},
              {"dtype", dname},
+             {"precision", bench_attention::CasePrecision(o, dtype)},
              {"threads", o.threads},
              {"ms", r.ms},
              {"forward_ms", r.forward_ms},
@@ -170,6 +212,9 @@ std::vector<nlohmann::json> RunAttentionBackwardBench(const AttentionBenchOption
              {"reps", std::min(o.reps, 5)}});
       }
     }
+  }
+  if (o.torch) {
+    for (auto& e : RunTrainStepBench(o)) entries.push_back(std::move(e));
   }
   return entries;
 }

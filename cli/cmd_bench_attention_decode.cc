@@ -72,7 +72,7 @@ DecodeReply MeasureInChild(const std::string& scheme, std::int64_t seq,
                              vb = Filled(dtype, n, 3), ob = Filled(dtype, kHeads * kHeadDim, 4);
   AttentionParams params;
   params.mask = AttentionMask::kCausal;
-  FlashAttentionOptions options;
+  FlashAttentionOptions options = bench_attention::CaseOptions(o, dtype);
   const bench_attention::BenchScheme bs =
       bench_attention::MakeBenchScheme(scheme, kHeads, kHeadDim);
   params.scheme = bs.scheme;
@@ -320,6 +320,7 @@ std::vector<nlohmann::json> RunAttentionDecodeBench(const AttentionBenchOptions&
                          {"scheme", scheme},
                          {"seq", seq},
                          {"dtype", "bfloat16"},
+                         {"precision", bench_attention::CasePrecision(o, DType::kBFloat16)},
                          {"queries", 1},
                          {"heads", kHeads},
                          {"kv_heads", kKvHeads},

@@ -89,5 +89,6 @@ if(TARGET posenc_cli)
   install(FILES ${PROJECT_SOURCE_DIR}/bench/torch_baseline.py
                 ${PROJECT_SOURCE_DIR}/bench/torch_attention.py
                 ${PROJECT_SOURCE_DIR}/bench/torch_common.py
+                ${PROJECT_SOURCE_DIR}/bench/posenc_torch_attention.py
           DESTINATION ${POSENC_DATADIR}/bench)
 endif()

@@ -428,6 +428,15 @@ POSENC_C_API void posenc_scheme_init(posenc_scheme* scheme);
 typedef int32_t posenc_mask; /* one of: */
 enum { POSENC_MASK_CAUSAL = 0, POSENC_MASK_BIDIRECTIONAL = 1 };
 
+/* The precision of P (before P . V) and of dS (before dQ = dS K and
+ * dK = dS^T Q) in the fused kernels (flash_attention.h, FlashPrecision):
+ * FLOAT32 (the default; error within 2x a plain float32 attention's), or
+ * BFLOAT16: rounded to bfloat16 with float32 accumulation, as
+ * FlashAttention-2 and torch's bfloat16 path do; it needs bfloat16 q, k, v
+ * (POSENC_ERROR_INVALID_ARGUMENT naming "precision" otherwise). */
+typedef int32_t posenc_precision; /* one of: */
+enum { POSENC_PRECISION_FLOAT32 = 0, POSENC_PRECISION_BFLOAT16 = 1 };
+
 typedef struct {
   size_t struct_size;   /* sizeof(posenc_attention_params), set by its _init */
   posenc_layout layout; /* of q, k, v and out */
@@ -441,10 +450,13 @@ typedef struct {
    * batch row or shared, or an offset. */
   const posenc_positions* query_positions;
   const posenc_positions* key_positions;
+  /* The precision of the probabilities P and of dS where they enter the
+   * matrix products (POSENC_PRECISION_*; _init: FLOAT32). */
+  posenc_precision precision;
 } posenc_attention_params;
 
 /* Defaults: bshd, causal, no window, default scale, no scheme, tiles 64,
- * default positions. */
+ * default positions, FLOAT32 precision. */
 POSENC_C_API void posenc_attention_params_init(posenc_attention_params* params);
 
 /* Prefill: q [B, Sq, H, D], k [B, Sk, Hkv, D], v [B, Sk, Hkv, Dv], out

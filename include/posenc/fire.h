@@ -26,7 +26,10 @@
 // |L|) and the fused backward. Causal masks only (InvalidArgument "mask"
 // otherwise). Numerics: the reference in float64; the fused kernels
 // evaluate f_theta in float32 (relative error ~1e-6 of the bias) and sum the
-// parameter gradients in float64. Positions [0, 2^24).
+// parameter gradients in float64. b2's gradient is exactly 0 in both (b2
+// shifts every logit of a head's row alike; softmax ignores the shift), so
+// it is returned as 0, not as the rounding noise of a sum of dS that adds
+// to 0. Positions [0, 2^24).
 #pragma once
 
 #include <cstdint>

@@ -42,7 +42,10 @@
 // float32 (exp in float32). Output is rounded once to out's dtype. Error
 // against the float64 reference: within 2x the error of a plain float32
 // attention (the FlashAttention test rule), relative ~1e-6 for O(1) inputs.
-// A query that sees no key gets zeros (never NaN). Positions [0, 2^24).
+// FlashAttentionOptions::precision = kBFloat16 (bfloat16 inputs only)
+// rounds P and dS to bfloat16 where they enter the matrix products instead
+// (FlashPrecision below). A query that sees no key gets zeros (never NaN).
+// Positions [0, 2^24).
 #pragma once
 
 #include <cstdint>
@@ -65,13 +68,40 @@ enum class FlashRopeKeys : std::uint8_t {
 std::string_view FlashRopeKeysName(FlashRopeKeys keys);  // "rotate", "pre_rotated"
 FlashRopeKeys ParseFlashRopeKeys(std::string_view text, std::string_view arg = "rope_keys");
 
+// The precision of the probabilities P and of dS where they enter the
+// matrix products (P . V in the forward and decode; P^T dO, dS K and dS^T Q
+// in the backward). Not the kernel choice: every precision runs the fused
+// kernels.
+enum class FlashPrecision : std::uint8_t {
+  // float32 P and dS (the default): error within 2x a plain float32
+  // attention's against float64.
+  kFloat32,
+  // FlashAttention-2's and torch's bfloat16 path: P is rounded to bfloat16
+  // (nearest even) before P . V, dS before dQ = dS K and dK = dS^T Q, and
+  // the other operand of each product (V, dO, K, Q; RoPE-rotated q and k
+  // too, as a bfloat16 model stores them) is a bfloat16 value, with float32
+  // accumulation. Softmax statistics (max, sum, lse), dP = dO V^T and the
+  // gradients of position tables stay float32. Needs bfloat16 q, k, v (and
+  // dout in the backward). Error: the bfloat16 rounding of P and dS
+  // (relative 2^-9 per entry), measured against torch's own bfloat16 eager
+  // attention in python/tests/test_attention_precision.py. Runs VDPBF16PS
+  // where the CPU has AVX512_BF16, float32 loops over the same rounded
+  // operands elsewhere and on Backend::kScalar (same values up to the
+  // float32 order of the sums).
+  kBFloat16,
+};
+std::string_view FlashPrecisionName(FlashPrecision precision);  // "float32", "bfloat16"
+FlashPrecision ParseFlashPrecision(std::string_view text, std::string_view arg = "precision");
+
 struct FlashAttentionOptions {
   std::int64_t query_tile = 64;                      // rows of q per task, in [1, 4096]
   std::int64_t key_tile = 64;                        // rows of k/v per inner step, in [1, 4096]
   FlashRopeKeys rope_keys = FlashRopeKeys::kRotate;  // read only for kRope
+  FlashPrecision precision = FlashPrecision::kFloat32;
 };
 
-// Throws InvalidArgument naming the field for a tile size outside [1, 4096].
+// Throws InvalidArgument naming the field for a tile size outside [1, 4096]
+// or a precision that is not a FlashPrecision value.
 void ValidateFlashAttentionOptions(const FlashAttentionOptions& options);
 
 // Fused attention: writes out ([B, Sq, H, Dv] in params.layout, any float

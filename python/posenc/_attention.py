@@ -87,13 +87,21 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
                     scale: Optional[float] = None, query_positions: Any = None,
                     key_positions: Any = None, return_lse: bool = False, out: Any = None,
                     query_tile: int = 64, key_tile: int = 64, rope_keys: str = "rotate",
-                    ctx: Any = None, **scheme_args: Any) -> Union[Any, Tuple[Any, Any]]:
+                    precision: str = "float32", ctx: Any = None,
+                    **scheme_args: Any) -> Union[Any, Tuple[Any, Any]]:
     """The fused (flash) attention: same arguments and result as attention()
     for the schemes in FLASH_SCHEMES, computed tile by tile in float32 with
     no [Sq, Sk] array. rope_keys "pre_rotated" takes k as already rotated (a
     RoPE KV cache). With return_lse, also the row log-sum-exp (float32
     [B, H, Sq], -inf for a query that sees no key), the input of the
-    backward pass (posenc.torch.attention uses both)."""
+    backward pass (posenc.torch.attention uses both).
+
+    precision: "float32" (default) or "bfloat16": the precision of the
+    probabilities P where they enter P . V (and of dS in the backward),
+    FlashAttention-2's and torch's bfloat16 path: P rounded to bfloat16,
+    float32 accumulation, softmax statistics in float32. "bfloat16" needs
+    bfloat16 q, k, v (and dout); RoPE-rotated q and k are rounded to
+    bfloat16 too."""
     if out is None:
         out = empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), _dtype(q), like=q)
     lse = None
@@ -103,7 +111,7 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
     _posenc.flash_attention(q, k, v, out, lse, layout, mask,
                             _window(sliding_window), scale,
                             query_positions, key_positions, scheme, scheme_args,
-                            query_tile, key_tile, rope_keys, ctx)
+                            query_tile, key_tile, rope_keys, precision, ctx)
     return (out, lse) if return_lse else out
 
 
@@ -111,7 +119,8 @@ def flash_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
                            scheme: str = "none", mask: str = "causal",
                            sliding_window: Optional[int] = None, scale: Optional[float] = None,
                            out: Any = None, query_tile: int = 64, key_tile: int = 64,
-                           ctx: Any = None, **scheme_args: Any) -> Any:
+                           precision: str = "float32", ctx: Any = None,
+                           **scheme_args: Any) -> Any:
     """The fused attention on packed variable-length sequences (flash-attn's
     flash_attn_varlen_func convention): q [total_q, H, D], k [total_k, Hkv, D],
     v [total_k, Hkv, Dv]; cu_seqlens_q / cu_seqlens_k hold batch + 1 integer
@@ -120,12 +129,13 @@ def flash_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens
     cu_seqlens_k[b]:cu_seqlens_k[b + 1]. Every sequence is attended on its
     own with the same scheme (FLASH_SCHEMES, keyword arguments as in
     attention()); positions restart at 0 in every sequence, queries
-    bottom-right aligned (Sq_b <= Sk_b). Returns out [total_q, H, Dv]."""
+    bottom-right aligned (Sq_b <= Sk_b); precision as in flash_attention.
+    Returns out [total_q, H, Dv]."""
     if out is None:
         out = empty((q.shape[0], q.shape[1], v.shape[2]), _dtype(q), like=q)
     _posenc.flash_attention_varlen(q, k, v, out, cu_seqlens_q, cu_seqlens_k, mask,
                                    _window(sliding_window), scale,
-                                   scheme, scheme_args, query_tile, key_tile, ctx)
+                                   scheme, scheme_args, query_tile, key_tile, precision, ctx)
     return out
 
 
@@ -134,8 +144,8 @@ def flash_attention_decode(q: Any, k: Any, v: Any, *, block_table: Any = None,
                            mask: str = "causal", sliding_window: Optional[int] = None,
                            scale: Optional[float] = None, query_positions: Any = None,
                            key_positions: Any = None, return_lse: bool = False, out: Any = None,
-                           rope_keys: str = "rotate", ctx: Any = None,
-                           **scheme_args: Any) -> Union[Any, Tuple[Any, Any]]:
+                           rope_keys: str = "rotate", precision: str = "float32",
+                           ctx: Any = None, **scheme_args: Any) -> Union[Any, Tuple[Any, Any]]:
     """Decode: 1 to 16 new query tokens per sequence against a KV cache, on
     the split-K kernel (flash-decoding; the results do not depend on the
     thread count). q [B, Sq, H, D] in `layout`; arguments as flash_attention.
@@ -152,7 +162,8 @@ def flash_attention_decode(q: Any, k: Any, v: Any, *, block_table: Any = None,
     block_table[b, j // page_size]; queries at seq_lens[b] - Sq + i.
 
     With RoPE, pass q unrotated; rope_keys "pre_rotated" takes the cached
-    keys as rotated when they were written. Returns out [B, Sq, H, Dv]
+    keys as rotated when they were written. precision "bfloat16" rounds P
+    to bfloat16 before P . V (bfloat16 q and cache only). Returns out [B, Sq, H, Dv]
     (and the row log-sum-exp, float32 [B, H, Sq], with return_lse)."""
     if out is None:
         b, sq, h = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bshd" \
@@ -167,7 +178,7 @@ def flash_attention_decode(q: Any, k: Any, v: Any, *, block_table: Any = None,
         lse = empty((b, h, sq), "float32", like=q)
     _posenc.flash_attention_decode(q, k, v, out, lse, block_table, seq_lens, layout, mask,
                                    _window(sliding_window), scale, query_positions,
-                                   key_positions, scheme, scheme_args, rope_keys, ctx)
+                                   key_positions, scheme, scheme_args, rope_keys, precision, ctx)
     return (out, lse) if return_lse else out
 
 
@@ -212,20 +223,22 @@ def flash_attention_backward(q: Any, k: Any, v: Any, out: Any, dout: Any, lse: A
                              scale: Optional[float] = None, query_positions: Any = None,
                              key_positions: Any = None, grads: Optional[Iterable[str]] = None,
                              query_tile: int = 64, key_tile: int = 64,
-                             rope_keys: str = "rotate", ctx: Any = None,
-                             **scheme_args: Any) -> Dict[str, Any]:
+                             rope_keys: str = "rotate", precision: str = "float32",
+                             ctx: Any = None, **scheme_args: Any) -> Dict[str, Any]:
     """Gradients of flash_attention() by recomputation (FlashAttention-2's
     backward): out and lse as the forward returned them (lse None recomputes
     it). Returns {"dq", "dk", "dv"} plus the trainable scheme arguments in
     `grads` (default: every trainable tensor argument given). For a ring or
     other split of the keys, pass the final out and lse of the whole row:
-    the result is then this block's share of the gradients."""
+    the result is then this block's share of the gradients. precision: as
+    given to the forward ("bfloat16" rounds P and dS to bfloat16 before
+    P^T dO, dS K and dS^T Q; bfloat16 q, k, v, dout only)."""
     result = {"dq": empty_like(q), "dk": empty_like(k), "dv": empty_like(v)}
     table = _grads_of(scheme, scheme_args, grads)
     _posenc.flash_attention_backward(
         q, k, v, out, dout, lse, result["dq"], result["dk"], result["dv"], table, layout, mask,
         _window(sliding_window), scale, query_positions,
-        key_positions, scheme, scheme_args, query_tile, key_tile, rope_keys, ctx)
+        key_positions, scheme, scheme_args, query_tile, key_tile, rope_keys, precision, ctx)
     result.update(table)
     return result
 

@@ -118,19 +118,20 @@ def flash_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
                     scale: Optional[float], query_positions: Optional[ArrayLike],
                     key_positions: Optional[ArrayLike], scheme: str, scheme_args: dict,
                     query_tile: int = ..., key_tile: int = ..., rope_keys: str = ...,
-                    ctx: Optional[Context] = ...) -> None: ...
+                    precision: str = ..., ctx: Optional[Context] = ...) -> None: ...
 def flash_attention_varlen(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
                            cu_seqlens_q: ArrayLike, cu_seqlens_k: ArrayLike, mask: str,
                            sliding_window: int, scale: Optional[float], scheme: str,
                            scheme_args: dict, query_tile: int = ..., key_tile: int = ...,
-                           ctx: Optional[Context] = ...) -> None: ...
+                           precision: str = ..., ctx: Optional[Context] = ...) -> None: ...
 def flash_attention_decode(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
                            lse: Optional[ArrayLike], block_table: Optional[ArrayLike],
                            seq_lens: Optional[ArrayLike], layout: str, mask: str,
                            sliding_window: int, scale: Optional[float],
                            query_positions: Optional[ArrayLike],
                            key_positions: Optional[ArrayLike], scheme: str, scheme_args: dict,
-                           rope_keys: str = ..., ctx: Optional[Context] = ...) -> None: ...
+                           rope_keys: str = ..., precision: str = ...,
+                           ctx: Optional[Context] = ...) -> None: ...
 def flash_attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
                              dout: ArrayLike, lse: Optional[ArrayLike], dq: ArrayLike,
                              dk: ArrayLike, dv: ArrayLike, table_grads: dict, layout: str,
@@ -138,4 +139,5 @@ def flash_attention_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: Arra
                              query_positions: Optional[ArrayLike],
                              key_positions: Optional[ArrayLike], scheme: str,
                              scheme_args: dict, query_tile: int = ..., key_tile: int = ...,
-                             rope_keys: str = ..., ctx: Optional[Context] = ...) -> None: ...
+                             rope_keys: str = ..., precision: str = ...,
+                           ctx: Optional[Context] = ...) -> None: ...

@@ -152,6 +152,7 @@ def t5_bias(table: torch.Tensor, query_len: int, key_len: Optional[int] = None, 
 # Schemes the fused flash kernel evaluates, from the registry (posenc.schemes).
 FLASH_SCHEMES = _pe.schemes(fused=True)
 KERNELS = ("auto", "flash", "reference")
+PRECISIONS = ("float32", "bfloat16")  # attention(precision=...)
 
 
 class _Attention(torch.autograd.Function):
@@ -165,10 +166,16 @@ class _Attention(torch.autograd.Function):
         if not options["flash"]:
             ctx.save_for_backward(q, k, v, *tensors)
             return _pe.attention(q.detach(), k.detach(), v.detach(), ctx=options["ctx"], **kw)
+        # 16-bit inputs: O is kept in float32 for the backward's D_i = dO_i . O_i
+        # (the bfloat16 O would put its rounding into every row of dS: the
+        # gradient of a per-head bias, exactly 0, came out ~10x torch's error)
+        # and returned in q's dtype.
+        wide = q.dtype in (torch.bfloat16, torch.float16)
+        out = torch.empty((*q.shape[:3], v.shape[3]), dtype=torch.float32) if wide else None
         out, lse = _pe.flash_attention(q.detach(), k.detach(), v.detach(), return_lse=True,
-                                       ctx=options["ctx"], **kw)
+                                       out=out, ctx=options["ctx"], **kw)
         ctx.save_for_backward(q, k, v, out, lse, *tensors)
-        return out
+        return out.to(q.dtype) if wide else out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
@@ -191,8 +198,8 @@ class _Attention(torch.autograd.Function):
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
               scheme: str = "none", mask: str = "causal", sliding_window: Optional[int] = None,
               scale: Optional[float] = None, query_positions: Any = None,
-              key_positions: Any = None, kernel: str = "auto", ctx: Any = None,
-              **scheme_args: Any) -> torch.Tensor:
+              key_positions: Any = None, kernel: str = "auto", precision: str = "float32",
+              ctx: Any = None, **scheme_args: Any) -> torch.Tensor:
     """softmax(scale q k^T + position terms) v, differentiable: gradients for
     q, k, v and for every trainable tensor argument of the scheme
     (posenc.scheme_info(scheme): t5 table, shaw a_key / a_value,
@@ -228,9 +235,20 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
               exact, e.g. for gradcheck), else the reference; a 32/16-bit
               call that falls back (transformer_xl, deberta) issues a
               ReferenceFallbackWarning once per scheme and dtype.
+      precision: "float32" (default) or "bfloat16", the precision of the
+              probabilities P and of dS where they enter the fused kernel's
+              matrix products (not the kernel choice): "bfloat16" rounds P
+              before P . V and dS before dQ = dS K and dK = dS^T Q, with
+              float32 accumulation and float32 softmax statistics, as
+              FlashAttention-2 and torch's bfloat16 path do. It needs
+              bfloat16 q, k, v and the fused kernel (a scheme in
+              FLASH_SCHEMES, kernel "flash" or "auto").
       ctx: a posenc.Context; None follows torch.get_num_threads()."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel: got {kernel!r}, expected one of {', '.join(KERNELS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: got {precision!r}, expected one of "
+                         f"{', '.join(PRECISIONS)}")
     info = _pe.scheme_info(scheme)  # validates the name
     if kernel == "flash" and not info["fused"]:
         raise ValueError(f"kernel: got 'flash' with scheme {scheme!r}, expected a scheme in "
@@ -238,9 +256,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
     check_qkv(q, k, v, layout, query_positions=query_positions)
     flash = kernel == "flash" or (kernel == "auto" and info["fused"]
                                   and q.dtype != torch.float64)
+    if precision != "float32" and not flash:
+        why = "kernel='reference'" if kernel == "reference" else \
+            f"scheme {scheme!r} with {q.dtype} inputs under kernel='auto'"
+        raise ValueError(f"precision: got {precision!r} with the float64 reference ({why}), "
+                         "expected 'float32', or the fused kernel (kernel='flash' with a scheme "
+                         f"in {', '.join(FLASH_SCHEMES)} and bfloat16 q, k, v)")
     if kernel == "auto" and not flash and q.dtype != torch.float64:
         warn_reference_fallback(scheme, q.dtype)
     scheme_args = t5_direction(scheme, mask, scheme_args)
+    if flash:
+        scheme_args["precision"] = precision
     if not flash:  # the reference always rotates k itself
         rope_keys = scheme_args.pop("rope_keys", "rotate")
         if rope_keys != "rotate":

@@ -100,11 +100,12 @@ std::unique_ptr<AttentionCall> Build(const std::string& layout, const std::strin
 }
 
 FlashAttentionOptions FlashOptionsOf(std::int64_t query_tile, std::int64_t key_tile,
-                                     const std::string& rope_keys) {
+                                     const std::string& rope_keys, const std::string& precision) {
   FlashAttentionOptions o;
   o.query_tile = query_tile;
   o.key_tile = key_tile;
   o.rope_keys = ParseFlashRopeKeys(rope_keys, "rope_keys");
+  o.precision = ParseFlashPrecision(precision, "precision");
   return o;
 }
 
@@ -230,7 +231,8 @@ void BindAttention(py::module_& m) {
          const std::string& layout, const std::string& mask, std::int64_t sliding_window,
          py::handle scale, py::handle query_positions, py::handle key_positions,
          const std::string& scheme, const py::dict& scheme_args, std::int64_t query_tile,
-         std::int64_t key_tile, const std::string& rope_keys, py::handle ctx) {
+         std::int64_t key_tile, const std::string& rope_keys, const std::string& precision,
+         py::handle ctx) {
         const ContextHold c = ContextOf(ctx);
         HeldView qv = ViewOf(q, "q", Access::kRead);
         HeldView kv = ViewOf(k, "k", Access::kRead);
@@ -241,7 +243,7 @@ void BindAttention(py::module_& m) {
         std::unique_ptr<AttentionCall> call =
             Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
                   scheme_args);
-        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys);
+        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys, precision);
         py::gil_scoped_release release;
         if (lv) {
           FlashAttentionWithLse(call->params, qv.view, kv.view, vv.view, ov.view, lv->view, o, c);
@@ -253,7 +255,7 @@ void BindAttention(py::module_& m) {
       py::arg("mask"), py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
       py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
-      py::arg("ctx") = py::none());
+      py::arg("precision") = "float32", py::arg("ctx") = py::none());
 
   // FlashAttentionVarlen: packed sequences, q [total_q, H, D], k/v
   // [total_k, Hkv, D/Dv], out [total_q, H, Dv]; cu_seqlens_q / cu_seqlens_k
@@ -263,7 +265,8 @@ void BindAttention(py::module_& m) {
       [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle cu_seqlens_q,
          py::handle cu_seqlens_k, const std::string& mask, std::int64_t sliding_window,
          py::handle scale, const std::string& scheme, const py::dict& scheme_args,
-         std::int64_t query_tile, std::int64_t key_tile, py::handle ctx) {
+         std::int64_t query_tile, std::int64_t key_tile, const std::string& precision,
+         py::handle ctx) {
         const ContextHold c = ContextOf(ctx);
         HeldView qv = ViewOf(q, "q", Access::kRead);
         HeldView kv = ViewOf(k, "k", Access::kRead);
@@ -277,7 +280,7 @@ void BindAttention(py::module_& m) {
         // The layout is not read by the varlen call; positions restart per sequence.
         std::unique_ptr<AttentionCall> call =
             Build("bshd", mask, sliding_window, scale, py::none(), py::none(), scheme, scheme_args);
-        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, "rotate");
+        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, "rotate", precision);
         py::gil_scoped_release release;
         FlashAttentionVarlen(call->params, qv.view, kv.view, vv.view, ov.view, cu_q.values,
                              cu_k.values, o, c);
@@ -285,7 +288,7 @@ void BindAttention(py::module_& m) {
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("cu_seqlens_q"),
       py::arg("cu_seqlens_k"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
       py::arg("scheme"), py::arg("scheme_args"), py::arg("query_tile") = 64,
-      py::arg("key_tile") = 64, py::arg("ctx") = py::none());
+      py::arg("key_tile") = 64, py::arg("precision") = "float32", py::arg("ctx") = py::none());
 
   // Decode (FlashAttentionDecode): 1..16 query tokens against a KV cache,
   // split-K. k / v: a dense cache [B, Sk, Hkv, D] in the layout (views of
@@ -299,7 +302,8 @@ void BindAttention(py::module_& m) {
          py::handle block_table, py::handle seq_lens, const std::string& layout,
          const std::string& mask, std::int64_t sliding_window, py::handle scale,
          py::handle query_positions, py::handle key_positions, const std::string& scheme,
-         const py::dict& scheme_args, const std::string& rope_keys, py::handle ctx) {
+         const py::dict& scheme_args, const std::string& rope_keys, const std::string& precision,
+         py::handle ctx) {
         const ContextHold c = ContextOf(ctx);
         HeldView qv = ViewOf(q, "q", Access::kRead);
         HeldView kv = ViewOf(k, "k", Access::kRead);
@@ -310,7 +314,7 @@ void BindAttention(py::module_& m) {
         std::unique_ptr<AttentionCall> call =
             Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
                   scheme_args);
-        const FlashAttentionOptions o = FlashOptionsOf(64, 64, rope_keys);
+        const FlashAttentionOptions o = FlashOptionsOf(64, 64, rope_keys, precision);
         const TensorView lse_view = lv ? lv->view : TensorView{};
         Require(block_table.is_none() == seq_lens.is_none(), "block_table",
                 block_table.is_none() ? "None" : "given",
@@ -357,7 +361,8 @@ void BindAttention(py::module_& m) {
       py::arg("block_table"), py::arg("seq_lens"), py::arg("layout"), py::arg("mask"),
       py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
-      py::arg("rope_keys") = "rotate", py::arg("ctx") = py::none());
+      py::arg("rope_keys") = "rotate", py::arg("precision") = "float32",
+      py::arg("ctx") = py::none());
 
   // FlashAttentionBackward: lse None recomputes it; scheme_grads as in
   // attention_backward (argument name -> gradient tensor).
@@ -368,7 +373,8 @@ void BindAttention(py::module_& m) {
          const std::string& layout, const std::string& mask, std::int64_t sliding_window,
          py::handle scale, py::handle query_positions, py::handle key_positions,
          const std::string& scheme, const py::dict& scheme_args, std::int64_t query_tile,
-         std::int64_t key_tile, const std::string& rope_keys, py::handle ctx) {
+         std::int64_t key_tile, const std::string& rope_keys, const std::string& precision,
+         py::handle ctx) {
         const ContextHold c = ContextOf(ctx);
         HeldView qv = ViewOf(q, "q", Access::kRead);
         HeldView kv = ViewOf(k, "k", Access::kRead);
@@ -380,7 +386,7 @@ void BindAttention(py::module_& m) {
         std::unique_ptr<AttentionCall> call =
             Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
                   scheme_args);
-        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys);
+        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys, precision);
         std::vector<HeldView> held;
         AttentionGrads g = GradViews(dq, dk, dv, scheme_grads, held);
         py::gil_scoped_release release;
@@ -392,7 +398,7 @@ void BindAttention(py::module_& m) {
       py::arg("mask"), py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
       py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
-      py::arg("ctx") = py::none());
+      py::arg("precision") = "float32", py::arg("ctx") = py::none());
 }
 
 }  // namespace posenc::python

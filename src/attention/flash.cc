@@ -39,11 +39,25 @@ FlashRopeKeys ParseFlashRopeKeys(std::string_view text, std::string_view arg) {
   throw InvalidArgument(ArgMessage(arg, std::string(text), "one of rotate, pre_rotated"));
 }
 
+std::string_view FlashPrecisionName(FlashPrecision precision) {
+  return precision == FlashPrecision::kBFloat16 ? "bfloat16" : "float32";
+}
+
+FlashPrecision ParseFlashPrecision(std::string_view text, std::string_view arg) {
+  if (text == "float32") return FlashPrecision::kFloat32;
+  if (text == "bfloat16") return FlashPrecision::kBFloat16;
+  throw InvalidArgument(ArgMessage(arg, std::string(text), "one of float32, bfloat16"));
+}
+
 void ValidateFlashAttentionOptions(const FlashAttentionOptions& options) {
   Require(options.query_tile >= 1 && options.query_tile <= 4096, "query_tile", options.query_tile,
           "a tile of 1 to 4096 query rows");
   Require(options.key_tile >= 1 && options.key_tile <= 4096, "key_tile", options.key_tile,
           "a tile of 1 to 4096 key rows");
+  const auto precision = static_cast<int>(options.precision);
+  Require(precision == static_cast<int>(FlashPrecision::kFloat32) ||
+              precision == static_cast<int>(FlashPrecision::kBFloat16),
+          "precision", precision, "one of float32 (0), bfloat16 (1)");
 }
 
 // The forward itself runs in the segment engine (attention/flash_forward.cc:

@@ -104,6 +104,7 @@ BackwardCall Validate(const AttentionParams& params, const TensorView& q, const 
   const AttentionLayout L = params.layout;
   c.od = CheckAttentionTensor(out, L, "out", d.batch, d.query_len, d.heads, d.value_dim, false);
   c.dod = CheckAttentionTensor(dout, L, "dout", d.batch, d.query_len, d.heads, d.value_dim, false);
+  flash_internal::CheckPrecisionInputs(c.p.precision, {{"dout", &dout}});
   c.dqd =
       CheckAttentionTensor(g.dq, L, "grads.dq", d.batch, d.query_len, d.heads, d.head_dim, true);
   c.dkd =

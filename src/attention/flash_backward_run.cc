@@ -64,13 +64,20 @@ std::size_t Z(Index i) { return static_cast<std::size_t>(i); }
 // Geometry shared by every phase.
 struct Layout {
   Index D = 0, Dv = 0, ldd = 0, ldv = 0, ldk = 0, G = 1, Sq = 0, chunks = 1;
-  bool bf16_qk = false;  // S = Q K^T with bfloat16 dot products (q, k bfloat16, no rotation)
-  bool bf16_dv = false;  // dP = dO V^T with bfloat16 dot products (dout, v bfloat16)
+  Index q_tiles = 0, half_bq = 0;  // query tiles per head, (bq + 1) / 2
+  bool bf16_qk = false;            // S = Q K^T with bfloat16 dot products (q, k bfloat16 values)
+  bool bf16_dv = false;            // dP = dO V^T with bfloat16 dot products (dout, v bfloat16)
+  // FlashPrecision::kBFloat16: P^T dO, dS^T Q, dS K with P and dS rounded
+  // to bfloat16 (FlashMatMulBf16); simd: its VDPBF16PS path allowed.
+  bool bf16_products = false, simd = true;
   // Floats of one unit: q rows, dO rows, lse, chunk partials of dQ.
   Index RowsFloats() const { return G * Sq * (ldd + ldv + 1); }
   Index UnitFloats() const { return RowsFloats() + chunks * G * Sq * ldd; }
+  // Pairs of one query tile as B operands (bf16_products): Q then dO.
+  Index TileBPairs() const { return bf16_products ? half_bq * (ldd + ldv) : 0; }
   Index UnitPairs() const {
-    return (bf16_qk ? G * Sq * D / 2 : 0) + (bf16_dv ? G * Sq * Dv / 2 : 0);
+    return (bf16_qk ? G * Sq * D / 2 : 0) + (bf16_dv ? G * Sq * Dv / 2 : 0) +
+           G * q_tiles * TileBPairs();
   }
 };
 
@@ -83,6 +90,15 @@ struct UnitView {
   double* delta = nullptr;              // [G, Sq] D_i = dO_i . O_i
   std::uint32_t* q_pairs = nullptr;     // [G, Sq, D / 2] (bf16_qk)
   std::uint32_t* dout_pairs = nullptr;  // [G, Sq, Dv / 2] (bf16_dv)
+  // [G, q_tiles] query tiles as FlashMatMulBf16 B operands (bf16_products):
+  // Q [half_bq, ldd, 2] then dO [half_bq, ldv, 2] bfloat16 pairs along the rows.
+  std::uint32_t* tile_b = nullptr;
+  const std::uint16_t* QB(const Layout& L, Index hl, Index t) const {
+    return reinterpret_cast<const std::uint16_t*>(tile_b + (hl * L.q_tiles + t) * L.TileBPairs());
+  }
+  const std::uint16_t* DoutB(const Layout& L, Index hl, Index t) const {
+    return QB(L, hl, t) + 2 * L.half_bq * L.ldd;
+  }
 };
 
 UnitView ViewOf(const Layout& L, float* floats, double* deltas, std::uint32_t* pairs) {
@@ -95,6 +111,7 @@ UnitView ViewOf(const Layout& L, float* floats, double* deltas, std::uint32_t* p
   u.delta = deltas;
   u.q_pairs = pairs;
   u.dout_pairs = pairs + (L.bf16_qk ? rows * L.D / 2 : 0);
+  u.tile_b = u.dout_pairs + (L.bf16_dv ? rows * L.Dv / 2 : 0);
   return u;
 }
 
@@ -102,6 +119,12 @@ UnitView ViewOf(const Layout& L, float* floats, double* deltas, std::uint32_t* p
 struct Scratch {
   std::vector<float> rows, kt, krows, vt, s, dp, bias, dk, dv, dist;
   std::vector<std::uint16_t> kt_pairs, vt_pairs;
+  // bf16_products: K rows as B [(bk + 1) / 2, ldd, 2]; P^T and dS^T as
+  // pairs-major A [half_bq, ldk, 2]; dS as rows-major A [bq, ldk / 2]; ones
+  // (beta of the accumulating products).
+  std::vector<std::uint16_t> k_b, pt_a, dst_a;
+  std::vector<std::uint32_t> ds_a;
+  std::vector<float> ones;
   std::vector<double> dist64;
   TileTerms tile_terms;
   SchemeGradSums sums;
@@ -131,6 +154,12 @@ void Resize(Scratch& w, const BackwardCall& c, const Layout& L, Backend backend)
   w.dist64.assign(Z(cap), 0.0);
   w.kt_pairs.assign(L.bf16_qk ? Z(L.D * L.ldk) : 0, 0);
   w.vt_pairs.assign(L.bf16_dv ? Z(L.Dv * L.ldk) : 0, 0);
+  const bool bp = L.bf16_products;
+  w.k_b.assign(bp ? Z((bk + 1) / 2 * L.ldd * 2) : 0, 0);
+  w.pt_a.assign(bp ? Z(L.half_bq * L.ldk * 2) : 0, 0);
+  w.dst_a.assign(bp ? Z(L.half_bq * L.ldk * 2) : 0, 0);
+  w.ds_a.assign(bp ? Z(bq * L.ldk / 2) : 0, 0);
+  w.ones.assign(bp ? Z(std::max(bq, bk)) : 0, 1.0f);
   w.serial = Context(1, backend);
   w.tile_terms.Reset(*c.p.scheme, cap, L.ldk);
   w.sums = c.p.scheme->NewGradSums();
@@ -147,6 +176,9 @@ void StoreRows(const TensorView& view, const AttentionDims& ad, Index b, Index h
     } else if (view.dtype == DType::kFloat32) {
       float* dst = view.As<float>() + base;
       for (Index x = 0; x < ad.head_dim; ++x) dst[x * ad.stride_dim] = row[x];
+    } else if (view.dtype == DType::kBFloat16) {  // StoreFromDouble's rounding, without the call
+      auto* dst = static_cast<BFloat16*>(view.data) + base;
+      for (Index x = 0; x < ad.head_dim; ++x) dst[x * ad.stride_dim] = FloatToBF16(row[x]);
     } else {
       for (Index x = 0; x < ad.head_dim; ++x) {
         StoreFromDouble(view.data, view.dtype, base + x * ad.stride_dim,
@@ -185,7 +217,10 @@ void PackQueryTile(const BackwardCall& c, const Layout& L, const UnitView& u, co
   const Index* qpos = &c.qpos[Z(b * L.Sq + i0)];
   float* tmp = w.rows.data();
   LoadRows(q, p.qd, b, h, i0, nq, tmp, L.D);
-  if (p.rope != nullptr) RotateTile(*p.rope, tmp, nq, L.D, qpos, w.serial);
+  if (p.rope != nullptr) {
+    RotateTile(*p.rope, tmp, nq, L.D, qpos, w.serial);
+    if (p.Bf16()) RoundToBf16(tmp, nq * L.D);  // as the forward rounds them
+  }
   for (Index i = 0; i < nq; ++i) {
     float* dst = u.q + (row0 + i) * L.ldd;
     std::copy_n(tmp + i * L.D, L.D, dst);
@@ -205,6 +240,11 @@ void PackQueryTile(const BackwardCall& c, const Layout& L, const UnitView& u, co
   }
   if (L.bf16_qk) PackPairs(u.q + row0 * L.ldd, nq, L.D, L.ldd, u.q_pairs + row0 * L.D / 2);
   if (L.bf16_dv) PackPairs(dst, nq, L.Dv, L.ldv, u.dout_pairs + row0 * L.Dv / 2);
+  if (L.bf16_products) {
+    auto* qb = const_cast<std::uint16_t*>(u.QB(L, hl, t));
+    kernels::simd::FlashPackPairsB(u.q + row0 * L.ldd, L.ldd, nq, L.D, qb, L.ldd, L.simd);
+    kernels::simd::FlashPackPairsB(dst, L.ldv, nq, L.Dv, qb + 2 * L.half_bq * L.ldd, L.ldv, L.simd);
+  }
   for (Index ch = 0; ch < L.chunks; ++ch) {
     float* part = u.dq + (ch * L.G * L.Sq + row0) * L.ldd;
     std::fill(part, part + nq * L.ldd, 0.0f);
@@ -218,13 +258,18 @@ void LoadKeyTile(const BackwardCall& c, const Layout& L, const TensorView& k, co
   const Index j0 = u * c.bk, nk = std::min(c.bk, p.dims.key_len - j0);
   float* tmp = w.rows.data();
   LoadRows(k, p.kd, b, hk, j0, nk, tmp, L.D);
-  if (p.rotate_keys)
+  if (p.rotate_keys) {
     RotateTile(*p.rope, tmp, nk, L.D, &c.kpos[Z(b * p.dims.key_len + j0)], w.serial);
+    if (p.Bf16()) RoundToBf16(tmp, nk * L.D);  // as the forward rounds them
+  }
   TransposeTile(tmp, nk, L.D, L.D, w.kt.data(), L.ldk);
   for (Index j = 0; j < nk; ++j) {
     float* dst = w.krows.data() + j * L.ldd;
     std::copy_n(tmp + j * L.D, L.D, dst);
     std::fill(dst + L.D, dst + L.ldd, 0.0f);
+  }
+  if (L.bf16_products) {
+    kernels::simd::FlashPackPairsB(w.krows.data(), L.ldd, nk, L.D, w.k_b.data(), L.ldd, L.simd);
   }
   LoadRows(v, p.vd, b, hk, j0, nk, tmp, L.Dv);
   TransposeTile(tmp, nk, L.Dv, L.Dv, w.vt.data(), L.ldk);
@@ -306,13 +351,37 @@ struct PairWork {
       }
       ops.BackwardRow(srow, dprow, nk, ldk, p.scale, bias, lse, static_cast<float>(delta));
     }
-    ops.PTV(s, ldk, dot, nq, nk, L.ldv, w.dv.data());  // dV += P^T dO
-    ops.PTV(dp, ldk, qt, nq, nk, L.ldd, w.dk.data());  // dK += dS^T Q
     float* dq = u.dq + (chunk * L.G * L.Sq + row0) * L.ldd;
-    ops.PV(dp, ldk, w.krows.data(), nq, nk, L.ldd, dq);  // dQ += dS K
+    if (L.bf16_products) {
+      Bf16Products(t, nq, nk, dq);
+    } else {
+      ops.PTV(s, ldk, dot, nq, nk, L.ldv, w.dv.data());    // dV += P^T dO
+      ops.PTV(dp, ldk, qt, nq, nk, L.ldd, w.dk.data());    // dK += dS^T Q
+      ops.PV(dp, ldk, w.krows.data(), nq, nk, L.ldd, dq);  // dQ += dS K
+    }
     if (c.any_scheme_grad || p.scheme->Has(SchemeTerm::kLogit)) {
       SchemeGrads(row0, nq, nk, qpos, kpos, qr, kr, dq);
     }
+  }
+
+  // dV += P^T dO, dK += dS^T Q, dQ += dS K with P and dS rounded to
+  // bfloat16 against the bfloat16 pairs of dO, Q and K (float32 sums).
+  void Bf16Products(Index t, Index nq, Index nk, float* dq) {
+    const Index ldk = L.ldk, pairs_q = (nq + 1) / 2;
+    using kernels::simd::FlashMatMulBf16;
+    using kernels::simd::FlashPackPairsB;
+    FlashPackPairsB(w.s.data(), ldk, nq, nk, w.pt_a.data(), ldk, L.simd);
+    FlashPackPairsB(w.dp.data(), ldk, nq, nk, w.dst_a.data(), ldk, L.simd);
+    kernels::simd::FlashPackPairsRows(w.dp.data(), ldk, nq, nk, w.ds_a.data(), ldk / 2, L.simd);
+    const auto* pt = reinterpret_cast<const std::uint32_t*>(w.pt_a.data());
+    const auto* dst = reinterpret_cast<const std::uint32_t*>(w.dst_a.data());
+    const float* ones = w.ones.data();
+    FlashMatMulBf16(pt, 1, ldk, nk, u.DoutB(L, hl, t), pairs_q, L.ldv, L.ldv, ones, w.dv.data(),
+                    L.ldv, L.simd);
+    FlashMatMulBf16(dst, 1, ldk, nk, u.QB(L, hl, t), pairs_q, L.ldd, L.ldd, ones, w.dk.data(),
+                    L.ldd, L.simd);
+    FlashMatMulBf16(w.ds_a.data(), ldk / 2, 1, nq, w.k_b.data(), (nk + 1) / 2, L.ldd, L.ldd, ones,
+                    dq, L.ldd, L.simd);
   }
 
   // The scheme's parameter gradients and content dq terms of the tile (dq
@@ -441,7 +510,11 @@ void RunBackward(const BackwardCall& c, const TensorView& q, const TensorView& k
   L.G = d.Group();
   L.Sq = d.query_len;
   L.bf16_qk = bf16_cpu && q.dtype == DType::kBFloat16 && k.dtype == DType::kBFloat16 &&
-              p.rope == nullptr && L.D % 2 == 0;
+              (p.rope == nullptr || p.Bf16()) && L.D % 2 == 0;
+  L.bf16_products = p.Bf16();
+  L.simd = simd;
+  L.q_tiles = c.q_tiles;
+  L.half_bq = (c.bq + 1) / 2;
   L.bf16_dv =
       bf16_cpu && dout.dtype == DType::kBFloat16 && v.dtype == DType::kBFloat16 && L.Dv % 2 == 0;
   const Index units = d.batch * d.kv_heads, threads = ctx.num_threads();

@@ -69,6 +69,7 @@ using flash_internal::kNegInf;
 using flash_internal::Pad;
 using flash_internal::PositionRange;
 using flash_internal::Problem;
+using flash_internal::RoundToBf16;
 using Index = std::int64_t;
 
 constexpr Index kMaxQueries = 16;  // decode: Sq <= 16
@@ -326,10 +327,15 @@ void RowByRow(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
   }
 }
 
-// P . V of the block for the R rows of kv head hk, with the rescale.
-void PV(const DecodePlan& plan, const DecodeOps& ops, const BlockRows& rows, Index nk, Index first,
-        Work& w) {
-  const float* s = w.s.data();
+// P . V of the block for the R rows of kv head hk, with the rescale; P
+// rounded to bfloat16 first under FlashPrecision::kBFloat16 (the values are
+// bfloat16, so the products stay exact and only the sums are float32).
+void PV(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, const BlockRows& rows,
+        Index nk, Index first, Work& w) {
+  float* s = w.s.data();
+  if (p.Bf16()) {
+    for (Index r = 0; r < plan.R; ++r) RoundToBf16(s + r * plan.ldk, nk);
+  }
   if (rows.v_stored != nullptr) {
     kernels::simd::FlashAccumulatePVStored(plan.v_storage, s, plan.ldk, rows.v_stored,
                                            rows.v_stride, plan.R, nk, plan.Dv, plan.ldv,
@@ -393,7 +399,7 @@ void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
   } else {
     RowByRow(p, plan, ops, qpos, queries, keys, all_visible, b, hk, nk, w);
   }
-  PV(plan, ops, rows, nk, first, w);
+  PV(p, plan, ops, rows, nk, first, w);
 }
 
 // Where keys [j0, j0 + n) of batch row b are stored: the row (dense) or

@@ -51,10 +51,15 @@ struct ForwardPlan {
   std::int64_t bq = 1, bk = 1, ldk = 0, ldv = 0, D = 0, Dv = 0;
   // Packed key tile: K^T block [D, ldk] + V block [bk, ldv]; with bf16, the
   // V block + K^T as bfloat16 pairs [D / 2, ldk, 2] (no float32 K^T: the
-  // bfloat16 dot products read the pairs only).
+  // bfloat16 dot products read the pairs only); with bf16_pv, V as
+  // bfloat16 pairs [(bk + 1) / 2, ldv, 2] (FlashMatMulBf16's B) instead of
+  // float32 rows.
   std::int64_t tile_floats = 0;
   std::int64_t KtFloats() const { return bf16 ? 0 : D * ldk; }
+  std::int64_t VFloats() const { return bf16_pv ? (bk + 1) / 2 * ldv : bk * ldv; }
   bool bf16 = false;                    // bfloat16 q.k logits (FlashTileLogitsBf16)
+  bool bf16_pv = false;                 // FlashPrecision::kBFloat16: bfloat16 P . V
+  bool simd = true;                     // FlashMatMulBf16's VDPBF16PS path allowed
   std::vector<std::int64_t> tile_base;  // per segment: its first key tile
   std::vector<std::int64_t> kpos;       // [tiles, bk]
   std::vector<PositionRange> ranges;    // [tiles]
@@ -66,6 +71,8 @@ struct ForwardPlan {
 struct Work {
   std::vector<float> q, k, s, acc, m, l, alpha, terms;
   std::vector<std::uint32_t> q_pairs;  // bf16 logits: q as bfloat16 pairs
+  std::vector<float> v;                // bf16_pv: the V rows before packing
+  std::vector<std::uint32_t> p_pairs;  // bf16_pv: P as bfloat16 pairs [bq, ldk / 2]
   std::vector<std::int64_t> qpos;
   std::vector<const float*> bias_rows;  // per query row: its terms (FlashSoftmaxTile)
   TileTerms tile_terms;
@@ -111,9 +118,11 @@ struct RowOps {
 };
 
 ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
-                     const FlashAttentionOptions& options, bool bf16) {
+                     const FlashAttentionOptions& options, bool bf16, bool simd) {
   ForwardPlan plan;
   plan.bf16 = bf16;
+  plan.bf16_pv = p.Bf16();
+  plan.simd = simd;
   std::int64_t max_q = 1, max_k = 1;
   for (const Segment& s : segs) {
     max_q = std::max(max_q, s.nq);
@@ -125,7 +134,7 @@ ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
   plan.D = p.dims.head_dim;
   plan.Dv = p.dims.value_dim;
   plan.ldv = Pad(plan.Dv);
-  plan.tile_floats = plan.KtFloats() + plan.bk * plan.ldv + (bf16 ? plan.D * plan.ldk / 2 : 0);
+  plan.tile_floats = plan.KtFloats() + plan.VFloats() + (bf16 ? plan.D * plan.ldk / 2 : 0);
   std::int64_t tiles = 0;
   for (const Segment& s : segs) {
     plan.tile_base.push_back(tiles);
@@ -158,13 +167,21 @@ void PackKeyTile(const Problem& p, const ForwardPlan& plan, const Segment& s, st
   if (p.rotate_keys) {
     RotateTile(*p.rope, w.k.data(), nk, D, &plan.kpos[static_cast<std::size_t>(tile * plan.bk)],
                serial);
+    if (p.Bf16()) RoundToBf16(w.k.data(), nk * D);  // as a bfloat16 model stores rotated keys
   }
   if (!plan.bf16) TransposeTile(w.k.data(), nk, D, D, dst, ldk);  // K^T [D, ldk]
   float* vt = dst + plan.KtFloats();
-  LoadRows(v, p.vd, s.batch, hk, s.k0 + j0, nk, vt, ldv);
-  for (std::int64_t j = 0; j < nk; ++j) std::fill(vt + j * ldv + plan.Dv, vt + (j + 1) * ldv, 0.0f);
+  if (plan.bf16_pv) {  // V as bfloat16 pairs along the keys (exact: v holds bfloat16 values)
+    LoadRows(v, p.vd, s.batch, hk, s.k0 + j0, nk, w.v.data(), plan.Dv);
+    kernels::simd::FlashPackPairsB(w.v.data(), plan.Dv, nk, plan.Dv,
+                                   reinterpret_cast<std::uint16_t*>(vt), ldv, plan.simd);
+  } else {
+    LoadRows(v, p.vd, s.batch, hk, s.k0 + j0, nk, vt, ldv);
+    for (std::int64_t j = 0; j < nk; ++j)
+      std::fill(vt + j * ldv + plan.Dv, vt + (j + 1) * ldv, 0.0f);
+  }
   if (plan.bf16) {  // K^T as bfloat16 pairs [D / 2, ldk, 2] (exact: k holds bfloat16 values)
-    auto* kb = reinterpret_cast<std::uint16_t*>(vt + plan.bk * ldv);
+    auto* kb = reinterpret_cast<std::uint16_t*>(vt + plan.VFloats());
     std::fill(kb, kb + D * ldk, std::uint16_t{0});
     for (std::int64_t j = 0; j < nk; ++j) {
       const float* row = w.k.data() + j * D;
@@ -197,7 +214,10 @@ struct QueryTask {
                      : p.query_positions.At(s.batch, s.q0 + i0 + i, p.dims.query_len);
     }
     queries = RangeOf(w.qpos.data(), nq);
-    if (p.rope != nullptr) RotateTile(*p.rope, w.q.data(), nq, plan.D, w.qpos.data(), serial);
+    if (p.rope != nullptr) {
+      RotateTile(*p.rope, w.q.data(), nq, plan.D, w.qpos.data(), serial);
+      if (p.Bf16()) RoundToBf16(w.q.data(), nq * plan.D);
+    }
     if (plan.bf16) {
       for (std::int64_t i = 0; i < nq * plan.D / 2; ++i) {
         w.q_pairs[static_cast<std::size_t>(i)] =
@@ -246,9 +266,9 @@ struct QueryTask {
     if (w.tile_terms.active()) w.tile_terms.Prepare(h, queries, kpos, nk, keys);
     float* sc = w.s.data();
     if (plan.bf16) {
-      kernels::simd::FlashTileLogitsBf16(w.q_pairs.data(), D / 2,
-                                         reinterpret_cast<const std::uint16_t*>(vt + plan.bk * ldv),
-                                         nq, D, ldk, sc);
+      kernels::simd::FlashTileLogitsBf16(
+          w.q_pairs.data(), D / 2, reinterpret_cast<const std::uint16_t*>(vt + plan.VFloats()), nq,
+          D, ldk, sc);
     } else {
       ops.Logits(w.q.data(), D, kt, nq, D, ldk, sc);
     }
@@ -267,7 +287,7 @@ struct QueryTask {
       }
       kernels::simd::FlashSoftmaxTile(sc, ldk, nq, nk, p.scale, bias, w.m.data(), w.l.data(),
                                       w.alpha.data());
-      rows.PVScaled(sc, ldk, vt, nq, nk, ldv, w.alpha.data(), w.acc.data());
+      AccumulatePV(sc, vt, nk);
       return;
     }
     for (std::int64_t i = 0; i < nq; ++i) {
@@ -299,7 +319,18 @@ struct QueryTask {
         p.scheme->AddValues(r, row, acc);
       }
     }
-    rows.PVScaled(sc, ldk, vt, nq, nk, ldv, w.alpha.data(), w.acc.data());
+    AccumulatePV(sc, vt, nk);
+  }
+
+  // acc = alpha * acc + P . V over the tile's nk keys: float32, or P
+  // rounded to bfloat16 against V's bfloat16 pairs (FlashPrecision).
+  void AccumulatePV(const float* sc, const float* vt, std::int64_t nk) {
+    const std::int64_t ldk = plan.ldk, ldv = plan.ldv;
+    if (!plan.bf16_pv) return rows.PVScaled(sc, ldk, vt, nq, nk, ldv, w.alpha.data(), w.acc.data());
+    kernels::simd::FlashPackPairsRows(sc, ldk, nq, nk, w.p_pairs.data(), ldk / 2, plan.simd);
+    kernels::simd::FlashMatMulBf16(w.p_pairs.data(), ldk / 2, 1, nq,
+                                   reinterpret_cast<const std::uint16_t*>(vt), (nk + 1) / 2, ldv,
+                                   ldv, w.alpha.data(), w.acc.data(), ldv, plan.simd);
   }
 
   // out = acc / l (and lse) for every row of the tile.
@@ -320,6 +351,10 @@ struct QueryTask {
       if (out.dtype == DType::kFloat32) {
         float* dst = out.As<float>() + base;
         for (std::int64_t x = 0; x < plan.Dv; ++x) dst[x * od.stride_dim] = acc[x] * inv;
+      } else if (out.dtype == DType::kBFloat16) {  // StoreFromDouble's rounding, without the call
+        auto* dst = static_cast<BFloat16*>(out.data) + base;
+        for (std::int64_t x = 0; x < plan.Dv; ++x)
+          dst[x * od.stride_dim] = FloatToBF16(acc[x] * inv);
       } else {
         for (std::int64_t x = 0; x < plan.Dv; ++x) {
           StoreFromDouble(out.data, out.dtype, base + x * od.stride_dim,
@@ -351,10 +386,12 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
                  const FlashAttentionOptions& options, const Context& ctx) {
   // bfloat16 dot products need q and k that are bfloat16 values: inputs in
   // bfloat16 and no rotation in float32.
-  const bool bf16 = ctx.backend() != Backend::kScalar && q.dtype == DType::kBFloat16 &&
-                    k.dtype == DType::kBFloat16 && p.rope == nullptr && p.dims.head_dim % 2 == 0 &&
+  // Under FlashPrecision::kBFloat16 rotated q and k are rounded to bfloat16.
+  const bool simd = ctx.backend() != Backend::kScalar;
+  const bool bf16 = simd && q.dtype == DType::kBFloat16 && k.dtype == DType::kBFloat16 &&
+                    (p.rope == nullptr || p.Bf16()) && p.dims.head_dim % 2 == 0 &&
                     kernels::simd::FlashBf16DotAvailable();
-  const ForwardPlan plan = MakePlan(p, segs, options, bf16);
+  const ForwardPlan plan = MakePlan(p, segs, options, bf16, simd);
   const std::int64_t group = p.dims.Group();
   // Units (segment, kv head) with queries, cut into groups under the budget.
   struct Unit {
@@ -406,6 +443,8 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
     zeros(w.qpos, plan.bq);
     zeros(w.bias_rows, plan.bq);
     zeros(w.q_pairs, bf16 ? plan.bq * plan.D / 2 : 0);
+    zeros(w.v, plan.bf16_pv ? plan.bk * plan.Dv : 0);
+    zeros(w.p_pairs, plan.bf16_pv ? plan.bq * plan.ldk / 2 : 0);
     w.tile_terms.Reset(*p.scheme, 4 * (plan.bq + plan.bk), plan.ldk);
     serial.emplace_back(1, ctx.backend());
   }

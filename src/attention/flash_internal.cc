@@ -59,9 +59,23 @@ void SetPlan(Problem& p, const PreparedDecode::State& plan) {
   p.scale = plan.scale;
   p.rope = p.scheme->rotation();
   p.rotate_keys = p.rope != nullptr && plan.rope_keys == FlashRopeKeys::kRotate;
+  p.precision = plan.precision;
 }
 
 }  // namespace
+
+void CheckPrecisionInputs(FlashPrecision precision,
+                          std::initializer_list<std::pair<const char*, const TensorView*>> inputs) {
+  if (precision != FlashPrecision::kBFloat16) return;
+  for (const auto& [name, view] : inputs) {
+    if (view->dtype == DType::kBFloat16) continue;
+    throw InvalidArgument(ArgMessage(
+        "precision", std::string("bfloat16"),
+        std::string("float32 for ") + name + " of dtype " + std::string(DTypeName(view->dtype)) +
+            " (bfloat16 rounds P and dS to the precision of bfloat16 inputs: it needs "
+            "bfloat16 q, k, v and dout; allowed values: float32, bfloat16)"));
+  }
+}
 
 Problem SetupInputs(const AttentionParams& params, const TensorView& q, const TensorView& k,
                     const TensorView& v, const FlashAttentionOptions& options) {
@@ -84,6 +98,8 @@ Problem SetupInputs(const AttentionParams& params, const TensorView& q, const Te
   p.scale = static_cast<float>(EffectiveAttentionScale(params, p.qd.head_dim));
   p.rope = p.scheme->rotation();
   p.rotate_keys = p.rope != nullptr && options.rope_keys == FlashRopeKeys::kRotate;
+  p.precision = options.precision;
+  CheckPrecisionInputs(p.precision, {{"q", &q}, {"k", &k}, {"v", &v}});
   return p;
 }
 
@@ -108,6 +124,7 @@ Problem SetupPrepared(const PreparedDecode::State& plan, const TensorView& q, co
   CheckPlanDims(plan, shape.dims, "v head_dim");
   Problem p = FromShape(shape);
   SetPlan(p, plan);
+  CheckPrecisionInputs(p.precision, {{"q", &q}, {"k", &k}, {"v", &v}});
   SetOutput(p, plan.layout, out, q, k, v);
   return p;
 }
@@ -185,6 +202,9 @@ Problem SetupPaged(const PreparedDecode::State& plan, const TensorView& q,
   p.key_positions = key_positions.value_or(Positions::Offset(0));
   ValidatePositions(p.key_positions, batch, longest, "key_positions");
   SetPlan(p, plan);
+  CheckPrecisionInputs(
+      p.precision,
+      {{"q", &q}, {"cache.k_pages", &cache.k_pages}, {"cache.v_pages", &cache.v_pages}});
   SetOutput(p, plan.layout, out, q, cache.k_pages, cache.v_pages);
   return p;
 }

@@ -18,9 +18,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "attention/call_shape.h"
@@ -39,6 +41,7 @@ struct PreparedDecode::State {
   float scale = 1.0f;
   std::shared_ptr<const attention_internal::SchemePolicy> scheme;
   FlashRopeKeys rope_keys = FlashRopeKeys::kRotate;
+  FlashPrecision precision = FlashPrecision::kFloat32;
   std::int64_t heads = 0, head_dim = 0, value_dim = 0;
 };
 
@@ -59,6 +62,8 @@ struct Problem {
   std::shared_ptr<const attention_internal::SchemePolicy> scheme;
   const RopeParams* rope = nullptr;  // the scheme's rotation (q always, k when rotate_keys)
   bool rotate_keys = false;
+  FlashPrecision precision = FlashPrecision::kFloat32;  // of P and dS in the products
+  bool Bf16() const { return precision == FlashPrecision::kBFloat16; }
   TensorView lse;  // forward: optional float32 [B, H, Sq] output (data null: none)
   // A paged KV cache (FlashAttentionDecodePaged; block_table null: dense).
   // kd and vd then describe the page pool [num_pages, page_size, Hkv, D]:
@@ -100,6 +105,11 @@ struct Problem {
     return pmin - rmax >= window || rmin - pmax >= window;
   }
 };
+
+// Throws InvalidArgument naming "precision" when it is kBFloat16 and an
+// input (named by its argument) is not bfloat16.
+void CheckPrecisionInputs(FlashPrecision precision,
+                          std::initializer_list<std::pair<const char*, const TensorView*>> inputs);
 
 // Validates options, q/k/v and the scheme (which the fused kernels must
 // support); fills every field of Problem except od.
@@ -191,6 +201,12 @@ class ThreadBuffers {
   bool cached_;
   Buffers local_;
 };
+
+// x[i] = bfloat16(x[i]) (nearest even), i < n, in place: the rotated q and
+// k of FlashPrecision::kBFloat16, as a bfloat16 model stores them.
+inline void RoundToBf16(float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = BF16ToFloat(FloatToBF16(x[i]));
+}
 
 // dst [dim, ldk] = transpose of rows [n, dim] (row stride `ld_rows`);
 // columns [n, ldk) are zeroed so that no stale key reaches a logit.

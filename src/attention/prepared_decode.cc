@@ -41,6 +41,7 @@ PreparedDecode::PreparedDecode(const AttentionParams& params, std::int64_t heads
   const attention_internal::Dims dims{1, heads, heads, 1, 1, head_dim, value_dim};
   state->scheme = attention_internal::ResolveScheme(params.scheme, {dims, params.mask});
   state->rope_keys = options.rope_keys;
+  state->precision = options.precision;
   state->heads = heads;
   state->head_dim = head_dim;
   state->value_dim = value_dim;

@@ -198,6 +198,9 @@ Prepared Prepare(const posenc_attention_params* p) {
   r.scheme = SchemeOf(p->scheme);
   r.params.scheme = r.scheme.scheme;
   r.options.rope_keys = r.scheme.rope_keys;
+  r.options.precision =
+      EnumOf<FlashPrecision>(static_cast<int>(p->precision), 2, "precision",
+                             "POSENC_PRECISION_FLOAT32 (0) or POSENC_PRECISION_BFLOAT16 (1)");
   return r;
 }
 
@@ -341,6 +344,7 @@ const PreparedDecode* CachedPlan(const posenc_attention_params* params, const Te
     key.Add(params->scale);
     key.Add(params->query_tile);
     key.Add(params->key_tile);
+    key.Add(params->precision);
     key.Add(qd.heads);
     key.Add(qd.head_dim);
     key.Add(vd.head_dim);

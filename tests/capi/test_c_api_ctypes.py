@@ -73,7 +73,7 @@ class AttentionParams(ctypes.Structure):
                 ("scale", ctypes.c_double), ("scheme", ctypes.POINTER(Scheme)),
                 ("query_tile", ctypes.c_int64), ("key_tile", ctypes.c_int64),
                 ("query_positions", ctypes.POINTER(Positions)),
-                ("key_positions", ctypes.POINTER(Positions))]
+                ("key_positions", ctypes.POINTER(Positions)), ("precision", ctypes.c_int32)]
 
 
 lib.posenc_last_error.restype = ctypes.c_char_p

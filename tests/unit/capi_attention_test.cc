@@ -235,6 +235,74 @@ TEST(CApiAttention, PrefillEverySchemeMatchesCpp) {
   posenc_context_destroy(ctx);
 }
 
+// precision = BFLOAT16 on bfloat16 inputs: the same bits as the C++ call
+// with FlashPrecision::kBFloat16 (prefill and decode); float32 inputs or an
+// unknown value are refused naming "precision".
+TEST(CApiAttention, BFloat16PrecisionMatchesCppAndChecksInputs) {
+  Fixture f;
+  const int64_t b = 1, sq = 5, sk = 37, h = Fixture::h, hkv = 2, d = Fixture::d;
+  const auto bf16 = [](const std::vector<float>& x) {
+    std::vector<BFloat16> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = FloatToBF16(x[i]);
+    return out;
+  };
+  const std::vector<float> q32 = Ramp(b * sq * h * d), k32 = Ramp(b * sk * hkv * d, -0.02f),
+                           v32 = Ramp(b * sk * hkv * d, 0.03f);
+  const std::vector<BFloat16> q = bf16(q32), k = bf16(k32), v = bf16(v32);
+  const posenc_tensor qt = CTensor(q.data(), POSENC_BFLOAT16, {b, sq, h, d});
+  const posenc_tensor kt = CTensor(k.data(), POSENC_BFLOAT16, {b, sk, hkv, d});
+  const posenc_tensor vt = CTensor(v.data(), POSENC_BFLOAT16, {b, sk, hkv, d});
+  const auto view = [](const void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
+    return TensorView::Contiguous(const_cast<void*>(data), dtype, shape);
+  };
+  for (const Fixture::Case& c : f.cases) {
+    SCOPED_TRACE(c.label);
+    std::vector<float> out(b * sq * h * d), out_cpp(out.size()), dec(out.size()),
+        dec_cpp(out.size());
+    const posenc_tensor ot = CTensor(out.data(), POSENC_FLOAT32, {b, sq, h, d});
+    const posenc_tensor dt = CTensor(dec.data(), POSENC_FLOAT32, {b, sq, h, d});
+    posenc_attention_params p;
+    posenc_attention_params_init(&p);
+    EXPECT_EQ(p.precision, POSENC_PRECISION_FLOAT32);
+    p.scheme = &c.scheme;
+    p.precision = POSENC_PRECISION_BFLOAT16;
+    ASSERT_EQ(posenc_flash_attention(nullptr, &p, &qt, &kt, &vt, &ot), POSENC_OK)
+        << posenc_last_error();
+    ASSERT_EQ(posenc_attention_decode(nullptr, &p, &qt, &kt, &vt, &dt, nullptr), POSENC_OK)
+        << posenc_last_error();
+    AttentionParams ap;
+    ap.scheme = c.cpp;
+    FlashAttentionOptions o;
+    o.rope_keys = c.rope_keys;
+    o.precision = FlashPrecision::kBFloat16;
+    const TensorView qv = view(q.data(), DType::kBFloat16, {b, sq, h, d});
+    const TensorView kv = view(k.data(), DType::kBFloat16, {b, sk, hkv, d});
+    const TensorView vv = view(v.data(), DType::kBFloat16, {b, sk, hkv, d});
+    FlashAttention(ap, qv, kv, vv, View(out_cpp, {b, sq, h, d}), o);
+    FlashAttentionDecode(ap, qv, kv, vv, View(dec_cpp, {b, sq, h, d}), TensorView{}, o);
+    EXPECT_EQ(out, out_cpp);
+    EXPECT_EQ(dec, dec_cpp);
+    // The option takes effect: float32 precision gives other bits.
+    p.precision = POSENC_PRECISION_FLOAT32;
+    std::vector<float> f32(out.size());
+    const posenc_tensor ft = CTensor(f32.data(), POSENC_FLOAT32, {b, sq, h, d});
+    ASSERT_EQ(posenc_flash_attention(nullptr, &p, &qt, &kt, &vt, &ft), POSENC_OK);
+    EXPECT_NE(f32, out);
+  }
+  std::vector<float> x32 = Ramp(b * sk * hkv * d), out(b * sq * h * d);
+  const posenc_tensor x = CTensor(x32.data(), POSENC_FLOAT32, {b, sk, hkv, d});
+  const posenc_tensor ot = CTensor(out.data(), POSENC_FLOAT32, {b, sq, h, d});
+  posenc_attention_params p;
+  posenc_attention_params_init(&p);
+  p.precision = POSENC_PRECISION_BFLOAT16;
+  ExpectStatus(posenc_flash_attention(nullptr, &p, &qt, &x, &vt, &ot),
+               POSENC_ERROR_INVALID_ARGUMENT,
+               {"precision: got bfloat16", "for k of dtype float32", "float32, bfloat16"});
+  p.precision = 2;
+  ExpectStatus(posenc_flash_attention(nullptr, &p, &qt, &kt, &vt, &ot),
+               POSENC_ERROR_INVALID_ARGUMENT, {"precision: got 2", "POSENC_PRECISION_BFLOAT16"});
+}
+
 // Decode against a cache of capacity 300 holding sk keys (a strided view),
 // GQA 4/2, one and three new tokens, 2 threads: bit-identical to
 // posenc::FlashAttentionDecode on the same views, lse included.

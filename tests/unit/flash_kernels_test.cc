@@ -242,9 +242,9 @@ TEST(FlashMatMulBf16, MatchesFloat64OnTheRoundedOperands) {
       std::printf("VDPBF16PS path skipped: no AVX512_BF16 on an AVX-512 target here\n");
       continue;
     }
-    for (const Index rows : {1, 3, 4, 7, 64}) {
+    for (const Index rows : {1, 3, 4, 7, 9, 64}) {
       for (const Index n : {1, 2, 53, 64}) {
-        for (const Index cols : {16, 80}) {
+        for (const Index cols : {16, 32, 48, 80}) {
           SCOPED_TRACE("simd " + std::to_string(simd) + " rows " + std::to_string(rows) + " n " +
                        std::to_string(n) + " cols " + std::to_string(cols));
           const Index pairs = (n + 1) / 2, lda = pairs + 3, ldb = cols + 16, ldc = cols + 5;

@@ -14,7 +14,8 @@
 // normaliser is the constant psi(|L|) and the bias depends on r - p only:
 // the fused kernels then evaluate f_theta once per distance of a tile
 // (DistanceOnly) and sum d logit per distance before its backward.
-// Gradients: w1, b1, w2, b2, c and L (float64 sums per worker).
+// Gradients: w1, b1, w2, c and L (float64 sums per worker); b2's is exactly
+// 0 (a per-head shift of every logit of a row: softmax ignores it).
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -194,7 +195,10 @@ class FireScheme final : public SchemeImpl<FireScheme> {
     std::vector<double>& gw1 = sums.tensors[0];
     std::vector<double>& gb1 = sums.tensors[1];
     std::vector<double>& gw2 = sums.tensors[2];
-    sums.tensors[3][static_cast<std::size_t>(h)] += g;
+    // b2[h] shifts every logit of head h's rows alike and softmax ignores a
+    // shift, so its gradient, sum_j dS_ij over each row, is exactly 0; it is
+    // left at 0 instead of summing rounding (a 16-bit O or bfloat16 P leaves
+    // each row's sum off by its rounding, coherently across rows).
     const double* w2 = w + W2() + static_cast<std::size_t>(h * hidden_);
     double dx = 0.0;
     for (std::int64_t u = 0; u < hidden_; ++u) {

@@ -70,8 +70,13 @@ __attribute__((target("avx512f,avx512bf16"))) void Bf16Rows(const std::uint32_t*
                                                             std::int64_t cols, const float* beta,
                                                             float* c, std::int64_t ldc) {
   std::int64_t x = 0;
-  for (; x + 64 <= cols; x += 64) {
-    Bf16Block<kRows, 4, kScaled>(a, a_row, a_pair, b, pairs, ldb, x, beta, c, ldc);
+  if constexpr (kRows <= 4) {
+    for (; x + 64 <= cols; x += 64) {
+      Bf16Block<kRows, 4, kScaled>(a, a_row, a_pair, b, pairs, ldb, x, beta, c, ldc);
+    }
+  }
+  for (; x + 32 <= cols; x += 32) {
+    Bf16Block<kRows, 2, kScaled>(a, a_row, a_pair, b, pairs, ldb, x, beta, c, ldc);
   }
   for (; x < cols; x += 16) {
     Bf16Block<kRows, 1, kScaled>(a, a_row, a_pair, b, pairs, ldb, x, beta, c, ldc);
@@ -84,6 +89,15 @@ __attribute__((target("avx512f,avx512bf16"))) void Bf16MatMul(
     const std::uint16_t* b, std::int64_t pairs, std::int64_t ldb, std::int64_t cols,
     const float* beta, float* c, std::int64_t ldc) {
   std::int64_t r = 0;
+  // Narrow C (the head dims 32 and 48): 8 rows x 2 vectors keep 16
+  // accumulators busy per pair of B loads, where 4 x 1 would issue more
+  // loads (B and the broadcasts of A) than dot products.
+  if (cols < 64) {
+    for (; r + 8 <= rows; r += 8) {
+      Bf16Rows<8, kScaled>(a + r * a_row, a_row, a_pair, b, pairs, ldb, cols,
+                           kScaled ? beta + r : nullptr, c + r * ldc, ldc);
+    }
+  }
   for (; r + 4 <= rows; r += 4) {
     Bf16Rows<4, kScaled>(a + r * a_row, a_row, a_pair, b, pairs, ldb, cols,
                          kScaled ? beta + r : nullptr, c + r * ldc, ldc);

@@ -81,6 +81,10 @@ def parser() -> argparse.ArgumentParser:
                    help="peak learning rate (default %(default)s)")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default=d.dtype,
                    help="bfloat16 autocast (default) or float32")
+    p.add_argument("--precision", choices=("float32", "bfloat16"), default=d.precision,
+                   help="precision of P and dS inside posenc's fused attention: float32 "
+                        "(default) or bfloat16 (FlashAttention-2's bfloat16 products; needs "
+                        "--dtype bfloat16)")
     p.add_argument("--eval-tokens", type=int,
                    help=f"test bytes predicted at every length (default {d.eval_tokens})")
     p.add_argument("--val-tokens", type=int,
@@ -105,7 +109,7 @@ def options(argv: Optional[List[str]] = None) -> Options:
     a = parser().parse_args(argv)
     o = Options(output=a.output, corpus=a.corpus, quick=a.quick, seed=a.seed,
                 threads=a.threads, batch=a.batch, dim=a.dim, heads=a.heads, layers=a.layers,
-                lr=a.lr, dtype=a.dtype, train_length=a.train_length,
+                lr=a.lr, dtype=a.dtype, precision=a.precision, train_length=a.train_length,
                 speed_check=not a.no_speed_check)
     if a.quick:
         for k, v in QUICK.items():
@@ -138,6 +142,9 @@ def validate(o: Options) -> None:
                  f"lengths >= the train length {o.train_length} (train short, test long)")
         _require(n <= 65536, "--eval-lengths", n, "lengths <= 65536")
     o.eval_lengths = sorted(set(o.eval_lengths))
+    _require(o.precision == "float32" or o.dtype == "bfloat16", "--precision", o.precision,
+             "float32 with --dtype float32 (bfloat16 P and dS need the bfloat16 q, k, v of "
+             "--dtype bfloat16)")
     if o.schemes is not None:
         _require(o.schemes != [], "--schemes", "''", "at least one scheme")
         for s in o.schemes:

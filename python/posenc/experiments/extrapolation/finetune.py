@@ -119,9 +119,9 @@ def snapshot(model: TransformerLM) -> Dict[str, Any]:
 
 
 def build(shape: ModelShape, weights: Dict[str, Any], name: str, plan: FinetunePlan,
-          seed: int) -> TransformerLM:
+          seed: int, precision: str = "float32") -> TransformerLM:
     """A fresh rope model with the snapshot's weights and the row's fixed scaling."""
-    model = TransformerLM(shape, SCHEMES[FINETUNED[name][0]], seed)
+    model = TransformerLM(shape, SCHEMES[FINETUNED[name][0]], seed, precision)
     model.load_state_dict(weights)
     rope_type = FINETUNED[name][1]
     model.position.fixed = None if rope_type is None else (rope_type, plan.factor)

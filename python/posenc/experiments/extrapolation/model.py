@@ -47,13 +47,15 @@ class Block(nn.Module):
         self.fc1 = nn.Linear(d, 4 * d, bias=False)
         self.fc2 = nn.Linear(4 * d, d, bias=False)
 
-    def forward(self, x: torch.Tensor, position: Positional, attention_impl: str) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, position: Positional, attention_impl: str,
+                precision: str = "float32") -> torch.Tensor:
         b, t, d = x.shape
         h, hd = self.shape.heads, self.shape.head_dim
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, h, hd).unbind(2)
         scheme, kwargs = position.attention(self.index, t)
         if attention_impl == "posenc":
-            a = pt.attention(q, k, v, scheme=scheme, layout="bshd", mask="causal", **kwargs)
+            a = pt.attention(q, k, v, scheme=scheme, layout="bshd", mask="causal",
+                             precision=precision, **kwargs)
         else:
             a = torch_attention(q, k, v, scheme)
         x = x + self.proj(a.reshape(b, t, d))
@@ -83,10 +85,12 @@ class TransformerLM(nn.Module):
     (float32). The shared parts are initialised from `seed`, the positional
     part from seed + 1, so every scheme starts from the same shared weights."""
 
-    def __init__(self, shape: ModelShape, scheme: Scheme, seed: int) -> None:
+    def __init__(self, shape: ModelShape, scheme: Scheme, seed: int,
+                 precision: str = "float32") -> None:
         super().__init__()
         self.shape, self.scheme_name = shape, scheme.name
         self.attention_impl = "posenc"
+        self.precision = precision  # of P and dS in posenc's attention (Options.precision)
         torch.manual_seed(seed)
         self.embed = nn.Embedding(VOCAB, shape.dim)
         self.blocks = nn.ModuleList(Block(shape, i) for i in range(shape.layers))
@@ -105,7 +109,7 @@ class TransformerLM(nn.Module):
         x = self.embed(tokens) * math.sqrt(self.shape.dim)
         x = self.position.add(x)
         for block in self.blocks:
-            x = block(x, self.position, self.attention_impl)
+            x = block(x, self.position, self.attention_impl, self.precision)
         return (self.ln_f(x) @ self.embed.weight.t()).float()
 
     def param_groups(self, weight_decay: float) -> list:

@@ -28,6 +28,9 @@ class Options:
     layers: int = 2
     lr: float = 5e-3
     dtype: str = "bfloat16"
+    # precision of P and dS in posenc's fused attention (posenc.torch.attention
+    # precision=): "bfloat16" needs dtype "bfloat16".
+    precision: str = "float32"
     eval_tokens: int = 65536    # test bytes predicted at every length
     val_tokens: int = 8192      # validation bytes of the training curve
     curve_points: int = 16

@@ -88,7 +88,8 @@ def speed_check(o: Options, shape: ModelShape, train_data: np.ndarray,
                             dtype=dtype, eval_every=steps + 1)
         runs = {}
         for impl in ("posenc", "torch"):
-            model = TransformerLM(shape, SCHEMES["alibi"], o.seed)
+            model = TransformerLM(shape, SCHEMES["alibi"], o.seed,
+                                  o.precision if dtype == "bfloat16" else "float32")
             model.attention_impl = impl
             runs[impl] = (model, optimizer(model, topt), [])
             train_step(model, runs[impl][1], train_data, offsets[0], 0, topt)
@@ -161,7 +162,8 @@ def run(o: Options, progress: Optional[Progress] = None,
             "experiment": "extrapolation", "quick": o.quick, "complete": complete,
             "corpus": corpus.summary(), "model": model_summary(shape),
             "train_length": L, "eval_lengths": o.eval_lengths, "steps": o.steps,
-            "batch": o.batch, "lr": o.lr, "dtype": o.dtype, "seed": o.seed, "threads": o.threads,
+            "batch": o.batch, "lr": o.lr, "dtype": o.dtype, "precision": o.precision,
+            "seed": o.seed, "threads": o.threads,
             "posenc_threads": posenc_threads, "eval_tokens": span,
             "val_tokens": int(val_windows.shape[0] * L),
             "tokens_per_scheme": o.steps * o.batch * L,
@@ -185,7 +187,7 @@ def run(o: Options, progress: Optional[Progress] = None,
     schemes: Dict[str, Dict[str, Any]] = {}
     eval_every = max(1, o.steps // max(1, o.curve_points))
     for name in trained:
-        model = TransformerLM(shape, SCHEMES[name], o.seed)
+        model = TransformerLM(shape, SCHEMES[name], o.seed, o.precision)
         counts = model.counts()
         progress.line(f"{name}: training {counts['params']:,} parameters "
                       f"({counts['positional_params']:,} positional), {o.steps} steps")
@@ -247,7 +249,7 @@ def finetune_row(name: str, weights: Dict[str, Any], shape: ModelShape, plan: ft
                  counts: Dict[str, int], progress: Progress) -> Dict[str, Any]:
     """One fine-tuned row: the trained rope weights trained on at T with the
     row's fixed scaling (finetune.py), then evaluated at every length."""
-    model = ft.build(shape, weights, name, plan, o.seed)
+    model = ft.build(shape, weights, name, plan, o.seed, o.precision)
     L, T = o.train_length, plan.length
     share = (1 + T / (4 * L)) / 1.25
     units_per_step = 3.0 * plan.batch * T * share
