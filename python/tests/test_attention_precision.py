@@ -176,7 +176,8 @@ def test_bfloat16_precision_within_torch_bfloat16_error(scheme, shape):
     ref = run_posenc(case, None, torch.float64, "reference")
     ours = _errors(run_posenc(case, "bfloat16", torch.bfloat16, "flash"), ref)
     theirs = _errors(run_torch_eager(case), ref)
-    print(f"\n{scheme} {name}: output  posenc bfloat16 max / mean   torch bfloat16 eager max / mean")
+    print(f"\n{scheme} {name}: output  posenc bfloat16 max / mean   "
+          "torch bfloat16 eager max / mean")
     failures = []
     for n in ref:
         (pm, pa), (tm, ta) = ours[n], theirs[n]
