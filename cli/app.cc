@@ -41,6 +41,7 @@ void BuildApp(CLI::App& app) {
   RegisterDemoCommand(app);
   RegisterExperimentCommand(app);
   RegisterInspectCommand(app);
+  RegisterPlaygroundCommand(app);
   RegisterPlotCommand(app);
   RegisterRelativeCommand(app);
   RegisterSchemesCommand(app);

@@ -50,9 +50,10 @@ void RunReport(const ReportArgs& args) {
   }
   // Load the chart library first: a missing npm install fails before the work.
   const report::ChartLibrary library = report::LoadChartLibrary();
+  const report::PlaygroundModule playground = report::LoadPlaygroundModule();
   report::Progress progress(report::NumReportSteps(options));
   const report::Report rep = report::BuildReport(options, &progress);
-  const std::string html = report::WriteReport(rep, library, args.dir);
+  const std::string html = report::WriteReport(rep, library, args.dir, &playground);
 
   std::size_t figures = 0;
   for (const auto& s : rep.sections) figures += s.blocks.size();
@@ -64,6 +65,12 @@ void RunReport(const ReportArgs& args) {
   std::cout << fmt::format("wrote {} ({:.1f} MB, self-contained: open it in a browser)\n", html,
                            ec ? 0.0 : static_cast<double>(bytes) / 1e6);
   std::cout << fmt::format("data behind each figure: {}/data/*.csv\n", args.dir);
+  if (playground.available()) {
+    std::cout << fmt::format("live playground: posenc.wasm {:.0f} KiB from {}\n",
+                             static_cast<double>(playground.wasm_bytes) / 1024.0, playground.dir);
+  } else {
+    std::cout << "live playground: not in this page: " << playground.unavailable << '\n';
+  }
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ void RegisterBucketsCommand(CLI::App& app);     // cli/cmd_buckets.cc
 void RegisterInspectCommand(CLI::App& app);     // cli/cmd_inspect.cc
 void RegisterRelativeCommand(CLI::App& app);    // cli/cmd_relative.cc
 void RegisterSchemesCommand(CLI::App& app);     // cli/cmd_schemes.cc
+void RegisterPlaygroundCommand(CLI::App& app);  // cli/cmd_playground.cc
 void RegisterPlotCommand(CLI::App& app);        // cli/cmd_plot.cc
 void RegisterReportCommand(CLI::App& app);      // cli/cmd_report.cc
 void RegisterTourCommand(CLI::App& app);        // cli/cmd_tour.cc

@@ -78,6 +78,10 @@ if(TARGET posenc_cli)
   endforeach()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/configs/ DESTINATION ${POSENC_DATADIR}/configs
           FILES_MATCHING PATTERN "*.json")
+  # The playground's WebAssembly module, when the wasm preset has built it
+  # (cli/report/playground.h; without it the installed report says so).
+  install(FILES ${POSENC_WASM_BUILD_DIR}/posenc.js ${POSENC_WASM_BUILD_DIR}/posenc.wasm OPTIONAL
+          DESTINATION ${POSENC_DATADIR}/wasm)
   # The evidence base of `posenc choose` (cli/choose_text.h).
   install(FILES ${PROJECT_SOURCE_DIR}/docs/evidence/choose.json
           DESTINATION ${POSENC_DATADIR}/evidence)

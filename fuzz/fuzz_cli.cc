@@ -9,8 +9,9 @@
 // exhaust memory, or exit with 1 ("internal error"); every refusal is a
 // parse error (CLI11's codes) or exit 2/3/4.
 // Not run: `bench` (timing loops, a Python subprocess), `experiment` (execs
-// Python to train models) and `report` (seconds
-// per run); their arguments are covered by tests/cli. A '/' in an argument
+// Python to train models), `report` (seconds per run) and `playground`
+// (megabytes read and written per run); their arguments are covered by
+// tests/cli. A '/' in an argument
 // becomes '_' so that nothing is written outside the folder.
 #include <unistd.h>
 
@@ -109,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     cur += c == '/' || c == '\0' ? '_' : c;
   }
   for (const std::string& a : args) {
-    if (a == "bench" || a == "report" || a == "experiment") return -1;
+    if (a == "bench" || a == "report" || a == "experiment" || a == "playground") return -1;
   }
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());

@@ -20,7 +20,8 @@ else
     fi
   done
 fi
-mapfile -t other < <(git ls-files '*.py' '*.mjs' '*.sh' '*.cmake' '*CMakeLists.txt' '*.in')
+mapfile -t other < <(git ls-files '*.py' '*.mjs' '*.js' '*.css' '*.sh' '*.cmake' \
+  '*CMakeLists.txt' '*.in')
 long_lines='length > 100 { printf "%s:%d: %d columns\n", FILENAME, FNR, length }'
 if long=$(awk "$long_lines" "${other[@]}") &&
    [ -n "$long" ]; then

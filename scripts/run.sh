@@ -2,7 +2,8 @@
 # Sets up, builds (release) and runs the main job: the train-short-test-long
 # experiment in its QUICK smoke version (~2 minutes) into experiment-quick/,
 # the posenc tour, then the HTML report (report/index.html, self-contained;
-# data in report/data/), which reads the experiment from experiment-quick/.
+# data in report/data/; its last section runs posenc compiled to WebAssembly,
+# the wasm preset), which reads the experiment from experiment-quick/.
 # The two output folders are apart on purpose: `posenc report -o report`
 # replaces the whole report/ folder and refuses one that holds anything it
 # did not write, so the experiment must not write inside it. Running this
@@ -13,6 +14,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target posenc_cli _posenc
+# The report's live playground: posenc compiled to WebAssembly (build/wasm/posenc.{js,wasm}).
+cmake --preset wasm >/dev/null
+cmake --build --preset wasm -j "$(nproc)"
 experiment=experiment-quick
 echo "run: posenc experiment extrapolation --quick -o $experiment: the QUICK smoke run of the"
 echo "     train-short-test-long experiment (~2 minutes; its numbers check the pipeline, not the"

@@ -19,6 +19,10 @@ DEBS=(
   clang-16 libfuzzer-16-dev libclang-rt-16-dev python3-hypothesis
   # The format check of scripts/test.sh (scripts/check_format.sh).
   clang-format
+  # The report's live playground: posenc compiled to WebAssembly (the wasm
+  # preset). Its JS optimiser needs node-acorn (NODE_PATH=/usr/share/nodejs,
+  # set by the wasm build preset).
+  emscripten node-acorn
 )
 
 missing=()

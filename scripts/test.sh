@@ -2,7 +2,8 @@
 # Sets up, checks the format, builds and runs every test: the suite in release, then again in
 # debug under AddressSanitizer + UndefinedBehaviorSanitizer, the threaded
 # tests under ThreadSanitizer, every fuzz target for a bounded time
-# (FUZZ_SECONDS each, default 20), then the Python and browser tests.
+# (FUZZ_SECONDS each, default 20), then the browser tests (report, playground)
+# and the Python tests.
 # Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,9 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 echo "== release build and tests =="
+# The wasm preset first: the report and playground tests read build/wasm/posenc.{js,wasm}.
+cmake --preset wasm >/dev/null
+cmake --build --preset wasm -j "$JOBS"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$JOBS"
 ctest --preset release -j "$JOBS"
@@ -41,6 +45,11 @@ echo "== browser test of the report (headless Chromium via playwright-core) =="
 # Writes screenshots to build/release/report_browser_test/ (report.png, plot_1024.png).
 node tests/report/browser_test.mjs --posenc build/release/cli/posenc \
   --out build/release/report_browser_test
+
+echo "== browser test of the live playground (posenc compiled to WebAssembly) =="
+# Fidelity against the CLI, update speed, size; screenshot in build/release/playground_test/.
+node tests/report/playground_test.mjs --posenc build/release/cli/posenc \
+  --wasm build/wasm/posenc.wasm --out build/release/playground_test
 
 echo "== Python module tests (pytest) =="
 # The release preset builds the module into build/release/python/posenc.

@@ -1,4 +1,6 @@
 // The report page's own style sheet and renderer script (inlined by html.cc).
+// Their text lives in report/web/report.css and report/web/report.js; the build
+// embeds each as the string_view returned below (cmake/embed_text.cmake).
 #pragma once
 
 #include <string_view>
@@ -14,5 +16,12 @@ std::string_view ReportCss();
 // with vega-embed (export actions: PNG, SVG) and records per-figure render
 // times and errors in window.posencReport for the browser test.
 std::string_view ReportScript();
+
+// The playground's style (web/playground.css), window.posenc over the wasm
+// module (web/posenc_api.js) and its panels (web/playground.js); see
+// playground.h.
+std::string_view PlaygroundCss();
+std::string_view PosencApiScript();
+std::string_view PlaygroundScript();
 
 }  // namespace posenc::report

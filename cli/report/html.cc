@@ -13,6 +13,7 @@
 #include "assets.h"
 #include "atomic_file.h"
 #include "experiment.h"
+#include "playground.h"
 #include "posenc/error.h"
 
 #if !defined(POSENC_NODE_MODULES_DIR) || !defined(POSENC_EXAMPLES_DIR)
@@ -234,15 +235,47 @@ std::string BlockHtml(const Block& block) {
          "</figure>";
 }
 
+// The playground's section body: the panels' root (web/playground.js fills
+// it) or the line that says why there is no module.
+std::string PlaygroundBody(const PlaygroundModule& m) {
+  std::string out =
+      "<p>Every figure above was computed once, when this page was written. Here posenc's own "
+      "C++, compiled to WebAssembly, runs in the page: change a parameter and each chart is "
+      "recomputed by the same code the command line runs.</p>\n";
+  if (!m.available()) {
+    return out + "<p class=\"pg-unavailable\">The live playground is not in this page: " +
+           Escape(m.unavailable) + ".</p>\n";
+  }
+  return out +
+         "<noscript><p class=\"pg-unavailable\">The live playground needs JavaScript."
+         "</p></noscript><div id=\"playground-root\"></div>\n";
+}
+
+// The module, its presets and the playground's scripts (after the renderer).
+std::string PlaygroundScripts(const PlaygroundModule& m) {
+  if (!m.available()) return "";
+  std::string out;
+  out.reserve(m.wasm_base64.size() + m.loader_js.size() + 65536);
+  out += "<script type=\"application/octet-stream\" id=\"posenc-wasm\">" + m.wasm_base64 +
+         "</script>\n";
+  out += "<script type=\"application/json\" id=\"posenc-presets\">" +
+         JsonScriptSafe(m.presets_json) + "</script>\n";
+  out += "<script>" + JsScriptSafe(m.loader_js) + "</script>\n";
+  out += "<script>" + JsScriptSafe(std::string(PosencApiScript())) + "</script>\n";
+  out += "<script>" + JsScriptSafe(std::string(PlaygroundScript())) + "</script>\n";
+  return out;
+}
+
 std::string Page(const std::string& title, const std::string& subtitle, const std::string& nav,
-                 const std::string& body, const std::string& figures_json,
-                 const ChartLibrary& lib) {
+                 const std::string& body, const std::string& figures_json, const ChartLibrary& lib,
+                 const PlaygroundModule* playground = nullptr) {
   std::string out;
   out.reserve(lib.vega.size() + lib.vega_lite.size() + lib.vega_embed.size() + figures_json.size() +
               body.size() + 65536);
   out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  out += "<title>" + Escape(title) + "</title>\n<style>" + std::string(ReportCss()) + "</style>\n";
+  out += "<title>" + Escape(title) + "</title>\n<style>" + std::string(ReportCss()) +
+         (playground != nullptr ? std::string(PlaygroundCss()) : std::string()) + "</style>\n";
   out += "<script>" + JsScriptSafe(lib.vega) + "</script>\n";
   out += "<script>" + JsScriptSafe(lib.vega_lite) + "</script>\n";
   out += "<script>" + JsScriptSafe(lib.vega_embed) + "</script>\n";
@@ -258,7 +291,9 @@ std::string Page(const std::string& title, const std::string& subtitle, const st
   out += "<script type=\"application/json\" id=\"posenc-figures\">";
   out += figures_json;
   out += "</script>\n";
-  out += "<script>" + JsScriptSafe(std::string(ReportScript())) + "</script>\n</body></html>\n";
+  out += "<script>" + JsScriptSafe(std::string(ReportScript())) + "</script>\n";
+  if (playground != nullptr) out += PlaygroundScripts(*playground);
+  out += "</body></html>\n";
   return out;
 }
 
@@ -389,7 +424,8 @@ std::string FigureDataJson(const Report& report) {
   return FiguresJson(blocks);
 }
 
-std::string RenderHtml(const Report& report, const ChartLibrary& library) {
+std::string RenderHtml(const Report& report, const ChartLibrary& library,
+                       const PlaygroundModule* playground) {
   std::string nav = "<nav>";
   std::string body;
   int number = 0;
@@ -403,11 +439,19 @@ std::string RenderHtml(const Report& report, const ChartLibrary& library) {
     for (const auto& b : s.blocks) body += BlockHtml(b) + "\n";
     body += "</div></section>\n";
   }
+  if (playground != nullptr) {
+    const std::string heading = fmt::format("{}. Playground: change a parameter", ++number);
+    nav += "<a href=\"#playground\">" + Escape(heading) + "</a>";
+    body += "<section id=\"playground\"><h2>" + Escape(heading) + "</h2>\n" +
+            PlaygroundBody(*playground) + "</section>\n";
+  }
   nav += "</nav>\n";
-  return Page(report.title, report.subtitle, nav, body, FigureDataJson(report), library);
+  return Page(report.title, report.subtitle, nav, body, FigureDataJson(report), library,
+              playground);
 }
 
-std::string WriteReport(const Report& report, const ChartLibrary& library, const std::string& dir) {
+std::string WriteReport(const Report& report, const ChartLibrary& library, const std::string& dir,
+                        const PlaygroundModule* playground) {
   // The page and its data are built in DIR.tmp-XXXXXX and swapped in whole:
   // a failure leaves a previous report in DIR untouched.
   cli::AtomicDirectory folder(dir, "-o", {"index.html", "data"});
@@ -421,7 +465,7 @@ std::string WriteReport(const Report& report, const ChartLibrary& library, const
   for (const auto& s : report.sections) {
     for (const auto& b : s.blocks) WriteText(root / "data" / (BlockId(b) + ".csv"), BlockCsv(b));
   }
-  WriteText(root / "index.html", RenderHtml(report, library));
+  WriteText(root / "index.html", RenderHtml(report, library, playground));
   folder.Commit();
   return (fs::path(dir) / "index.html").string();
 }
@@ -435,6 +479,19 @@ void WriteSingleFigure(const Block& block, const std::string& subtitle, const Ch
   const std::vector<const Block*> blocks{&block};
   WriteText(fs::path(path),
             Page(BlockTitle(block), subtitle, "", body, FiguresJson(blocks), library));
+}
+
+std::string WritePlayground(const ChartLibrary& library, const PlaygroundModule& playground,
+                            const std::string& dir) {
+  if (!playground.available()) throw IoError("playground: " + playground.unavailable);
+  cli::AtomicDirectory folder(dir, "-o", {"index.html"});
+  const std::string body =
+      "<section id=\"playground\">" + PlaygroundBody(playground) + "</section>\n";
+  WriteText(folder.temp_dir() / "index.html",
+            Page("posenc playground", "Positional encodings, computed live by posenc in the page",
+                 "", body, "{\"figures\":[]}", library, &playground));
+  folder.Commit();
+  return (fs::path(dir) / "index.html").string();
 }
 
 }  // namespace posenc::report

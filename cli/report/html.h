@@ -15,6 +15,7 @@
 #include <string>
 
 #include "model.h"
+#include "playground.h"
 
 namespace posenc::report {
 
@@ -45,8 +46,9 @@ std::string DefaultExperimentDir();
 // saying to run scripts/setup.sh.
 ChartLibrary LoadChartLibrary();
 
-// The whole page.
-std::string RenderHtml(const Report& report, const ChartLibrary& library);
+// The whole page; with `playground`, a last section runs it (playground.h).
+std::string RenderHtml(const Report& report, const ChartLibrary& library,
+                       const PlaygroundModule* playground = nullptr);
 
 // CSV text of one block's data: a chart's records (one column per key), a
 // heatmap's matrix (a header row of column coordinates, then one line per
@@ -62,7 +64,14 @@ std::string FigureDataJson(const Report& report);
 // AtomicDirectory), so a failure leaves a previous report whole. An existing
 // DIR may hold only index.html and data/ (what a previous report wrote).
 // Returns the HTML file's path. Throws posenc::IoError.
-std::string WriteReport(const Report& report, const ChartLibrary& library, const std::string& dir);
+std::string WriteReport(const Report& report, const ChartLibrary& library, const std::string& dir,
+                        const PlaygroundModule* playground = nullptr);
+
+// `posenc playground`: DIR/index.html holding the playground alone (same
+// atomic swap; an existing DIR may hold only index.html). Throws IoError when
+// the module is unavailable.
+std::string WritePlayground(const ChartLibrary& library, const PlaygroundModule& playground,
+                            const std::string& dir);
 
 // Writes a single-figure page (posenc plot) to `path`, atomically (a
 // temporary file renamed into place). Throws IoError.

@@ -45,6 +45,11 @@ class Context {
  public:
   // num_threads: 1 = run on the calling thread only; 0 = one per hardware
   // thread. Throws InvalidArgument for a negative count or more than 1024.
+  // backend kAuto: the environment variable POSENC_BACKEND (auto, scalar or
+  // simd), when set and not empty, picks the backend instead, so that a
+  // whole program (the CLI, an engine) can run on the scalar reference
+  // without a code change; any other value throws InvalidArgument naming
+  // POSENC_BACKEND.
   explicit Context(int num_threads = 1, Backend backend = Backend::kAuto);
   ~Context();
   Context(Context&&) noexcept;

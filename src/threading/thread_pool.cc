@@ -1,5 +1,7 @@
 #include "threading/thread_pool.h"
 
+#include <cstdlib>
+
 #include <string>
 
 #include "posenc/context.h"
@@ -145,6 +147,12 @@ Backend ParseBackend(std::string_view text, std::string_view arg) {
 Context::Context(int num_threads, Backend backend) : backend_(backend) {
   Require(num_threads >= 0 && num_threads <= 1024, "num_threads", num_threads,
           "0 (one per hardware thread) or a count in [1, 1024]");
+  if (backend_ == Backend::kAuto) {
+    // A whole program on one backend without a code change (context.h).
+    if (const char* env = std::getenv("POSENC_BACKEND"); env != nullptr && *env != '\0') {
+      backend_ = ParseBackend(env, "POSENC_BACKEND");
+    }
+  }
   if (num_threads == 0) {
     num_threads = static_cast<int>(std::thread::hardware_concurrency());
     if (num_threads < 1) num_threads = 1;

@@ -130,5 +130,42 @@ TEST(ReportCli, PlotPassesTableErrorsThrough) {
   EXPECT_NE(r.err.find("dim"), std::string::npos) << r.err;
 }
 
+TEST(PlaygroundCli, WritesThePageWithTheModule) {
+  const std::string wasm = TempDir("playground_cli_module");
+  std::ofstream(fs::path(wasm) / "posenc.js") << "var createPosencModule = function () {};";
+  std::ofstream(fs::path(wasm) / "posenc.wasm", std::ios::binary) << std::string("\0asm", 4);
+  const std::string dir = TempDir("playground_cli_out") + "/pg";
+  const auto r = RunCliAfter("POSENC_WASM_DIR='" + wasm + "' ", "playground -o " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote " + dir + "/index.html"), std::string::npos) << r.out;
+  const std::string html = Slurp(fs::path(dir) / "index.html");
+  EXPECT_NE(html.find("id=\"posenc-wasm\">AGFzbQ==</script>"), std::string::npos);
+  EXPECT_NE(html.find("vegaEmbed"), std::string::npos);  // drawn with the report's charts
+}
+
+TEST(PlaygroundCli, WithoutTheModuleOneLineAndExitCode) {
+  const std::string wasm = TempDir("playground_cli_nomodule");
+  const auto r = RunCliAfter("POSENC_WASM_DIR='" + wasm + "' ",
+                             "playground -o " + TempDir("playground_cli_none") + "/pg");
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_EQ(r.err, "posenc: I/O error: playground: no posenc.js and posenc.wasm in " + wasm +
+                       " (build them with `cmake --preset wasm && cmake --build --preset wasm`, "
+                       "or set POSENC_WASM_DIR)\n");
+}
+
+TEST(PlaygroundCli, ReportWithoutTheModuleSaysSoAndKeepsTheStaticFigures) {
+  const std::string wasm = TempDir("report_cli_nomodule");
+  const std::string dir = TempDir("report_cli_nomodule_out") + "/r";
+  const auto r = RunCliAfter("POSENC_WASM_DIR='" + wasm + "' ", "report --quick -o " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(
+      r.out.find("live playground: not in this page: no posenc.js and posenc.wasm in " + wasm),
+      std::string::npos)
+      << r.out;
+  const std::string html = Slurp(fs::path(dir) / "index.html");
+  EXPECT_NE(html.find("The live playground is not in this page"), std::string::npos);
+  EXPECT_NE(html.find("id=\"comparison\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace posenc::test

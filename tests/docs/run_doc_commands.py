@@ -66,7 +66,7 @@ TIMEOUT_S = 120
 SKIP_DIRS = {"build", "node_modules", ".git", "report", "dist"}
 # Top-level folders that documented commands (or scripts/run.sh) write: not
 # mirrored into a command's scratch directory, so they start absent there.
-OUTPUTS = {".git", "report", "my-run", "dist", "out", "experiment-quick"}
+OUTPUTS = {".git", "report", "my-run", "dist", "out", "experiment-quick", "playground"}
 
 
 def markdown_files(root):

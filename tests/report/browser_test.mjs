@@ -75,7 +75,7 @@ async function checkPage(context, file, screenshot, expectHeatmapBudget) {
       errors: r.errors,
       figures: r.figures.map((f) => ({ id: f.id, kind: f.kind, path: f.path, cells: f.cells,
                                        ms: f.ms, prepMs: f.prepMs, marks: f.marks })),
-      containers: document.querySelectorAll('.chart').length,
+      containers: document.querySelectorAll('.chart[id^="chart-"]').length,  // not the playground's
       externalScripts: [...document.querySelectorAll('script[src]')].map((s) => s.src),
       externalStyles: [...document.querySelectorAll('link[rel=stylesheet]')].map((l) => l.href),
       exportMenus: [...document.querySelectorAll('.chart')].map((el) => {
@@ -84,6 +84,19 @@ async function checkPage(context, file, screenshot, expectHeatmapBudget) {
       }),
     };
   });
+  // The report's live playground (tests/report/playground_test.mjs tests it in depth): where
+  // the page carries it, every panel draws.
+  if (await page.evaluate(() => !!document.getElementById('playground-root'))) {
+    await page.waitForFunction(() => window.posencPlayground &&
+                                     (window.posencPlayground.ready ||
+                                      window.posencPlayground.unavailable), null,
+                               { timeout: 60000 });
+    const pg = await page.evaluate(() => ({
+      ready: window.posencPlayground.ready, unavailable: window.posencPlayground.unavailable,
+      panels: Object.keys(window.posencPlayground.panels).length }));
+    check(pg.ready && pg.panels >= 5,
+          `the live playground drew its ${pg.panels} panels (${pg.unavailable || 'ready'})`);
+  }
   check(consoleErrors.length === 0, `no console errors (${consoleErrors.join(' | ') || 'none'})`);
   check(network.length === 0, `no network requests (${network.join(', ') || 'none'})`);
   check(info.externalScripts.length === 0 && info.externalStyles.length === 0,

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -145,6 +146,26 @@ TEST(ThreadScratch, ReleaseKeepsResultsAndHooksFit) {
             AttentionLayout::kBSHD, Positions::Offset(5), RopeDirection::kForward, nullptr, ctx);
   EXPECT_EQ(x, y);
   ReleaseThreadScratch(Context(1));
+}
+
+TEST(ContextBackend, EnvironmentPicksTheBackendOfAutoContexts) {
+  ::setenv("POSENC_BACKEND", "scalar", 1);
+  EXPECT_EQ(Context().backend(), Backend::kScalar);
+  EXPECT_EQ(Context(2).backend(), Backend::kScalar);
+  EXPECT_EQ(Context(1, Backend::kSimd).backend(), Backend::kSimd);  // an explicit choice stays
+  ::setenv("POSENC_BACKEND", "simd", 1);
+  EXPECT_EQ(Context().backend(), Backend::kSimd);
+  ::setenv("POSENC_BACKEND", "", 1);
+  EXPECT_EQ(Context().backend(), Backend::kAuto);
+  ::setenv("POSENC_BACKEND", "fast", 1);
+  try {
+    Context ctx;
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "POSENC_BACKEND: got fast, expected one of auto, scalar, simd");
+  }
+  ::unsetenv("POSENC_BACKEND");
+  EXPECT_EQ(Context().backend(), Backend::kAuto);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include <hwy/aligned_allocator.h>
@@ -335,10 +337,22 @@ ApplyTasks SplitApplyTasks(const RopeApplySpec& spec, const RopeTensor* tensors,
 // the steady state (the same shapes every token and layer) allocates nothing
 // (c.h, "Memory"). One apply call runs at a time per calling thread: its
 // tasks never start another apply call on that thread.
+// A worker's cos/sin block: C++17 aligned new (HWY_ALIGNMENT), so the
+// module needs none of libhwy's run-time functions (the wasm build has none).
+struct AlignedFloatsDelete {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{HWY_ALIGNMENT}); }
+};
+using AlignedFloats = std::unique_ptr<float[], AlignedFloatsDelete>;
+
+inline AlignedFloats AllocateAlignedFloats(std::size_t n) {
+  return AlignedFloats(
+      static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{HWY_ALIGNMENT})));
+}
+
 struct ApplyStore {
   Tables tables;
   HfCols hf;
-  std::vector<hwy::AlignedFreeUniquePtr<float[]>> scratch;
+  std::vector<AlignedFloats> scratch;
   std::vector<std::size_t> scratch_floats;
 };
 
@@ -377,7 +391,7 @@ class ApplyRun {
     const auto need = static_cast<std::size_t>(2 * tasks_.tile_len * pad_);
     for (std::size_t w = 0; w < workers; ++w) {
       if (!store_.scratch[w] || store_.scratch_floats[w] < need) {
-        store_.scratch[w] = hwy::AllocateAligned<float>(need);
+        store_.scratch[w] = AllocateAlignedFloats(need);
         store_.scratch_floats[w] = need;
       }
     }
