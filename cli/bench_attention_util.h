@@ -139,23 +139,24 @@ Reply RunInChild(const std::function<Reply()>& measure, const std::string& what)
 }
 
 // Runs `cmd` through the shell and parses what it prints as JSON; IoError
-// naming `what` when it fails or prints no JSON.
-inline nlohmann::json RunJsonCommand(const std::string& cmd, const std::string& what) {
+// "ARG: WHAT failed (...)" or "ARG: WHAT did not print JSON" otherwise.
+inline nlohmann::json RunJsonCommand(const std::string& cmd, const std::string& what,
+                                     const std::string& arg = "bench attention") {
   FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) throw IoError("bench attention: cannot run " + what);
+  if (pipe == nullptr) throw IoError(arg + ": cannot run " + what);
   std::string text;
   char buf[4096];
   while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
   const int status = pclose(pipe);
   if (status != 0) {
-    throw IoError("bench attention: " + what + " failed (exit status " +
+    throw IoError(arg + ": " + what + " failed (exit status " +
                   std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                   "); pass --no-torch to skip the PyTorch baselines");
   }
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
-    throw IoError("bench attention: " + what + " did not print JSON");
+    throw IoError(arg + ": " + what + " did not print JSON");
   }
 }
 
@@ -166,23 +167,9 @@ inline nlohmann::json RunTorchCase(const nlohmann::json& spec, const AttentionBe
     cmd += "LD_PRELOAD=" + o.jemalloc + " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
   }
   cmd += "'" + o.python + "' '" + o.script + "' '" + spec.dump() + "'";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) throw IoError("bench attention: cannot run " + o.python);
-  std::string text;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
-  const int status = pclose(pipe);
-  if (status != 0) {
-    throw IoError("--torch-script: the attention baseline '" + o.script + "' (next to it) run by " +
-                  o.python + " failed (exit status " +
-                  std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                  "); pass --no-torch to skip the baseline");
-  }
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception&) {
-    throw IoError("--torch-script: the attention baseline '" + o.script + "' did not print JSON");
-  }
+  return RunJsonCommand(cmd,
+                        "the attention baseline '" + o.script + "' (next to it) run by " + o.python,
+                        "--torch-script");
 }
 
 // The options of a measured posenc call: the bfloat16 cases run

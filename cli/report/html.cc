@@ -236,11 +236,14 @@ std::string BlockHtml(const Block& block) {
 }
 
 // The playground's section body: the panels' root (web/playground.js fills
-// it) or the line that says why there is no module.
-std::string PlaygroundBody(const PlaygroundModule& m) {
-  std::string out =
-      "<p>Every figure above was computed once, when this page was written. Here posenc's own "
-      "C++, compiled to WebAssembly, runs in the page: change a parameter and each chart is "
+// it) or the line that says why there is no module. `in_report`: below the
+// report's static figures.
+std::string PlaygroundBody(const PlaygroundModule& m, bool in_report) {
+  std::string out = in_report ? "<p>Every figure above was computed once, when this page was "
+                                "written. Here posenc's own C++"
+                              : "<p>posenc's own C++";
+  out +=
+      ", compiled to WebAssembly, runs in the page: change a parameter and each chart is "
       "recomputed by the same code the command line runs.</p>\n";
   if (!m.available()) {
     return out + "<p class=\"pg-unavailable\">The live playground is not in this page: " +
@@ -443,7 +446,7 @@ std::string RenderHtml(const Report& report, const ChartLibrary& library,
     const std::string heading = fmt::format("{}. Playground: change a parameter", ++number);
     nav += "<a href=\"#playground\">" + Escape(heading) + "</a>";
     body += "<section id=\"playground\"><h2>" + Escape(heading) + "</h2>\n" +
-            PlaygroundBody(*playground) + "</section>\n";
+            PlaygroundBody(*playground, true) + "</section>\n";
   }
   nav += "</nav>\n";
   return Page(report.title, report.subtitle, nav, body, FigureDataJson(report), library,
@@ -486,7 +489,7 @@ std::string WritePlayground(const ChartLibrary& library, const PlaygroundModule&
   if (!playground.available()) throw IoError("playground: " + playground.unavailable);
   cli::AtomicDirectory folder(dir, "-o", {"index.html"});
   const std::string body =
-      "<section id=\"playground\">" + PlaygroundBody(playground) + "</section>\n";
+      "<section id=\"playground\">" + PlaygroundBody(playground, false) + "</section>\n";
   WriteText(folder.temp_dir() / "index.html",
             Page("posenc playground", "Positional encodings, computed live by posenc in the page",
                  "", body, "{\"figures\":[]}", library, &playground));

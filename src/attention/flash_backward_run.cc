@@ -170,21 +170,7 @@ void StoreRows(const TensorView& view, const AttentionDims& ad, Index b, Index h
                const float* src, Index ld) {
   for (Index s = 0; s < n; ++s) {
     const Index base = b * ad.stride_batch + h * ad.stride_head + (s0 + s) * ad.stride_seq;
-    const float* row = src + s * ld;
-    if (view.dtype == DType::kFloat32 && ad.stride_dim == 1) {
-      std::copy(row, row + ad.head_dim, view.As<float>() + base);
-    } else if (view.dtype == DType::kFloat32) {
-      float* dst = view.As<float>() + base;
-      for (Index x = 0; x < ad.head_dim; ++x) dst[x * ad.stride_dim] = row[x];
-    } else if (view.dtype == DType::kBFloat16) {  // StoreFromDouble's rounding, without the call
-      auto* dst = static_cast<BFloat16*>(view.data) + base;
-      for (Index x = 0; x < ad.head_dim; ++x) dst[x * ad.stride_dim] = FloatToBF16(row[x]);
-    } else {
-      for (Index x = 0; x < ad.head_dim; ++x) {
-        StoreFromDouble(view.data, view.dtype, base + x * ad.stride_dim,
-                        static_cast<double>(row[x]));
-      }
-    }
+    StoreRow(view, base, ad.stride_dim, src + s * ld, ad.head_dim, 1.0f);
   }
 }
 

@@ -348,19 +348,7 @@ struct QueryTask {
                           row * p.lse.strides[2]] =
             l > 0.0f ? w.m[static_cast<std::size_t>(i)] + std::log(l) : kNegInf;
       }
-      if (out.dtype == DType::kFloat32) {
-        float* dst = out.As<float>() + base;
-        for (std::int64_t x = 0; x < plan.Dv; ++x) dst[x * od.stride_dim] = acc[x] * inv;
-      } else if (out.dtype == DType::kBFloat16) {  // StoreFromDouble's rounding, without the call
-        auto* dst = static_cast<BFloat16*>(out.data) + base;
-        for (std::int64_t x = 0; x < plan.Dv; ++x)
-          dst[x * od.stride_dim] = FloatToBF16(acc[x] * inv);
-      } else {
-        for (std::int64_t x = 0; x < plan.Dv; ++x) {
-          StoreFromDouble(out.data, out.dtype, base + x * od.stride_dim,
-                          static_cast<double>(acc[x] * inv));
-        }
-      }
+      StoreRow(out, base, od.stride_dim, acc, plan.Dv, inv);
     }
   }
 };

@@ -202,6 +202,26 @@ class ThreadBuffers {
   Buffers local_;
 };
 
+// view[base + x * stride] = values[x] * scale for x < n, rounded once to the
+// view's dtype (float32 and bfloat16 directly, others as StoreFromDouble
+// does): the output rows of the fused forward (O = acc / l) and backward
+// (dQ, dK, dV with scale 1).
+inline void StoreRow(const TensorView& view, std::int64_t base, std::int64_t stride,
+                     const float* values, std::int64_t n, float scale) {
+  if (view.dtype == DType::kFloat32) {
+    float* dst = view.As<float>() + base;
+    for (std::int64_t x = 0; x < n; ++x) dst[x * stride] = values[x] * scale;
+  } else if (view.dtype == DType::kBFloat16) {
+    auto* dst = static_cast<BFloat16*>(view.data) + base;
+    for (std::int64_t x = 0; x < n; ++x) dst[x * stride] = FloatToBF16(values[x] * scale);
+  } else {
+    for (std::int64_t x = 0; x < n; ++x) {
+      StoreFromDouble(view.data, view.dtype, base + x * stride,
+                      static_cast<double>(values[x] * scale));
+    }
+  }
+}
+
 // x[i] = bfloat16(x[i]) (nearest even), i < n, in place: the rotated q and
 // k of FlashPrecision::kBFloat16, as a bfloat16 model stores them.
 inline void RoundToBf16(float* x, std::int64_t n) {

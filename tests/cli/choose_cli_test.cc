@@ -47,7 +47,9 @@ TEST(ChooseCli, JsonAnswerCarriesEvidenceForEveryReason) {
   for (const json& c : a["candidates"]) {
     const std::string v = c["verdict"];
     EXPECT_TRUE(v == "recommended" || v == "possible" || v == "ruled out") << v;
-    if (last == "ruled out") EXPECT_EQ(v, "ruled out") << "ruled out candidates come last";
+    if (last == "ruled out") {
+      EXPECT_EQ(v, "ruled out") << "ruled out candidates come last";
+    }
     last = v;
     ASSERT_FALSE(c["reasons"].empty()) << c["scheme"];
     for (const json& reason : c["reasons"]) {
@@ -66,7 +68,9 @@ TEST(ChooseCli, JsonAnswerCarriesEvidenceForEveryReason) {
             ev["runs"][0]["rows"][scheme]["eval"]["512"]["bits_per_byte"].get<double>());
   // The learned table cannot serve 4L.
   for (const json& c : a["candidates"]) {
-    if (c["scheme"] == "learned") EXPECT_EQ(c["verdict"], "ruled out");
+    if (c["scheme"] == "learned") {
+      EXPECT_EQ(c["verdict"], "ruled out");
+    }
   }
 }
 

@@ -310,6 +310,19 @@ async function main() {
   diff = sameValues(r.last.data, c.inv_freq) ||
          sameValues([r.last.attentionFactor], [c.attention_factor]);
   check(!diff, `RoPE factor 8: the CLI's frequencies and attention factor for that config ${diff}`);
+  // Dynamic NTK: the config keeps the trained length, the call runs at the context.
+  await setControl('rope', 'rope_type', 'dynamic');
+  await setControl('rope', 'original', '4096');
+  r = await setControl('rope', 'context', '16384');
+  const dynamic = JSON.parse(await page.evaluate(() =>
+      window.posencPlayground.panels.rope.controls.config.value));
+  fs.writeFileSync(tmp, JSON.stringify(dynamic));
+  c = cli(['inspect', tmp, '--seq-len', '16384', '--json']);
+  diff = sameValues(r.last.data, c.inv_freq) ||
+         (dynamic.max_position_embeddings === 4096 ? '' : 'max_position_embeddings');
+  check(!diff && c.effective_theta > c.theta,
+        `dynamic NTK at 16,384 of 4,096 trained: the CLI's rescaled frequencies (base ` +
+        `${c.theta} -> ${Math.round(c.effective_theta)}) ${diff}`);
   r = await setControl('rope', 'config', '{"head_dim": 64, "rope_theta": 1}');
   check(r.error.length > 0 && r.canvases >= 3,
         `an invalid config.json shows posenc's message ("${r.error}") and keeps the charts`);

@@ -94,6 +94,7 @@ TEST(PlaygroundPage, ReportGetsALastSectionThatRunsTheModule) {
   EXPECT_NE(html.find("<section id=\"playground\">"), std::string::npos);
   EXPECT_NE(html.find("href=\"#playground\""), std::string::npos);
   EXPECT_NE(html.find("id=\"playground-root\""), std::string::npos);
+  EXPECT_NE(html.find("Every figure above was computed once"), std::string::npos);
   EXPECT_NE(html.find("id=\"posenc-wasm\">AGFzbQEAAAA=</script>"), std::string::npos);
   EXPECT_NE(html.find("id=\"posenc-presets\""), std::string::npos);
   EXPECT_NE(html.find("window.posencReady"), std::string::npos);       // web/posenc_api.js
@@ -131,6 +132,7 @@ TEST(PlaygroundPage, WritePlaygroundWritesOneSelfContainedPage) {
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(html.find("id=\"playground-root\""), std::string::npos);
   EXPECT_EQ(html.find("<script src"), std::string::npos);
+  EXPECT_EQ(html.find("Every figure above"), std::string::npos);  // no report above it
   // A second run replaces its own folder.
   EXPECT_NO_THROW(WritePlayground(ChartLibrary{"", "", ""}, m, out));
 }

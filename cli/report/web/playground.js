@@ -200,7 +200,9 @@
     // GPT-NeoX's names where the config uses them (posenc reads both).
     cfg['rotary_emb_base' in cfg ? 'rotary_emb_base' : 'rope_theta'] = v.rope_theta;
     cfg['rotary_pct' in cfg ? 'rotary_pct' : 'partial_rotary_factor'] = v.partial_rotary_factor;
-    cfg.max_position_embeddings = v.context;
+    // Dynamic NTK rescales once a call runs past the trained length: that length is the config's,
+    // the context is the call's (seq_len below). The other types extend the config's own length.
+    cfg.max_position_embeddings = v.rope_type === 'dynamic' ? v.original : v.context;
     if (v.rope_type === 'default') {
       delete cfg.rope_scaling;
     } else {
@@ -247,9 +249,10 @@
       ctl.config.input.value = ropeConfigFromControls(v, ctl.config.input.value);
     }
     const text = ctl.config.input.value;
-    const r = p.ropeInvFreq(text, { seqLen: 0 });
-    const context = r.maxPositionEmbeddings;
-    const original = r.originalMaxPositionEmbeddings || context;
+    // The frequencies a call of `context` tokens sees (dynamic NTK and LongRoPE depend on it).
+    const context = Number(ctl.context.input.value);
+    const r = p.ropeInvFreq(text, { seqLen: context });
+    const original = r.originalMaxPositionEmbeddings || r.maxPositionEmbeddings;
     const pairs = r.pairs;
     const waves = [];
     for (const q of pairs) {
@@ -417,7 +420,7 @@
                  { name: 'rope_type', label: 'scaling', value: 'default', options: ROPE_TYPES },
                  { name: 'factor', label: 'factor', value: 4 },
                  { name: 'original', label: 'original length', value: 4096 },
-                 { name: 'context', label: 'context (max positions)', value: 16384 },
+                 { name: 'context', label: "context (a call's length)", value: 16384 },
                  { name: 'pair', label: 'pair shown', value: 40 },
                  { name: 'config', label: 'config.json', type: 'textarea',
                    value: '{"head_dim": 128, "rope_theta": 10000, ' +
