@@ -420,8 +420,8 @@ def test_a_nccl_group_is_refused_before_any_transfer(monkeypatch):
 
 def test_import_paths():
     import posenc.torch.distributed as by_import
-    import posenc.torch_distributed as by_file
-    assert by_import is cp is by_file is pt.distributed
+    from posenc.torch import distributed as by_attribute
+    assert by_import is cp is by_attribute is pt.distributed
 
 
 def _hang(rank, world):

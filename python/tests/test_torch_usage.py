@@ -13,7 +13,7 @@ import torch
 
 import posenc
 import posenc.torch as pt
-from posenc import _torch_common
+from posenc.torch import _context
 
 from conftest import ROOT
 
@@ -209,7 +209,7 @@ def test_t5_module_fixed_direction_is_passed_on():
 # --------------------------------------------------------------------------- fallback warning
 
 def test_reference_fallback_warns_once(monkeypatch):
-    monkeypatch.setattr(_torch_common, "_WARNED", set())
+    monkeypatch.setattr(_context, "_WARNED", set())
     q, k, v = bhsd(h=2, hkv=2, s=4, d=8)
     args = dict(r_w_bias=torch.zeros(2, 8), r_r_bias=torch.zeros(2, 8), rw=torch.zeros(4, 2, 8))
 

@@ -43,16 +43,15 @@ torch.set_num_threads; pass ctx= to apply_rope / attention to choose.
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import nn
 
 import posenc as _pe
-from ._torch_common import (LAYOUTS, MASKS, ReferenceFallbackWarning, _positions, _torch_ctx,
+from ._context import (LAYOUTS, MASKS, ReferenceFallbackWarning, _positions, _torch_ctx,
                             check_qkv, t5_direction, warn_reference_fallback)
-from ._torch_rope import RotaryEmbedding, apply_rope
+from ._rope import RotaryEmbedding, apply_rope
 
 # Defined in private modules, documented here.
 for _obj in (apply_rope, RotaryEmbedding, ReferenceFallbackWarning):
@@ -479,9 +478,6 @@ class FIRE(nn.Module):
 
 # --------------------------------------------------------------------------- distributed
 
-# posenc.torch.distributed (context parallelism, ring attention) lives in the module file
-# posenc/torch_distributed.py, so that this file stays a plain module; registering it under
-# the dotted name makes both `posenc.torch.distributed` and `import posenc.torch.distributed`
-# work. Imported last: it imports this module.
-from . import torch_distributed as distributed  # noqa: E402
-sys.modules[__name__ + ".distributed"] = distributed
+# posenc.torch.distributed (context parallelism, ring attention): a submodule of this package
+# that imports only the private modules beside it, so that no two modules import each other.
+from . import distributed  # noqa: E402

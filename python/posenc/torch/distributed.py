@@ -65,8 +65,7 @@ import torch
 import torch.distributed as dist
 
 import posenc as _pe
-from . import torch as _pt
-from ._torch_common import check_dtypes, t5_direction
+from ._context import _torch_ctx, check_dtypes, t5_direction
 
 __all__ = ["shard", "unshard", "positions", "ring_attention", "ring_stats", "SHARDINGS",
            "MASKS"]
@@ -444,7 +443,7 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout:
     _check_backend(group)
     scheme_args = t5_direction(scheme, mask, scheme_args)
     names = _trainable(scheme, scheme_args)
-    pctx = _pt._torch_ctx() if ctx is None else ctx
+    pctx = _torch_ctx() if ctx is None else ctx
     error = None
     try:
         _check_local(q, k, v, scheme, mask, layout, sharding, world, sliding_window, scale,

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import posenc as _pe
-from ._torch_common import _positions, _torch_ctx, check_layout, check_rope_inputs
+from ._context import _positions, _torch_ctx, check_layout, check_rope_inputs
 
 
 class _ApplyRope(torch.autograd.Function):
