@@ -1,6 +1,6 @@
 // The subcommands of `posenc`. Each Register* function adds one subcommand
-// (with its options and callback) to the app; main.cc calls them all and maps
-// library errors to exit codes.
+// (with its options and callback) to the app; app.cc (RunPosenc) calls them
+// all and maps library errors to exit codes; main.cc only calls RunPosenc.
 #pragma once
 
 #include <CLI/CLI.hpp>
