@@ -3,9 +3,9 @@
 // over: torch allocates tensors 64-byte aligned, ggml and serving engines
 // their KV caches page-aligned. glibc's malloc places a large block 16 bytes
 // past a page boundary, so with plain std::vector every 64-byte vector load
-// straddled two cache lines: the read ceiling over a 128 MiB KV cache took
-// 3.1 ms misaligned against 1.9-2.2 ms aligned (2026-12-02, Zen 5 VM), which
-// made every fraction of bandwidth look better than it is.
+// straddled two cache lines, which slows the read ceiling and makes every
+// fraction of bandwidth look better than it is (docs/PERFORMANCE.md,
+// "Design figures").
 #pragma once
 
 #include <cstddef>

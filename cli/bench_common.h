@@ -104,9 +104,8 @@ inline double MedianMs(const std::function<void()>& fn, int reps, int warmup) {
 
 // Medians of `reps` calls of a kernel and of its ceiling, alternating call
 // by call after `warmup` of each, in ms: both see the same minutes of a
-// memory system shared with other tenants (timed one after the other, the
-// read-modify-write ceiling of one case moved between 54 and 77 GB/s from
-// run to run while the kernel's own GB/s stayed within 3 %).
+// memory system shared with other tenants (timed one after the other, a
+// ceiling moves more from run to run than the kernel it is compared with).
 inline std::pair<double, double> MedianMsAlternating(const std::function<void()>& kernel,
                                                      const std::function<void()>& ceiling, int reps,
                                                      int warmup) {

@@ -132,8 +132,8 @@ std::vector<nlohmann::json> RunTrainStepBench(const AttentionBenchOptions& o) {
       cmd += "LD_PRELOAD=" + o.jemalloc + " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
     }
     // torch's OpenMP workers spin after each torch op and take the cores
-    // from posenc's threads (2x on the training step); passive waiting
-    // costs torch itself ~5 % (docs/PERFORMANCE.md, "Attention precision").
+    // from posenc's threads; passive waiting costs torch itself little
+    // (docs/PERFORMANCE.md, "Attention precision").
     cmd += "OMP_WAIT_POLICY=PASSIVE ";
     cmd += fmt::format(
         "'{}' '{}' --threads {} --reps {} --warmup {} --dtype bfloat16 --precision {} --batch {} "

@@ -93,8 +93,8 @@ DecodeReply MeasureInChild(const std::string& scheme, std::int64_t seq,
                     ctx);
   };
   // Alternating, so that both medians see the same minutes of a memory
-  // system shared with other tenants (back to back, the ceiling of one
-  // case moved between 27 and 59 GB/s).
+  // system shared with other tenants (cli/bench_common.h,
+  // MedianMsAlternating).
   std::tie(r.ms, r.ceiling_ms) =
       MedianMsAlternating(decode, ceiling, o.reps, std::max(o.warmup, 1));
   return r;

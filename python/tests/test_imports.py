@@ -22,8 +22,8 @@ def module_name(path):
 
 
 def modules():
-    """{dotted name: path} of every Python module of the package; an extension module (posenc._posenc)
-    is known by its stub (.pyi) and imports nothing of the package."""
+    """{dotted name: path} of every Python module of the package; an extension module
+    (posenc._posenc) is known by its stub (.pyi) and imports nothing of the package."""
     found = {module_name(p): p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
     stubs = {module_name(p): None for p in PACKAGE.rglob("*.pyi")}
     return {**stubs, **found}

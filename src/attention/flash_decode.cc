@@ -73,9 +73,8 @@ using flash_internal::RoundToBf16;
 using Index = std::int64_t;
 
 constexpr Index kMaxQueries = 16;  // decode: Sq <= 16
-// Keys per block: 64 measured ~10 % faster than 32 at 32768 keys (GQA 32/8,
-// D = 128, bfloat16; 6 rounds alternating, median 0.50 against 0.45 of the
-// read ceiling), 128 no faster than 64.
+// Keys per block: the fastest of 32, 64 and 128 at long caches
+// (docs/PERFORMANCE.md, "Design figures").
 constexpr Index kBlock = 64;
 constexpr Index kMinChunk = 256;  // keys per chunk, at least
 constexpr Index kMaxChunks = 64;  // chunks per batch row, at most
@@ -100,19 +99,13 @@ struct DecodePlan {
   // and values are read once in address order for every kv head (converted
   // to float32 rows, or, where the kernels read them in place, touched by
   // FlashTouch) so the hardware prefetchers see one sequential stream
-  // instead of Hkv streams of 2 KiB strides. Measured at 32768 keys, GQA
-  // 32/8, D = 128, bfloat16 (2026-12-02, scratch harness, alternating):
-  //   no block pass, K and V read by the kernels in place   7.3 ms
-  //   K and V copied (memcpy) into buffers                  5.2-6.0 ms
-  //   K and V touched, then read in place                   3.5-4.1 ms
-  // Software prefetch of the next block (bursts, or spread over the logits
-  // loop, 8 lines per key pair) and touching or copying the next block one
-  // head's share at a time between the heads' kernels were all slower.
+  // instead of Hkv streams of 2 KiB strides: faster than reading in place
+  // without the pass, than copying, and than software prefetch
+  // (docs/PERFORMANCE.md, "Design figures").
   bool block_rows = false;
   // Unit value strides and a SIMD backend: P . V reads the value rows in
   // their storage (FlashAccumulatePVStored, converted in registers; no
-  // float32 copy of V). Measured at 32768 keys, GQA 32/8, D = 128,
-  // bfloat16: 8.4-9.4 -> 6.5-6.9 ms.
+  // float32 copy of V, which costs a pass over the cache).
   bool v_in_place = false;
   kernels::simd::FlashStorage v_storage = kernels::simd::FlashStorage::kFloat32;
 };
@@ -190,7 +183,7 @@ struct DecodeOps {
 };
 
 // The query rows of the call, rotated once (not per chunk: a RoPE table
-// per chunk and kv head cost ~15 % of a RoPE decode at 32768 keys): for
+// per chunk and kv head would be rebuilt chunks x Hkv times): for
 // batch row b, row hk * R + hl * Sq + i of kv head hk's group member hl,
 // [Hkv * R, ldd] floats at rows + b * Hkv * R * ldd, and for bf16_keys the
 // bfloat16 parts, row (hk * R + r) * q_parts + t holding part t of row r,
@@ -553,9 +546,9 @@ void Merge(const Problem& p, const DecodePlan& plan, const float* part_ml, const
 // Sizes the worker's buffers for this call. The buffers live in a
 // thread_local Work of the thread that runs the task and keep their capacity
 // from call to call: a serving loop calls decode once per token and layer, and
-// fresh buffers would cost a first touch of every page each time (measured:
-// 1.3 ms -> 0.55 ms per call at 2048 keys once glibc had returned the freed
-// pages to the system). RunChunk does not re-enter decode on its thread
+// fresh buffers would cost a first touch of every page each time the
+// allocator has returned the freed pages to the system (docs/PERFORMANCE.md,
+// "Design figures"). RunChunk does not re-enter decode on its thread
 // (its only Context is the serial one), so one Work per thread suffices.
 // Buffers of the same shape as the last call's are kept as they are (every
 // task rewrites what it reads; the zero padding past D, Dv and nk is never
@@ -677,7 +670,7 @@ void Decode(Problem& p, const TensorView& q, const TensorView& k, const TensorVi
              task % plan.chunks, part_ml.data(), part_acc.data(), w);
   });
   // The merge reads chunks * Dv floats per query row: below ~2^14 of them in
-  // all it runs on the calling thread (waking the pool costs more, ~20 us).
+  // all it runs on the calling thread (waking the pool costs more).
   const Index merges = d.batch * d.heads * plan.Sq;
   const Index per_task = merges * plan.chunks * plan.Dv <= (Index{1} << 14)
                              ? merges

@@ -405,8 +405,8 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
   const TileOps ops{ctx.backend() != Backend::kScalar};
   const RowOps rows{ctx.backend() != Backend::kScalar};
   // The packed tiles and the workers' buffers: the calling thread's, kept
-  // between calls (ThreadBuffers), zeroed as fresh ones would be (memset:
-  // assign()'s fill loop cost ~0.3 ms more per call at B = 32, S = 128).
+  // between calls (ThreadBuffers), zeroed as fresh ones would be (memset,
+  // faster than assign()'s fill loop; docs/PERFORMANCE.md, "Design figures").
   ThreadBuffers<ForwardBuffers> lease;
   ForwardBuffers& buffers = lease.get();
   std::vector<float>& packed = buffers.packed;

@@ -163,10 +163,9 @@ inline std::int64_t Pad(std::int64_t n) { return (n + kFlashPad - 1) / kFlashPad
 // kept from call to call with their capacity. A training loop calls the
 // kernels with the same shapes every step, and fresh buffers cost a first
 // touch of every page on each call wherever the allocator hands freed pages
-// back to the system: with jemalloc preloaded into torch (docs/PERFORMANCE.md,
-// "Buffers kept between calls"), forward + backward at B = 32, S = 128, H = 4,
-// D = 32 took 40 ms instead of 9.5 on this VM, most of it in page faults under
-// the zeroing of the packing buffers. The engine lends the Buffers for one
+// back to the system (jemalloc preloaded into torch, for one), which at small
+// shapes costs more than the attention itself (docs/PERFORMANCE.md, "Buffers
+// kept between calls"). The engine lends the Buffers for one
 // call; a nested call on the same thread (none today) gets fresh ones instead
 // of clobbering them. Callers must not keep pointers into them after the call.
 // posenc::ReleaseThreadScratch frees a thread's Buffers between calls

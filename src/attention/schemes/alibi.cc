@@ -65,8 +65,8 @@ class AlibiScheme final : public SchemeImpl<AlibiScheme> {
   // BiasAt<float> over a run of distances d0 + t, in 32-bit integers (the
   // distances of positions in [0, 2^24) are below 2^25 in magnitude, so
   // int32 holds them and float32 converts them exactly: the same values)
-  // so that the loop vectorises; the generic loop's int64 conversions were
-  // ~5 % of an ALiBi decode.
+  // so that the loop vectorises (the generic loop's int64 conversions show
+  // in an ALiBi decode).
   void DistanceBias(std::int64_t h, std::int64_t, std::int64_t d0, std::int64_t n,
                     float* out) const override {
     const float slope = slopes_f_[static_cast<std::size_t>(h)];

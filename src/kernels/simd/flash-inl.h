@@ -101,8 +101,8 @@ float FlashScaleRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scal
 // polynomial, times 2^n (AVX-512: one vscalefps; elsewhere 2^n built in
 // the exponent bits). Max error ~1 ulp in float32 (Cephes: 1.0e-7 relative
 // peak over [-87, 0]), 13 vector ops on AVX-512 instead of Highway's
-// general Exp; this exp is ~16 % of the fused forward's time, and the two
-// ops saved in 2026-12 measured 3-5 % of it (PERFORMANCE.md). y is clamped
+// general Exp, because this exp is a visible share of the fused forward
+// (docs/PERFORMANCE.md, "Design figures"). y is clamped
 // to >= -87 (exp(-87) = 1.6e-38, a normal float) so that 2^n stays
 // representable; inputs below contribute < 2^-125 of a row sum >= 1.
 template <class D, class V>

@@ -35,12 +35,13 @@ using scalar::RopePairs;
 // reused by every head of every tensor in the task. Long tiles matter in the
 // bhsd layout: a task walks each head's rows of its tile contiguously
 // (256 tokens x 128 float32 = 128 KiB per head), so the hardware prefetcher
-// sees long streams; 32-token tiles (16 KiB) measured ~20 % slower there.
+// sees long streams (short tiles are slower there: docs/PERFORMANCE.md,
+// "Design figures").
 constexpr std::int64_t kMaxTokenTile = 256;
 constexpr std::int64_t kMinTokenTile = 32;
 // Below this many rotated elements (all tensors) a call runs on the calling
-// thread: waking the pool costs ~20 us here, the rotation of one decode
-// token of q and k (32 + 32 heads x 128) ~4 us.
+// thread: waking the pool costs more than rotating one decode token of q
+// and k (32 + 32 heads x 128) does.
 constexpr std::int64_t kSerialElements = std::int64_t{1} << 17;
 
 // Calls fn(d, j) for j = 0, step, ... covering [0, n) with the widest float

@@ -21,8 +21,7 @@ import os
 import sys
 
 # OpenMP threads that spin while waiting steal the cores from each other and
-# from other jobs on a shared machine (measured here at load 8 on 2 cores: a
-# tiny run took 38 s with spinning, 4.5 s with passive waits). Set before
+# from other jobs on a shared machine (docs/PERFORMANCE.md, "Design figures"). Set before
 # torch loads libgomp; an explicit OMP_WAIT_POLICY wins.
 if "torch" not in sys.modules:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
