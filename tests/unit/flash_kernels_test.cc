@@ -384,5 +384,32 @@ TEST(Ceilings, ReadKernelAndLastLevelCache) {
   }
 }
 
+// The kernels' documented rules are asserted (kernels/dassert.h) in builds
+// without NDEBUG, the asan and tsan presets: a caller breaking one aborts
+// with the rule instead of reading or writing past a row.
+TEST(FlashKernelPreconditions, BrokenRulesAbortInDebugBuilds) {
+#ifdef NDEBUG
+  GTEST_SKIP() << "POSENC_DASSERT is compiled out of builds with NDEBUG (release)";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  using namespace kernels::simd;
+  std::vector<float> a(64, 0.0f), b(64, 0.0f), c(64, 0.0f);
+  EXPECT_DEATH(FlashExpRow(a.data(), 15, 0.0f), "precondition failed: n % kFlashPad == 0");
+  EXPECT_DEATH(FlashScaleRow(a.data(), 17, 16, 1.0f, nullptr), "nk <= ld");
+  EXPECT_DEATH(FlashTileLogits(a.data(), 4, b.data(), 1, 8, 16, c.data()), "ldq >= dim");
+  EXPECT_DEATH(FlashBackwardRow(a.data(), b.data(), 4, 16, 1.0f, nullptr, -INFINITY, 0.0f),
+               "std::isfinite\\(lse\\)");
+  EXPECT_DEATH(FlashLoadRows(FlashStorage::kFloat32, a.data(), 8, 1, 8, c.data(), 4), "ld >= dim");
+  std::vector<std::uint32_t> pairs(64, 0);
+  std::vector<std::uint16_t> pb(128, 0);
+  EXPECT_DEATH(
+      FlashMatMulBf16(pairs.data(), 1, 1, 1, pb.data(), 1, 16, 8, nullptr, c.data(), 16, false),
+      "cols % 16 == 0");
+  // Within the rules, the same calls run.
+  FlashExpRow(a.data(), 16, 0.0f);
+  EXPECT_FLOAT_EQ(a[0], 1.0f);
+#endif
+}
+
 }  // namespace
 }  // namespace posenc

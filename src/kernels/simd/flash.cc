@@ -10,6 +10,10 @@
 #include "kernels/simd/flash-inl.h"
 
 #if HWY_ONCE
+#include <cmath>
+
+#include "kernels/dassert.h"
+
 namespace posenc::kernels::simd {
 
 HWY_EXPORT(FlashTileLogitsImpl);
@@ -29,71 +33,86 @@ HWY_EXPORT(FlashAccumulatePVStoredImpl);
 
 void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
                      std::int64_t dim, std::int64_t ld, float* s) {
+  POSENC_DASSERT(ld % kFlashPad == 0 && ldq >= dim && nq >= 0 && dim >= 0);
   HWY_DYNAMIC_DISPATCH(FlashTileLogitsImpl)(q, ldq, kt, nq, dim, ld, s);
 }
 
 void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                         std::int64_t nk, std::int64_t ldv, float* acc) {
+  POSENC_DASSERT(ldv % kFlashPad == 0 && nk >= 0 && nk <= ldp && nq >= 0);
   HWY_DYNAMIC_DISPATCH(FlashAccumulatePTVImpl)(p, ldp, v, nq, nk, ldv, acc);
 }
 
 void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
                       const float* bias, float lse, float delta) {
+  POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld && std::isfinite(lse));
   HWY_DYNAMIC_DISPATCH(FlashBackwardRowImpl)(s, dp, nk, ld, scale, bias, lse, delta);
 }
 
 void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
                       const float* const* bias, float* m, float* l, float* alpha) {
+  POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld && nq >= 0);
   HWY_DYNAMIC_DISPATCH(FlashSoftmaxTileImpl)(s, ld, nq, nk, scale, bias, m, l, alpha);
 }
 
 void FlashAddRow(float* dst, const float* src, std::int64_t n) {
+  POSENC_DASSERT(n >= 0);
   HWY_DYNAMIC_DISPATCH(FlashAddRowImpl)(dst, src, n);
 }
 
 void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
                    std::int64_t dim, float* dst, std::int64_t ld) {
+  POSENC_DASSERT(ld >= dim && dim >= 0 && n >= 0);
   HWY_DYNAMIC_DISPATCH(FlashLoadRowsImpl)(static_cast<int>(storage), src, stride, n, dim, dst, ld);
 }
 
 std::uint32_t FlashTouch(const void* p, std::int64_t bytes) {
+  POSENC_DASSERT(bytes >= 0);
   return HWY_DYNAMIC_DISPATCH(FlashTouchImpl)(p, bytes);
 }
 
 void FlashDecodeLogits(const float* q, std::int64_t ldq, std::int64_t rows, const float* k,
                        std::int64_t ldk_rows, std::int64_t nk, std::int64_t dim, float* s,
                        std::int64_t lds) {
+  POSENC_DASSERT(dim % kFlashPad == 0 && ldq >= dim && ldk_rows >= dim && nk >= 0 &&
+                 lds >= (nk + kFlashPad - 1) / kFlashPad * kFlashPad);
   HWY_DYNAMIC_DISPATCH(FlashDecodeLogitsImpl)(q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
 }
 
 float FlashExpRow(float* row, std::int64_t n, float max) {
+  POSENC_DASSERT(n % kFlashPad == 0);
   return HWY_DYNAMIC_DISPATCH(FlashExpRowImpl)(row, n, max);
 }
 
 void FlashAccumulatePV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                        std::int64_t nk, std::int64_t ldv, float* acc) {
+  POSENC_DASSERT(ldv % kFlashPad == 0 && nk >= 0 && nk <= ldp && nq >= 0);
   HWY_DYNAMIC_DISPATCH(FlashAccumulatePVImpl)(p, ldp, v, nq, nk, ldv, acc);
 }
 
 void FlashAccumulatePVRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
                            std::int64_t nq, std::int64_t nk, std::int64_t ldv, const float* alpha,
                            float* acc) {
+  POSENC_DASSERT(ldv % kFlashPad == 0 && ldvr >= ldv && nk >= 0 && nk <= ldp && nq >= 0);
   HWY_DYNAMIC_DISPATCH(FlashAccumulatePVRowsImpl)(p, ldp, v, ldvr, nq, nk, ldv, alpha, acc);
 }
 
 void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                              std::int64_t nk, std::int64_t ldv, const float* alpha, float* acc) {
+  POSENC_DASSERT(ldv % kFlashPad == 0 && nk >= 0 && nk <= ldp && nq >= 0);
   HWY_DYNAMIC_DISPATCH(FlashAccumulatePVScaledImpl)(p, ldp, v, nq, nk, ldv, alpha, acc);
 }
 
 void FlashAccumulatePVStored(FlashStorage storage, const float* p, std::int64_t ldp, const void* v,
                              std::int64_t ldvr, std::int64_t nq, std::int64_t nk, std::int64_t dv,
                              std::int64_t ldv, const float* alpha, float* acc) {
+  POSENC_DASSERT(ldv % kFlashPad == 0 && dv <= ldv && ldvr >= dv && nk >= 0 && nk <= ldp);
   HWY_DYNAMIC_DISPATCH(FlashAccumulatePVStoredImpl)
   (static_cast<int>(storage), p, ldp, v, ldvr, nq, nk, dv, ldv, alpha, acc);
 }
 
 float FlashScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale, const float* bias) {
+  POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld);
   return HWY_DYNAMIC_DISPATCH(FlashScaleRowImpl)(row, nk, ld, scale, bias);
 }
 

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "kernels/dassert.h"
 #include "kernels/simd/flash.h"
 #include "kernels/simd/targets.h"
 #include "kernels/simd/x86_features.h"
@@ -266,6 +267,7 @@ bool FlashAmxLogitsAvailable(std::int64_t dim) { return dim % 32 == 0 && AmxAvai
 void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
                          const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
                          std::int64_t ld, float* s) {
+  POSENC_DASSERT(dim % 2 == 0 && ldq >= dim / 2 && ld % kFlashPad == 0 && nq >= 0);
   if (FlashAmxLogitsAvailable(dim)) {
     return FlashTileLogitsAmx(q_pairs, ldq, kt_pairs, nq, dim, ld, s);
   }
@@ -282,6 +284,7 @@ void FlashMatMulBf16(const std::uint32_t* a, std::int64_t a_row, std::int64_t a_
                      std::int64_t rows, const std::uint16_t* b, std::int64_t pairs,
                      std::int64_t ldb, std::int64_t cols, const float* beta, float* c,
                      std::int64_t ldc, bool simd) {
+  POSENC_DASSERT(cols % 16 == 0 && ldb >= cols && ldc >= cols && rows >= 0 && pairs >= 0);
   if (simd && FlashBf16DotAvailable()) {
     if (beta != nullptr) {
       return Bf16MatMul<true>(a, a_row, a_pair, rows, b, pairs, ldb, cols, beta, c, ldc);
@@ -306,6 +309,7 @@ void FlashMatMulBf16(const std::uint32_t* a, std::int64_t a_row, std::int64_t a_
 
 void FlashPackPairsRows(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t n,
                         std::uint32_t* a, std::int64_t lda, bool simd) {
+  POSENC_DASSERT(lda >= (n + 1) / 2 && rows >= 0 && n >= 0);
   const bool avx512 = simd && FlashBf16DotAvailable();
   for (std::int64_t r = 0; r < rows; ++r) {
     // Pair t of a row is bfloat16 elements 2t, 2t + 1 in memory order.
@@ -322,6 +326,7 @@ void FlashPackPairsRows(const float* src, std::int64_t ld, std::int64_t rows, st
 
 void FlashPackPairsB(const float* src, std::int64_t ld, std::int64_t n, std::int64_t cols,
                      std::uint16_t* b, std::int64_t ldb, bool simd) {
+  POSENC_DASSERT(ldb >= cols && cols >= 0 && n >= 0);
   const bool avx512 = simd && FlashBf16DotAvailable();
   for (std::int64_t t = 0; t < (n + 1) / 2; ++t) {
     std::uint16_t* bt = b + t * 2 * ldb;
