@@ -22,8 +22,10 @@
 // Contract: the same formula, shapes, layouts, positions, masks, GQA/MQA and
 // validation as AttentionReference (posenc/attention.h): read that header for
 //   logits(i, j) = scale * (q_i . k_j + content term) + bias term.
-// Supported schemes: kNone, kAbsolute, kRope, kAlibi, kT5, kShaw (the
-// Transformer-XL and DeBERTa schemes are rejected with InvalidArgument).
+// Supported schemes: the registry's fused ones (SchemeInfo::Fused(),
+// SchemeNames(/*fused_only=*/true), `posenc schemes`: none, absolute, rope,
+// alibi, t5, shaw, fire today); the others (transformer_xl, deberta) are
+// rejected with InvalidArgument naming the fused ones.
 // Position terms are computed per tile from the positions (i, j):
 //   ALiBi: -slope[h] * |p - r| (slopes only); T5: table[bucket(r - p), h]
 //   through T5Bucketer; Shaw: q_i . a^K[idx] and a^V[idx] with idx =
