@@ -12,6 +12,9 @@ bash scripts/setup.sh
 echo "== format (clang-format, .clang-format; no line over 100 columns) =="
 bash scripts/check_format.sh
 
+echo "== size (no file in src/, cli/, python/ over 600 lines, no function over 80) =="
+/usr/bin/python3 scripts/check_size.py
+
 JOBS=${JOBS:-$(nproc)}
 export CTEST_OUTPUT_ON_FAILURE=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}

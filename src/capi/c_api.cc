@@ -1,6 +1,6 @@
 // The C API (include/posenc/c.h), part 1: errors, version, tensors, context,
 // RoPE, model configs, sinusoidal tables, ALiBi and T5. A front end over the
-// public C++ API (docs/ARCHITECTURE.md, "C API"): every entry point converts
+// public C++ API (docs/INTERNALS.md, "C API"): every entry point converts
 // its arguments (c_api_internal.h), calls the C++ function and returns a
 // status through Guard, which catches every exception (std::bad_alloc
 // included) so that none crosses the C boundary; the message goes to a

@@ -1,6 +1,6 @@
 // Internal: the scratch the library keeps per thread between calls, so that
 // the calls an engine makes per token allocate nothing in the steady state
-// (include/posenc/c.h, "Memory"; docs/ARCHITECTURE.md, "Memory per call").
+// (include/posenc/c.h, "Memory"; docs/INTERNALS.md, "Memory per call").
 // Every module with such thread_local storage registers a hook that frees
 // the calling thread's part; posenc::ReleaseThreadScratch (context.h) runs
 // the hooks on the calling thread and on each worker of a Context.
