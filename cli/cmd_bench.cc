@@ -245,7 +245,9 @@ std::string CpuModel() {
   return "unknown";
 }
 
-void Run(BenchOptions o) {
+// Checks the options' ranges and combinations before anything runs; throws
+// on the first bad flag.
+void ValidateOptions(const BenchOptions& o) {
   Require(o.threads >= 0 && o.threads <= 1024, "--threads", o.threads,
           "0 (all hardware threads) to 1024");
   Require(o.reps >= 1 && o.reps <= 10000, "--reps", o.reps, "1 to 10000");
@@ -256,17 +258,108 @@ void Run(BenchOptions o) {
   ParseFlashPrecision(o.precision, "--precision");  // validated before anything runs
   Require(o.what == "attention" || o.precision == "float32", "--precision", o.precision,
           "float32 except with `posenc bench attention`");
+}
+
+// The "machine" object before any measurement: CPU, SIMD target, version and last-level cache.
+nlohmann::json MachineJson(const CacheInfo& llc) {
+  return {{"cpu", CpuModel()},
+          {"hardware_threads", std::thread::hardware_concurrency()},
+          {"simd_target", std::string(SimdTargetName())},
+          {"posenc", "0.1.0"},
+          {"llc_bytes", llc.bytes},
+          {"llc_level", llc.level},
+          {"llc_source", llc.source}};
+}
+
+// Runs `posenc bench attention` (cli/cmd_bench_attention.cc; its torch script
+// is torch_attention.py next to --torch-script) and returns its entries.
+std::vector<nlohmann::json> RunAttention(const BenchOptions& o, int threads,
+                                         const ComputeCeilings& ceilings, nlohmann::json& machine) {
+  const std::string dir = o.script.substr(0, o.script.find_last_of('/') + 1);
+  AttentionBenchOptions ao{
+      threads,   o.reps, o.warmup, o.max_seq, o.torch, o.python, dir + "torch_attention.py",
+      o.jemalloc};
+  ao.backward = o.backward;
+  ao.decode = o.decode;
+  ao.precision = ParseFlashPrecision(o.precision, "--precision");
+  ao.step_script = dir + "posenc_torch_attention.py";
+  ao.posenc_python = o.posenc_python.empty() ? DefaultPosencPython() : o.posenc_python;
+  ao.llc_bytes = o.llc_bytes;
+  return RunAttentionBench(ao, ceilings, machine);
+}
+
+// The JSON entry of one kernel result.
+nlohmann::json ResultJson(const Result& r, int threads, std::int64_t llc_bytes) {
+  const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
+  return {{"kernel", r.kernel},
+          {"dtype", r.dtype},
+          {"shape", r.shape},
+          {"threads", threads},
+          {"inplace", r.inplace},
+          {"ms", r.ms},
+          {"bytes", r.bytes},
+          {"gbps", gbps},
+          {"bandwidth_kernel", r.ceiling},
+          {"bandwidth_gbps", bw},
+          {"fraction_of_bandwidth", gbps / bw},
+          {"cache_resident", r.footprint < 4.0 * static_cast<double>(llc_bytes)},
+          {"torch_ms", r.torch_ms ? nlohmann::json(*r.torch_ms) : nlohmann::json()},
+          {"torch_variant", r.torch_variant},
+          {"speedup_vs_torch", r.torch_ms ? nlohmann::json(*r.torch_ms / r.ms) : nlohmann::json()}};
+}
+
+// Prints {machine, results} to stdout: the kernel results, then the attention entries.
+void PrintJson(const nlohmann::json& machine, const std::vector<Result>& results,
+               const std::vector<nlohmann::json>& attention, int threads, std::int64_t llc_bytes) {
+  nlohmann::json j = {{"machine", machine}, {"results", nlohmann::json::array()}};
+  for (const Result& r : results) j["results"].push_back(ResultJson(r, threads, llc_bytes));
+  for (const nlohmann::json& e : attention) j["results"].push_back(e);
+  std::cout << j.dump(2) << '\n';
+}
+
+// Prints the text header: CPU, last-level cache and compute ceilings.
+void PrintMachine(nlohmann::json& machine, const CacheInfo& llc, int threads) {
+  std::cout << fmt::format("posenc bench: {} ({} threads, SIMD target {})\n", CpuModel(), threads,
+                           SimdTargetName());
+  std::cout << fmt::format("last-level cache: L{} {:.1f} MiB ({}); DRAM-sized = >= 4x that\n",
+                           llc.level, static_cast<double>(llc.bytes) / (1 << 20), llc.source);
+  for (const auto& c : machine["compute_ceilings"]) {
+    std::cout << fmt::format("compute ceiling {}: {:.1f} GFLOP/s ({} threads)\n",
+                             c["kernel"].get<std::string>(), c["gflops"].get<double>(), threads);
+  }
+}
+
+// Prints the kernel results as a text table, one row per result.
+void PrintResults(const std::vector<Result>& results, std::int64_t llc_bytes) {
+  std::cout << fmt::format(
+      "{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8} "
+      "{:>7}\n",
+      "kernel", "dtype", "shape", "inplace", "ms", "GB/s", "ceiling GB/s", "frac", "torch ms",
+      "speedup", "in LLC");
+  for (const Result& r : results) {
+    std::string shape;  // "AxBxC"
+    for (std::size_t i = 0; i < r.shape.size(); ++i) {
+      if (i) shape += "x";
+      shape += std::to_string(r.shape[i]);
+    }
+    const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
+    std::cout << fmt::format(
+        "{:<13} {:<9} {:<22} {:<8} {:>9.4f} {:>8.1f} {:>8.1f} {:<4} {:>6.2f} "
+        "{:>10} {:>8} {:>7}\n",
+        r.kernel, r.dtype, shape, r.inplace ? "yes" : "no", r.ms, gbps, bw, r.ceiling, gbps / bw,
+        r.torch_ms ? fmt::format("{:.3f}", *r.torch_ms) : "-",
+        r.torch_ms ? fmt::format("{:.1f}x", *r.torch_ms / r.ms) : "-",
+        r.footprint < 4.0 * static_cast<double>(llc_bytes) ? "yes" : "no");
+  }
+}
+
+void Run(BenchOptions o) {
+  ValidateOptions(o);
   const int threads =
       o.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : o.threads;
   const CacheInfo llc = LastLevelCache();
   o.llc_bytes = llc.bytes;
-  nlohmann::json machine = {{"cpu", CpuModel()},
-                            {"hardware_threads", std::thread::hardware_concurrency()},
-                            {"simd_target", std::string(SimdTargetName())},
-                            {"posenc", "0.1.0"},
-                            {"llc_bytes", llc.bytes},
-                            {"llc_level", llc.level},
-                            {"llc_source", llc.source}};
+  nlohmann::json machine = MachineJson(llc);
   // Compute ceilings first, with a pool that is gone before `attention`
   // forks its measuring children.
   const ComputeCeilings ceilings = MeasureComputeCeilings(threads, o.reps, machine);
@@ -279,77 +372,17 @@ void Run(BenchOptions o) {
   if (o.what == "tables" || o.what == "all") BenchTables(o, ctx, results);
   if (o.what == "bias" || o.what == "all") BenchBias(o, ctx, results);
   if (o.torch && !results.empty()) machine.update(RunTorch(o, threads, results));
-  // `attention` (cli/cmd_bench_attention.cc; its torch script is
-  // torch_attention.py next to --torch-script) is not part of `all`: its
-  // S = 16384 cases take minutes.
+  // `attention` is not part of `all`: its S = 16384 cases take minutes.
   std::vector<nlohmann::json> attention;
-  if (o.what == "attention") {
-    const std::string dir = o.script.substr(0, o.script.find_last_of('/') + 1);
-    AttentionBenchOptions ao{
-        threads,   o.reps, o.warmup, o.max_seq, o.torch, o.python, dir + "torch_attention.py",
-        o.jemalloc};
-    ao.backward = o.backward;
-    ao.decode = o.decode;
-    ao.precision = ParseFlashPrecision(o.precision, "--precision");
-    ao.step_script = dir + "posenc_torch_attention.py";
-    ao.posenc_python = o.posenc_python.empty() ? DefaultPosencPython() : o.posenc_python;
-    ao.llc_bytes = o.llc_bytes;
-    attention = RunAttentionBench(ao, ceilings, machine);
-  }
+  if (o.what == "attention") attention = RunAttention(o, threads, ceilings, machine);
   if (o.json) {
-    nlohmann::json j = {{"machine", machine}, {"results", nlohmann::json::array()}};
-    for (const Result& r : results) {
-      const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
-      j["results"].push_back(
-          {{"kernel", r.kernel},
-           {"dtype", r.dtype},
-           {"shape", r.shape},
-           {"threads", threads},
-           {"inplace", r.inplace},
-           {"ms", r.ms},
-           {"bytes", r.bytes},
-           {"gbps", gbps},
-           {"bandwidth_kernel", r.ceiling},
-           {"bandwidth_gbps", bw},
-           {"fraction_of_bandwidth", gbps / bw},
-           {"cache_resident", r.footprint < 4.0 * static_cast<double>(o.llc_bytes)},
-           {"torch_ms", r.torch_ms ? nlohmann::json(*r.torch_ms) : nlohmann::json()},
-           {"torch_variant", r.torch_variant},
-           {"speedup_vs_torch",
-            r.torch_ms ? nlohmann::json(*r.torch_ms / r.ms) : nlohmann::json()}});
-    }
-    for (const nlohmann::json& e : attention) j["results"].push_back(e);
-    std::cout << j.dump(2) << '\n';
+    PrintJson(machine, results, attention, threads, o.llc_bytes);
     return;
   }
-  std::cout << fmt::format("posenc bench: {} ({} threads, SIMD target {})\n", CpuModel(), threads,
-                           SimdTargetName());
-  std::cout << fmt::format("last-level cache: L{} {:.1f} MiB ({}); DRAM-sized = >= 4x that\n",
-                           llc.level, static_cast<double>(llc.bytes) / (1 << 20), llc.source);
-  for (const auto& c : machine["compute_ceilings"]) {
-    std::cout << fmt::format("compute ceiling {}: {:.1f} GFLOP/s ({} threads)\n",
-                             c["kernel"].get<std::string>(), c["gflops"].get<double>(), threads);
-  }
+  PrintMachine(machine, llc, threads);
   if (!attention.empty()) PrintAttentionTable(attention, std::cout);
   if (results.empty()) return;
-  std::cout << fmt::format(
-      "{:<13} {:<9} {:<22} {:<8} {:>9} {:>8} {:>13} {:>6} {:>10} {:>8} "
-      "{:>7}\n",
-      "kernel", "dtype", "shape", "inplace", "ms", "GB/s", "ceiling GB/s", "frac", "torch ms",
-      "speedup", "in LLC");
-  for (const Result& r : results) {
-    std::string shape;
-    for (std::size_t i = 0; i < r.shape.size(); ++i)
-      shape += (i ? "x" : "") + std::to_string(r.shape[i]);
-    const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
-    std::cout << fmt::format(
-        "{:<13} {:<9} {:<22} {:<8} {:>9.4f} {:>8.1f} {:>8.1f} {:<4} {:>6.2f} "
-        "{:>10} {:>8} {:>7}\n",
-        r.kernel, r.dtype, shape, r.inplace ? "yes" : "no", r.ms, gbps, bw, r.ceiling, gbps / bw,
-        r.torch_ms ? fmt::format("{:.3f}", *r.torch_ms) : "-",
-        r.torch_ms ? fmt::format("{:.1f}x", *r.torch_ms / r.ms) : "-",
-        r.footprint < 4.0 * static_cast<double>(o.llc_bytes) ? "yes" : "no");
-  }
+  PrintResults(results, o.llc_bytes);
 }
 
 }  // namespace

@@ -237,19 +237,27 @@ std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o,
   return entries;
 }
 
-void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostream& out) {
-  auto num = [](const nlohmann::json& x, const char* f) {
-    return x.is_null() ? std::string("-") : fmt::format(fmt::runtime(f), x.get<double>());
-  };
-  // "dtype" column: the inputs' dtype, "+bf16 P" under bfloat16 precision.
-  auto dtype = [](const nlohmann::json& e) {
-    return e["dtype"].get<std::string>() + (e.value("precision", "") == "bfloat16" ? "+bf16P" : "");
-  };
-  auto any = [&](const char* kind) {
-    return std::any_of(entries.begin(), entries.end(),
-                       [&](const nlohmann::json& e) { return e["kernel"] == kind; });
-  };
-  if (any("attention")) {
+namespace {
+
+// A nullable number formatted with `f`, or "-" for null.
+std::string NumCell(const nlohmann::json& x, const char* f) {
+  return x.is_null() ? std::string("-") : fmt::format(fmt::runtime(f), x.get<double>());
+}
+
+// "dtype" column: the inputs' dtype, "+bf16P" under bfloat16 precision.
+std::string DtypeCell(const nlohmann::json& e) {
+  return e["dtype"].get<std::string>() + (e.value("precision", "") == "bfloat16" ? "+bf16P" : "");
+}
+
+// Whether any entry's "kernel" is `kind`.
+bool AnyKernel(const std::vector<nlohmann::json>& entries, const char* kind) {
+  return std::any_of(entries.begin(), entries.end(),
+                     [&](const nlohmann::json& e) { return e["kernel"] == kind; });
+}
+
+// Prints the forward ("attention") rows under their header, if there are any.
+void PrintForwardRows(const std::vector<nlohmann::json>& entries, std::ostream& out) {
+  if (AnyKernel(entries, "attention")) {
     out << fmt::format(
         "{:<9} {:<6} {:<14} {:>7} {:>10} {:>8} {:>6} {:>11} {:>10} {:>10} {:>8} "
         "{:>12}\n",
@@ -261,13 +269,17 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
     out << fmt::format(
         "{:<9} {:<6} {:<14} {:>7} {:>10.1f} {:>8.1f} {:>6} {:>11.1f} {:>10} {:>10} "
         "{:>8} {:>12}\n",
-        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), dtype(e),
+        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), DtypeCell(e),
         e["threads"].get<int>(), e["ms"].get<double>(), e["gflops"].get<double>(),
-        num(e["fraction_of_compute"], "{:.2f}"), e["peak_extra_mib"].get<double>(),
-        num(e["torch_ms"], "{:.1f}"), num(e["torch_peak_mib"], "{:.1f}"),
-        num(e["speedup_vs_torch"], "{:.2f}x"), num(e["reference_ms"], "{:.1f}"));
+        NumCell(e["fraction_of_compute"], "{:.2f}"), e["peak_extra_mib"].get<double>(),
+        NumCell(e["torch_ms"], "{:.1f}"), NumCell(e["torch_peak_mib"], "{:.1f}"),
+        NumCell(e["speedup_vs_torch"], "{:.2f}x"), NumCell(e["reference_ms"], "{:.1f}"));
   }
-  if (any("attention_backward")) {
+}
+
+// Prints the "attention_backward" rows under their header, if there are any.
+void PrintBackwardRows(const std::vector<nlohmann::json>& entries, std::ostream& out) {
+  if (AnyKernel(entries, "attention_backward")) {
     out << fmt::format(
         "{:<9} {:<6} {:<14} {:>9} {:>9} {:>6} {:>8} {:>6} {:>9} {:>9} {:>10} {:>8}\n", "backward",
         "seq", "dtype", "fwd ms", "bwd ms", "b/f", "GFLOP/s", "frac", "extra MiB", "torch ms",
@@ -278,14 +290,18 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
     out << fmt::format(
         "{:<9} {:<6} {:<14} {:>9.1f} {:>9.1f} {:>6.2f} {:>8.1f} {:>6} {:>9.1f} {:>9} "
         "{:>10} {:>8}\n",
-        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), dtype(e),
+        e["scheme"].get<std::string>(), e["seq"].get<std::int64_t>(), DtypeCell(e),
         e["forward_ms"].get<double>(), e["ms"].get<double>(),
         e["ms"].get<double>() / e["forward_ms"].get<double>(), e["gflops"].get<double>(),
-        num(e["fraction_of_compute"], "{:.2f}"), e["peak_extra_mib"].get<double>(),
-        num(e["torch_ms"], "{:.1f}"), num(e["torch_peak_mib"], "{:.1f}"),
-        num(e["speedup_vs_torch"], "{:.2f}x"));
+        NumCell(e["fraction_of_compute"], "{:.2f}"), e["peak_extra_mib"].get<double>(),
+        NumCell(e["torch_ms"], "{:.1f}"), NumCell(e["torch_peak_mib"], "{:.1f}"),
+        NumCell(e["speedup_vs_torch"], "{:.2f}x"));
   }
-  if (any("attention_train_step")) {
+}
+
+// Prints the "attention_train_step" rows under their header, if there are any.
+void PrintTrainStepRows(const std::vector<nlohmann::json>& entries, std::ostream& out) {
+  if (AnyKernel(entries, "attention_train_step")) {
     out << fmt::format("{:<11} {:<18} {:<10} {:>10} {:>10} {:>8} {:>11} {:>11}\n", "train step",
                        "B x S x H x D", "precision", "posenc ms", "torch ms", "speedup",
                        "posenc fwd", "torch fwd");
@@ -301,7 +317,11 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
                        e["torch_ms"].get<double>(), e["speedup_vs_torch"].get<double>(),
                        e["posenc_forward_ms"].get<double>(), e["torch_forward_ms"].get<double>());
   }
-  if (any("attention_decode")) {
+}
+
+// Prints the "attention_decode" rows under their header, if there are any.
+void PrintDecodeRows(const std::vector<nlohmann::json>& entries, std::ostream& out) {
+  if (AnyKernel(entries, "attention_decode")) {
     out << fmt::format("{:<9} {:<8} {:<9} {:>9} {:>8} {:>13} {:>6} {:>8} {:>9} {:>8}\n", "decode",
                        "keys", "dtype", "ms", "GB/s", "ceiling GB/s", "frac", "in LLC", "torch ms",
                        "speedup");
@@ -313,10 +333,14 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
                        e["dtype"].get<std::string>(), e["ms"].get<double>(),
                        e["bandwidth_gbps"].get<double>(), e["read_ceiling_gbps"].get<double>(),
                        e["fraction_of_bandwidth"].get<double>(),
-                       e["cache_resident"].get<bool>() ? "yes" : "no", num(e["torch_ms"], "{:.3f}"),
-                       num(e["speedup_vs_torch"], "{:.2f}x"));
+                       e["cache_resident"].get<bool>() ? "yes" : "no",
+                       NumCell(e["torch_ms"], "{:.3f}"), NumCell(e["speedup_vs_torch"], "{:.2f}x"));
   }
-  if (any("attention_decode_c")) {
+}
+
+// Prints the "attention_decode_c" rows under their header, if there are any.
+void PrintDecodeCRows(const std::vector<nlohmann::json>& entries, std::ostream& out) {
+  if (AnyKernel(entries, "attention_decode_c")) {
     out << fmt::format(
         "{:<9} {:<7} {:<9} {:>9} {:>9} {:>7} {:>11} {:>9} {:>12} {:>8} {:>10} {:>10}\n", "decode C",
         "keys", "dtype", "plan ms", "C++ ms", "C/C++", "no-plan ms", "/C++", "prefill C ms",
@@ -333,6 +357,16 @@ void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostrea
         e["prefill_c_ms"].get<double>(), e["speedup_vs_prefill_c"].get<double>(),
         e["paged16_over_dense"].get<double>(), e["paged64_over_dense"].get<double>());
   }
+}
+
+}  // namespace
+
+void PrintAttentionTable(const std::vector<nlohmann::json>& entries, std::ostream& out) {
+  PrintForwardRows(entries, out);
+  PrintBackwardRows(entries, out);
+  PrintTrainStepRows(entries, out);
+  PrintDecodeRows(entries, out);
+  PrintDecodeCRows(entries, out);
 }
 
 }  // namespace posenc::cli

@@ -36,9 +36,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench_attention.h"
@@ -107,6 +109,80 @@ struct DecodeCReply {
   char error[240] = {};
 };
 
+// Throws the C API's last error unless `status` is POSENC_OK.
+void CheckC(posenc_status status) {
+  if (status != POSENC_OK) throw Error(posenc_last_error());
+}
+
+// A C tensor view of bfloat16 `data` shaped [b, s, h, kHeadDim].
+posenc_tensor CTensor(void* data, std::int64_t b, std::int64_t s, std::int64_t h) {
+  posenc_tensor t;
+  const std::int64_t shape[4] = {b, s, h, kHeadDim};
+  CheckC(posenc_tensor_contiguous(data, POSENC_BFLOAT16, 4, shape, &t));
+  return t;
+}
+
+// Fills `cs` with the typed C scheme for `scheme` (none, alibi or rope); `rope`
+// and `slopes` (kHeads entries) hold what it points to and must outlive it.
+void InitCScheme(const std::string& scheme, posenc_rope_params& rope, std::vector<double>& slopes,
+                 posenc_scheme& cs) {
+  posenc_rope_params_init(&rope);
+  rope.head_dim = kHeadDim;
+  rope.pairing = POSENC_PAIRING_HALF_SPLIT;
+  posenc_scheme_init(&cs);
+  if (scheme == "rope") {
+    cs.kind = POSENC_SCHEME_ROPE;
+    cs.rope = &rope;
+    cs.rope_keys = POSENC_ROPE_KEYS_PRE_ROTATED;
+  } else if (scheme == "alibi") {
+    CheckC(posenc_alibi_slopes(kHeads, 8.0, POSENC_ALIBI_REFERENCE, slopes.data(), kHeads));
+    cs.kind = POSENC_SCHEME_ALIBI;
+    cs.alibi_slopes = slopes.data();
+    cs.num_alibi_slopes = kHeads;
+  } else {
+    Require(scheme == "none", "scheme", scheme, "none, alibi or rope for the C decode bench");
+  }
+}
+
+// Medians (paged, dense) in ms: `plan` run on the keys and values of `kb`, `vb`
+// ([seq, kKvHeads, kHeadDim] bfloat16) copied into pages of `ps` tokens, the
+// pages in reverse order in the pool (scattered, as in a server that has run a
+// while), alternating with `dense`.
+std::pair<double, double> MeasurePaged(std::int64_t ps, std::int64_t seq,
+                                       const BenchVector<unsigned char>& kb,
+                                       const BenchVector<unsigned char>& vb, posenc_context* cctx,
+                                       posenc_decode_plan* plan, const posenc_tensor& cq,
+                                       const posenc_tensor& co, const std::function<void()>& dense,
+                                       int reps, int warmup) {
+  const DType dtype = DType::kBFloat16;
+  const std::int64_t num_pages = (seq + ps - 1) / ps;
+  const auto elems = static_cast<std::size_t>(num_pages * ps * kKvHeads * kHeadDim);
+  const auto token_bytes = static_cast<std::size_t>(kKvHeads * kHeadDim * 2);
+  BenchVector<unsigned char> kp = Filled(dtype, elems, 5), vp = Filled(dtype, elems, 6);
+  std::vector<std::int32_t> table(static_cast<std::size_t>(num_pages));
+  for (std::int64_t i = 0; i < num_pages; ++i) {
+    const std::int32_t page = static_cast<std::int32_t>(num_pages - 1 - i);
+    table[static_cast<std::size_t>(i)] = page;
+    const auto tokens = static_cast<std::size_t>(std::min(ps, seq - i * ps));
+    const auto to = static_cast<std::size_t>(page * ps) * token_bytes;
+    const auto from = static_cast<std::size_t>(i * ps) * token_bytes;
+    std::copy_n(kb.data() + from, tokens * token_bytes, kp.data() + to);
+    std::copy_n(vb.data() + from, tokens * token_bytes, vp.data() + to);
+  }
+  const std::int32_t lens[1] = {static_cast<std::int32_t>(seq)};
+  posenc_kv_pages pages;
+  posenc_kv_pages_init(&pages);
+  pages.k_pages = CTensor(kp.data(), num_pages, ps, kKvHeads);
+  pages.v_pages = CTensor(vp.data(), num_pages, ps, kKvHeads);
+  pages.block_table = table.data();
+  pages.max_pages = num_pages;
+  pages.seq_lens = lens;
+  const auto run = [&] {
+    CheckC(posenc_decode_plan_run_paged(cctx, plan, &cq, &pages, &co, nullptr, nullptr, nullptr));
+  };
+  return MedianMsAlternating(run, dense, reps, warmup);
+}
+
 // posenc_attention_decode against FlashAttentionDecode (alternating), then
 // against posenc_flash_attention with one query (alternating).
 DecodeCReply MeasureCInChild(const std::string& scheme, std::int64_t seq,
@@ -130,115 +206,45 @@ DecodeCReply MeasureCInChild(const std::string& scheme, std::int64_t seq,
   const Context ctx(o.threads);
   // C: the same buffers, a typed scheme (RoPE params or ALiBi slopes).
   posenc_context* cctx = nullptr;
-  if (posenc_context_create(o.threads, POSENC_BACKEND_AUTO, &cctx) != POSENC_OK) {
-    throw Error(posenc_last_error());
-  }
+  CheckC(posenc_context_create(o.threads, POSENC_BACKEND_AUTO, &cctx));
   const std::unique_ptr<posenc_context, void (*)(posenc_context*)> owner(cctx,
                                                                          posenc_context_destroy);
-  const auto tensor = [](void* data, std::int64_t b, std::int64_t s, std::int64_t h) {
-    posenc_tensor t;
-    const std::int64_t shape[4] = {b, s, h, kHeadDim};
-    if (posenc_tensor_contiguous(data, POSENC_BFLOAT16, 4, shape, &t) != POSENC_OK) {
-      throw Error(posenc_last_error());
-    }
-    return t;
-  };
-  const posenc_tensor cq = tensor(qb.data(), 1, 1, kHeads),
-                      ck = tensor(kb.data(), 1, seq, kKvHeads),
-                      cv = tensor(vb.data(), 1, seq, kKvHeads),
-                      co = tensor(ob.data(), 1, 1, kHeads);
+  const posenc_tensor cq = CTensor(qb.data(), 1, 1, kHeads),
+                      ck = CTensor(kb.data(), 1, seq, kKvHeads),
+                      cv = CTensor(vb.data(), 1, seq, kKvHeads),
+                      co = CTensor(ob.data(), 1, 1, kHeads);
   posenc_rope_params rope;
-  posenc_rope_params_init(&rope);
-  rope.head_dim = kHeadDim;
-  rope.pairing = POSENC_PAIRING_HALF_SPLIT;
   std::vector<double> slopes(static_cast<std::size_t>(kHeads));
   posenc_scheme cs;
-  posenc_scheme_init(&cs);
-  if (scheme == "rope") {
-    cs.kind = POSENC_SCHEME_ROPE;
-    cs.rope = &rope;
-    cs.rope_keys = POSENC_ROPE_KEYS_PRE_ROTATED;
-  } else if (scheme == "alibi") {
-    if (posenc_alibi_slopes(kHeads, 8.0, POSENC_ALIBI_REFERENCE, slopes.data(), kHeads) !=
-        POSENC_OK) {
-      throw Error(posenc_last_error());
-    }
-    cs.kind = POSENC_SCHEME_ALIBI;
-    cs.alibi_slopes = slopes.data();
-    cs.num_alibi_slopes = kHeads;
-  } else {
-    Require(scheme == "none", "scheme", scheme, "none, alibi or rope for the C decode bench");
-  }
+  InitCScheme(scheme, rope, slopes, cs);
   posenc_attention_params cp;
   posenc_attention_params_init(&cp);
   cp.scheme = &cs;
   posenc_decode_plan* plan = nullptr;
-  if (posenc_decode_plan_create(&cp, kHeads, kHeadDim, kHeadDim, &plan) != POSENC_OK) {
-    throw Error(posenc_last_error());
-  }
+  CheckC(posenc_decode_plan_create(&cp, kHeads, kHeadDim, kHeadDim, &plan));
   const std::unique_ptr<posenc_decode_plan, void (*)(posenc_decode_plan*)> plan_owner(
       plan, posenc_decode_plan_destroy);
   const auto c_decode = [&] {
-    if (posenc_decode_plan_run(cctx, plan, &cq, &ck, &cv, &co, nullptr, nullptr, nullptr) !=
-        POSENC_OK) {
-      throw Error(posenc_last_error());
-    }
+    CheckC(posenc_decode_plan_run(cctx, plan, &cq, &ck, &cv, &co, nullptr, nullptr, nullptr));
   };
   const auto c_unplanned = [&] {
-    if (posenc_attention_decode(cctx, &cp, &cq, &ck, &cv, &co, nullptr) != POSENC_OK) {
-      throw Error(posenc_last_error());
-    }
+    CheckC(posenc_attention_decode(cctx, &cp, &cq, &ck, &cv, &co, nullptr));
   };
   const auto cpp_decode = [&] {
     FlashAttentionDecode(params, q, k, v, out, TensorView{}, options, ctx);
   };
-  const auto c_prefill = [&] {
-    if (posenc_flash_attention(cctx, &cp, &cq, &ck, &cv, &co) != POSENC_OK) {
-      throw Error(posenc_last_error());
-    }
-  };
+  const auto c_prefill = [&] { CheckC(posenc_flash_attention(cctx, &cp, &cq, &ck, &cv, &co)); };
   const int warmup = std::max(o.warmup, 1);
   std::tie(r.c_ms, r.cpp_ms) = MedianMsAlternating(c_decode, cpp_decode, o.reps, warmup);
   std::tie(r.unplanned_ms, r.cpp_ms2) =
       MedianMsAlternating(c_unplanned, cpp_decode, o.reps, warmup);
   std::tie(r.c_ms2, r.prefill_c_ms) =
       MedianMsAlternating(c_decode, c_prefill, std::min(o.reps, 10), warmup);
-  // Paged: the same keys in pages of `ps` tokens, the pages in reverse
-  // order in the pool (scattered, as in a server that has run a while),
-  // alternating with the dense plan run.
-  const auto paged = [&](std::int64_t ps) {
-    const std::int64_t num_pages = (seq + ps - 1) / ps;
-    const auto elems = static_cast<std::size_t>(num_pages * ps * kKvHeads * kHeadDim);
-    const auto token_bytes = static_cast<std::size_t>(kKvHeads * kHeadDim * 2);
-    BenchVector<unsigned char> kp = Filled(dtype, elems, 5), vp = Filled(dtype, elems, 6);
-    std::vector<std::int32_t> table(static_cast<std::size_t>(num_pages));
-    for (std::int64_t i = 0; i < num_pages; ++i) {
-      const std::int32_t page = static_cast<std::int32_t>(num_pages - 1 - i);
-      table[static_cast<std::size_t>(i)] = page;
-      const auto tokens = static_cast<std::size_t>(std::min(ps, seq - i * ps));
-      const auto to = static_cast<std::size_t>(page * ps) * token_bytes;
-      const auto from = static_cast<std::size_t>(i * ps) * token_bytes;
-      std::copy_n(kb.data() + from, tokens * token_bytes, kp.data() + to);
-      std::copy_n(vb.data() + from, tokens * token_bytes, vp.data() + to);
-    }
-    const std::int32_t lens[1] = {static_cast<std::int32_t>(seq)};
-    posenc_kv_pages pages;
-    posenc_kv_pages_init(&pages);
-    pages.k_pages = tensor(kp.data(), num_pages, ps, kKvHeads);
-    pages.v_pages = tensor(vp.data(), num_pages, ps, kKvHeads);
-    pages.block_table = table.data();
-    pages.max_pages = num_pages;
-    pages.seq_lens = lens;
-    const auto run = [&] {
-      if (posenc_decode_plan_run_paged(cctx, plan, &cq, &pages, &co, nullptr, nullptr, nullptr) !=
-          POSENC_OK) {
-        throw Error(posenc_last_error());
-      }
-    };
-    return MedianMsAlternating(run, c_decode, o.reps, warmup);
-  };
-  std::tie(r.paged16_ms, r.dense16_ms) = paged(16);
-  std::tie(r.paged64_ms, r.dense64_ms) = paged(64);
+  // Paged, alternating with the dense plan run.
+  std::tie(r.paged16_ms, r.dense16_ms) =
+      MeasurePaged(16, seq, kb, vb, cctx, plan, cq, co, c_decode, o.reps, warmup);
+  std::tie(r.paged64_ms, r.dense64_ms) =
+      MeasurePaged(64, seq, kb, vb, cctx, plan, cq, co, c_decode, o.reps, warmup);
   return r;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Size check of the test command (docs/ARCHITECTURE.md, "Layers"): no tracked source file under src/,
-cli/ or python/ has more than 600 lines, and no function in them more than 80 lines (signature,
-decorators and docstring included). Prints each offender and exits 1 if there is any.
+"""Size check of the test command (docs/ARCHITECTURE.md, "Layers"): no tracked source file under
+src/, cli/ or python/ has more than 600 lines, and no function in them more than 80 lines
+(signature, decorators and docstring included). Prints each offender and exits 1 if there is any.
 
 C and C++ functions are found as a line that ends a signature with `{` (not a control statement,
 a type or a namespace), back to the signature's first line and on to the brace that closes it,
@@ -17,7 +17,8 @@ import sys
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-KEYWORDS = r"(if|for|while|switch|else|do|namespace|struct|class|enum|union|extern|return|try|catch)"
+KEYWORDS = (r"(if|for|while|switch|else|do|namespace|struct|class|enum|union|extern|return|try|"
+            r"catch)")
 SIGNATURE = re.compile(r"^\s*(?!" + KEYWORDS + r"\b)[A-Za-z_~\[].*\)\s*(const)?\s*(noexcept)?\s*"
                        r"(override)?\s*(->\s*[\w:<>, ]+)?\s*\{\s*$")
 

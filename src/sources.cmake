@@ -6,6 +6,7 @@ set(POSENC_LIBRARY_SOURCES
   attention/flash_backward.cc
   attention/flash_backward_run.cc
   attention/flash_decode.cc
+  attention/flash_decode_plan.cc
   attention/prepared_decode.cc
   attention/flash_forward.cc
   attention/flash_varlen.cc
@@ -39,9 +40,11 @@ set(POSENC_LIBRARY_SOURCES
   core/t5.cc
   core/transformer_xl.cc
   core/rope.cc
+  core/rope_params.cc
   core/scratch.cc
   core/rope_multimodal.cc
   core/rope_scaling.cc
+  core/rope_scaling_names.cc
   core/sinusoidal.cc
   core/tensor.cc
   io/gguf.cc

@@ -212,7 +212,12 @@ MethodMeasure MeasureAlibi(const CompareSetup& s) {
   return m;
 }
 
-Section CompareSection(const ReportOptions& options) {
+namespace {
+
+using ExperimentNames = std::map<std::string, std::pair<std::string, std::string>>;
+
+// The measurement setup for the report's detail level and thread count.
+CompareSetup SetupFor(const ReportOptions& options) {
   const ReportSizes sizes = SizesFor(options.detail);
   CompareSetup setup;
   setup.length = sizes.unique_positions;
@@ -220,12 +225,12 @@ Section CompareSection(const ReportOptions& options) {
   setup.timing_repeats = sizes.timing_repeats;
   setup.cost_seq = sizes.cost_seq;
   setup.threads = options.threads;
-  std::vector<MethodMeasure> rows = {
-      MeasureSinusoidal(setup),    MeasureLearned(setup), MeasureRope(setup),
-      MeasureAlibi(setup),         MeasureT5(setup),      MeasureShaw(setup),
-      MeasureTransformerXL(setup), MeasureDeberta(setup), MeasureFire(setup)};
-  // Properties (the lesson's four design requirements, then past the trained
-  // length) and costs, in two tables with short cells.
+  return setup;
+}
+
+// The properties table (the lesson's four design requirements, then past the
+// trained length) with its id, title and header and no rows.
+Table PropertiesTable(const CompareSetup& setup) {
   Table t;
   t.id = "comparison";
   t.title = "Comparison of methods: properties (measured)";
@@ -237,7 +242,11 @@ Section CompareSection(const ReportOptions& options) {
               "relative: score change under a common shift",
               "defined past the trained length L?",
               "works past it? bits/byte at 4L ÷ at L (trained models, section 9)"};
-  const CostShape cost = CostShapeFor(setup);
+  return t;
+}
+
+// The costs table with its id, title and header and no rows.
+Table CostsTable(const CompareSetup& setup, const CostShape& cost) {
   Table costs;
   costs.id = "comparison_costs";
   costs.title = "Comparison of methods: costs";
@@ -249,81 +258,113 @@ Section CompareSection(const ReportOptions& options) {
                   cost.heads, cost.head_dim),
       "× the same kernel without position",
       "used in"};
-  // Continuity follows from each method's formula (the same words as section 11).
-  const std::map<std::string, std::string> continuous = {
-      {"sinusoidal", "yes (sin, cos of p)"},    {"learned", "no (a row per position)"},
-      {"RoPE", "yes (angles p θ_i)"},           {"ALiBi", "yes (linear in i - j)"},
-      {"T5 buckets", "no (buckets)"},           {"Shaw", "no (clipped lookup)"},
-      {"Transformer-XL", "yes (sinusoidal R)"}, {"DeBERTa", "no (log buckets)"},
-      {"FIRE", "yes (MLP of log distance)"}};
-  // Comparison-table method -> experiment scheme, and why a method is not trained there.
-  const std::map<std::string, std::pair<std::string, std::string>> experiment_names = {
-      {"sinusoidal", {"sinusoidal", ""}},
-      {"learned", {"learned", ""}},
-      {"RoPE", {"rope", ""}},
-      {"ALiBi", {"alibi", ""}},
-      {"T5 buckets", {"t5", ""}},
-      {"Shaw", {"shaw", ""}},
-      {"Transformer-XL",
-       {"transformer_xl",
-        "no fused kernel (the float64 reference is too slow to "
-        "train)"}},
-      {"DeBERTa", {"deberta", "an encoder scheme without a fused kernel"}}};
-  Section s;
-  for (const auto& m : rows) {
-    // Short cells; the detail goes to the table's footnotes.
-    const std::size_t paren = m.enters.find(" (");
-    const std::string enters =
-        m.enters.size() > 40 && paren != std::string::npos
-            ? t.Noted(m.enters.substr(0, paren),
-                      m.method + ": " + m.enters.substr(paren + 2, m.enters.size() - paren - 3))
-            : m.enters;
-    const std::string bounded =
-        m.length > 0
-            ? t.Noted(fmt::format("yes: {} over its {} rows", Sci(m.max_abs_at_l), m.length),
-                      m.method + ": a finite table; there is no row past them")
-            : fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)",
-                          Sci(m.max_abs_at_l), Sci(m.max_abs_at_4l));
-    const std::string past_end =
-        t.Noted(PastEndName(m.past_end), m.method + ": " + m.past_end_detail);
-    std::string measured = "-";
-    if (experiment_names.count(m.method)) {
-      const auto& [scheme, not_trained] = experiment_names.at(m.method);
-      std::string finetuned = FinetunedRatios(options.experiment.get(), scheme);
-      if (finetuned.rfind("; ", 0) == 0) finetuned = finetuned.substr(2);
-      measured = !not_trained.empty() && (options.experiment == nullptr ||
-                                          options.experiment->Find(scheme) == nullptr)
-                     ? t.Noted("not trained", m.method + ": " + not_trained)
-                     : t.Noted(RatioCell(options.experiment.get(), scheme, not_trained),
-                               finetuned.empty() ? "" : m.method + ", " + finetuned);
-    }
-    t.rows.push_back(
-        {m.method, enters, bounded, continuous.count(m.method) ? continuous.at(m.method) : "-",
-         m.min_code_distance >= 0
-             ? fmt::format("yes: {}{}", Sci(m.min_code_distance),
-                           m.length > 0 ? fmt::format(" (L = {}, its rows)", m.length) : "")
-             : fmt::format("distances only: {} values", m.distinct_distances),
-         fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute",
-                     Sci(m.shift_change)),
-         past_end, measured});
-    std::vector<std::string> links(t.rows.back().size());
-    links[3] = "#fig-choose_properties";
-    if (experiment_names.count(m.method)) links[7] = "#experiment";
-    t.links.push_back(std::move(links));
-    const MethodCost c = MeasureCost(m.method, setup);
-    costs.rows.push_back({m.method,
-                          costs.Noted(Thousands(m.extra_params),
-                                      m.params_note.empty() ? "" : m.method + ": " + m.params_note),
-                          costs.Noted(Bytes(m.attention_bytes), m.method + ": " + m.memory_note),
-                          fmt::format("{:.0f} ({})", c.ns_per_token, c.kernel),
-                          fmt::format("{:.2f}×", c.ns_per_token / c.none_ns_per_token), m.used_in});
-    costs.links.push_back({"", "", "", "", "", ""});
-    s.summary.push_back(fmt::format(
-        "{}: bounded {}, min code distance {}, shift change {}, past end {}", m.method,
-        m.bounded ? "yes" : "no", m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",
-        Sci(m.shift_change), PastEndName(m.past_end)));
-  }
-  t.caption = fmt::format(
+  return costs;
+}
+
+// Continuity of each method, from its formula (the same words as section 11).
+std::map<std::string, std::string> ContinuousCells() {
+  return {{"sinusoidal", "yes (sin, cos of p)"},    {"learned", "no (a row per position)"},
+          {"RoPE", "yes (angles p θ_i)"},           {"ALiBi", "yes (linear in i - j)"},
+          {"T5 buckets", "no (buckets)"},           {"Shaw", "no (clipped lookup)"},
+          {"Transformer-XL", "yes (sinusoidal R)"}, {"DeBERTa", "no (log buckets)"},
+          {"FIRE", "yes (MLP of log distance)"}};
+}
+
+// Comparison-table method -> experiment scheme, and why a method is not trained there.
+ExperimentNames ExperimentSchemes() {
+  return {{"sinusoidal", {"sinusoidal", ""}},
+          {"learned", {"learned", ""}},
+          {"RoPE", {"rope", ""}},
+          {"ALiBi", {"alibi", ""}},
+          {"T5 buckets", {"t5", ""}},
+          {"Shaw", {"shaw", ""}},
+          {"Transformer-XL",
+           {"transformer_xl",
+            "no fused kernel (the float64 reference is too slow to "
+            "train)"}},
+          {"DeBERTa", {"deberta", "an encoder scheme without a fused kernel"}}};
+}
+
+// The "where position enters" cell: a long text keeps its head and its
+// bracketed rest becomes a note of `t`.
+std::string EntersCell(Table& t, const MethodMeasure& m) {
+  const std::size_t paren = m.enters.find(" (");
+  return m.enters.size() > 40 && paren != std::string::npos
+             ? t.Noted(m.enters.substr(0, paren),
+                       m.method + ": " + m.enters.substr(paren + 2, m.enters.size() - paren - 3))
+             : m.enters;
+}
+
+// The "bounded" cell: the largest value at L and 4L, or a finite table's rows (noted in `t`).
+std::string BoundedCell(Table& t, const MethodMeasure& m) {
+  return m.length > 0
+             ? t.Noted(fmt::format("yes: {} over its {} rows", Sci(m.max_abs_at_l), m.length),
+                       m.method + ": a finite table; there is no row past them")
+             : fmt::format("{}: {} / {}", m.bounded ? "yes" : "no (grows with L)",
+                           Sci(m.max_abs_at_l), Sci(m.max_abs_at_4l));
+}
+
+// The "works past it?" cell: the trained models' ratio (noted in `t`), or "-"
+// for a method the experiment does not name.
+std::string MeasuredCell(Table& t, const MethodMeasure& m, const ReportOptions& options,
+                         const ExperimentNames& experiment_names) {
+  if (!experiment_names.count(m.method)) return "-";
+  const auto& [scheme, not_trained] = experiment_names.at(m.method);
+  std::string finetuned = FinetunedRatios(options.experiment.get(), scheme);
+  if (finetuned.rfind("; ", 0) == 0) finetuned = finetuned.substr(2);
+  return !not_trained.empty() &&
+                 (options.experiment == nullptr || options.experiment->Find(scheme) == nullptr)
+             ? t.Noted("not trained", m.method + ": " + not_trained)
+             : t.Noted(RatioCell(options.experiment.get(), scheme, not_trained),
+                       finetuned.empty() ? "" : m.method + ", " + finetuned);
+}
+
+// Appends m's row (short cells, the detail in footnotes) and its links to the properties table.
+void AddPropertiesRow(Table& t, const MethodMeasure& m, const ReportOptions& options,
+                      const std::map<std::string, std::string>& continuous,
+                      const ExperimentNames& experiment_names) {
+  const std::string enters = EntersCell(t, m);
+  const std::string bounded = BoundedCell(t, m);
+  const std::string past_end =
+      t.Noted(PastEndName(m.past_end), m.method + ": " + m.past_end_detail);
+  const std::string measured = MeasuredCell(t, m, options, experiment_names);
+  t.rows.push_back(
+      {m.method, enters, bounded, continuous.count(m.method) ? continuous.at(m.method) : "-",
+       m.min_code_distance >= 0
+           ? fmt::format("yes: {}{}", Sci(m.min_code_distance),
+                         m.length > 0 ? fmt::format(" (L = {}, its rows)", m.length) : "")
+           : fmt::format("distances only: {} values", m.distinct_distances),
+       fmt::format("{}: {}", m.shift_change < 1e-6 ? "relative" : "absolute", Sci(m.shift_change)),
+       past_end, measured});
+  std::vector<std::string> links(t.rows.back().size());
+  links[3] = "#fig-choose_properties";
+  if (experiment_names.count(m.method)) links[7] = "#experiment";
+  t.links.push_back(std::move(links));
+}
+
+// Times m's method and appends its row to the costs table.
+void AddCostsRow(Table& costs, const MethodMeasure& m, const CompareSetup& setup) {
+  const MethodCost c = MeasureCost(m.method, setup);
+  costs.rows.push_back({m.method,
+                        costs.Noted(Thousands(m.extra_params),
+                                    m.params_note.empty() ? "" : m.method + ": " + m.params_note),
+                        costs.Noted(Bytes(m.attention_bytes), m.method + ": " + m.memory_note),
+                        fmt::format("{:.0f} ({})", c.ns_per_token, c.kernel),
+                        fmt::format("{:.2f}×", c.ns_per_token / c.none_ns_per_token), m.used_in});
+  costs.links.push_back({"", "", "", "", "", ""});
+}
+
+// The one-line terminal summary of m.
+std::string SummaryLine(const MethodMeasure& m) {
+  return fmt::format("{}: bounded {}, min code distance {}, shift change {}, past end {}", m.method,
+                     m.bounded ? "yes" : "no",
+                     m.min_code_distance >= 0 ? Sci(m.min_code_distance) : "n/a",
+                     Sci(m.shift_change), PastEndName(m.past_end));
+}
+
+// The caption of the properties table: how each cell is measured.
+std::string PropertiesCaption(const CompareSetup& setup) {
+  return fmt::format(
       "Every cell is measured when the report is built, except continuous (from the formula). "
       "bounded: largest |positional term| for positions or distances below L and below 4L "
       "(learned: its own rows). unique: smallest Euclidean distance between the codes of two "
@@ -339,7 +380,11 @@ Section CompareSection(const ReportOptions& options) {
       "rows (N(0, 0.02^2) initialisation, untrained), Shaw k = {}.",
       setup.shift_length, setup.shape.hidden, setup.shape.heads, setup.shape.max_positions,
       kShawClip);
-  costs.caption = fmt::format(
+}
+
+// The caption of the costs table: the shape and how the speed is timed.
+std::string CostsCaption(const CompareSetup& setup, const CostShape& cost) {
+  return fmt::format(
       "Parameters and memory for {} layers, d = {}, {} heads, S = {}. Speed: every method on one "
       "shape, in one unit, measured when the report is built ({} thread(s), best of {} "
       "alternating runs): one attention layer's forward with the method's positional work -- "
@@ -351,6 +396,30 @@ Section CompareSection(const ReportOptions& options) {
       "fused schemes at S = 2048.",
       setup.shape.layers, setup.shape.hidden, setup.shape.heads, setup.shape.seq, setup.threads,
       std::max(1, setup.timing_repeats), cost.seq, cost.heads * cost.head_dim);
+}
+
+}  // namespace
+
+Section CompareSection(const ReportOptions& options) {
+  const CompareSetup setup = SetupFor(options);
+  std::vector<MethodMeasure> rows = {
+      MeasureSinusoidal(setup),    MeasureLearned(setup), MeasureRope(setup),
+      MeasureAlibi(setup),         MeasureT5(setup),      MeasureShaw(setup),
+      MeasureTransformerXL(setup), MeasureDeberta(setup), MeasureFire(setup)};
+  // Properties and costs, in two tables with short cells.
+  Table t = PropertiesTable(setup);
+  const CostShape cost = CostShapeFor(setup);
+  Table costs = CostsTable(setup, cost);
+  const std::map<std::string, std::string> continuous = ContinuousCells();
+  const ExperimentNames experiment_names = ExperimentSchemes();
+  Section s;
+  for (const auto& m : rows) {
+    AddPropertiesRow(t, m, options, continuous, experiment_names);
+    AddCostsRow(costs, m, setup);
+    s.summary.push_back(SummaryLine(m));
+  }
+  t.caption = PropertiesCaption(setup);
+  costs.caption = CostsCaption(setup, cost);
   s.id = "comparison";
   s.title = "Comparison table";
   s.paragraphs = {

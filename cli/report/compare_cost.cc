@@ -19,6 +19,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -62,6 +63,102 @@ CostShape CostShapeFor(const CompareSetup& s) {
   return c;
 }
 
+namespace {
+
+// A method's positional work in the cost layer: its scheme, whether the fused
+// kernel runs it, its input-side table add, and the storage the scheme views
+// (so it must stay where it was set up).
+struct MethodWork {
+  AttentionParams params;
+  bool fused = true;
+  std::function<void()> input_side;  // the embedding-side methods' table add
+  std::vector<float> t1, t2, t3;
+  std::optional<T5BiasTable> t5_table;
+  std::optional<LearnedTable> learned;
+  FireWeights fire;
+};
+
+// Sets `w` up for `method` on `shape`, drawing its random tables from `rng`;
+// the input-side add writes `xv` on `ctx`, which must outlive `w`. Throws for
+// a method the comparison table does not have.
+void SetUpMethod(const std::string& method, const CompareSetup& s, const CostShape& shape,
+                 std::mt19937_64& rng, const TensorView& xv, const Context& ctx, MethodWork& w) {
+  const std::int64_t n = shape.seq, h = shape.heads, d = shape.head_dim, dm = h * d;
+  if (method == "sinusoidal") {
+    SinusoidalParams sp;
+    sp.dim = dm;
+    w.input_side = [&, sp] { AddSinusoidal(sp, xv, Positions::Offset(0), ctx); };
+  } else if (method == "learned") {
+    LearnedInitParams lp;
+    lp.max_positions = std::max<std::int64_t>(n, s.shape.max_positions);
+    lp.dim = dm;
+    w.learned.emplace(LearnedTable::RandomNormal(lp));
+    w.input_side = [&] { w.learned->AddTo(xv, Positions::Offset(0), ctx); };
+  } else if (method == "RoPE") {
+    RopeParams rp;
+    rp.head_dim = d;
+    w.params.scheme = PositionScheme::FromRope(rp);
+  } else if (method == "ALiBi") {
+    AlibiParams ap;
+    ap.num_heads = h;
+    w.params.scheme = PositionScheme::FromAlibi(AlibiSlopes(ap));
+  } else if (method == "T5 buckets") {
+    w.t5_table.emplace(T5BucketParams{}, h);
+    w.t5_table->InitNormal(11, 0.1);
+    w.params.scheme = PositionScheme::FromT5(*w.t5_table);
+  } else if (method == "Shaw") {
+    ShawParams sp;
+    sp.clip = kShawClip;  // the page's one k
+    sp.head_dim = d;
+    w.t1 = Random(rng, sp.TableRows() * d, 0.02);
+    w.t2 = Random(rng, sp.TableRows() * d, 0.02);
+    w.params.scheme = PositionScheme::FromShaw(sp, View(w.t1, {sp.TableRows(), d}),
+                                               View(w.t2, {sp.TableRows(), d}));
+  } else if (method == "FIRE") {
+    w.fire = FireInit(h, 32, 11);
+    w.params.scheme = FireScheme(w.fire.View());
+  } else if (method == "Transformer-XL") {
+    w.fused = false;
+    w.t1 = Random(rng, h * d, 0.1);      // u
+    w.t2 = Random(rng, h * d, 0.1);      // v
+    w.t3 = Random(rng, n * h * d, 0.1);  // RW = W_R R, [klen, H, D]
+    w.params.scheme = PositionScheme::FromTransformerXL(View(w.t1, {h, d}), View(w.t2, {h, d}),
+                                                        View(w.t3, {n, h, d}));
+  } else if (method == "DeBERTa") {
+    w.fused = false;
+    DebertaParams dp;
+    dp.head_dim = d;
+    const std::int64_t rows = 2 * dp.AttSpan();
+    w.t1 = Random(rng, rows * h * d, 0.1);
+    w.t2 = Random(rng, rows * h * d, 0.1);
+    w.params.scheme =
+        PositionScheme::FromDeBERTa(dp, View(w.t1, {rows, h, d}), View(w.t2, {rows, h, d}));
+  } else {
+    FailArgument("method", method,
+                 "a method of the comparison table: sinusoidal, learned, RoPE, ALiBi, T5 buckets, "
+                 "Shaw, FIRE, Transformer-XL, DeBERTa");
+  }
+}
+
+// Best ns per token (over `n` tokens) of `with_method` and of `baseline`, run
+// alternately: one untimed warm-up pair, then max(1, `repeats`) timed pairs.
+std::pair<double, double> BestAlternating(const std::function<void()>& with_method,
+                                          const std::function<void()>& baseline, std::int64_t n,
+                                          int repeats) {
+  repeats = std::max(1, repeats);
+  double best_method = 1e300, best_none = 1e300;
+  for (int r = 0; r < repeats + 1; ++r) {
+    const double a = NanosPer(with_method, static_cast<double>(n), 1);
+    const double b = NanosPer(baseline, static_cast<double>(n), 1);
+    if (r == 0) continue;  // warm-up
+    best_method = std::min(best_method, a);
+    best_none = std::min(best_none, b);
+  }
+  return {best_method, best_none};
+}
+
+}  // namespace
+
 MethodCost MeasureCost(const std::string& method, const CompareSetup& s) {
   const CostShape shape = CostShapeFor(s);
   const std::int64_t n = shape.seq, h = shape.heads, d = shape.head_dim, dm = h * d;
@@ -72,96 +169,29 @@ MethodCost MeasureCost(const std::string& method, const CompareSetup& s) {
                    vv = View(v, {1, n, h, d}), ov = View(out, {1, n, h, d});
   const Context ctx(s.threads);
   AttentionParams none;
-  AttentionParams params;
-  bool fused = true;
-  std::function<void()> input_side;  // the embedding-side methods' table add
-  // Storage the schemes view (kept alive through the timing).
-  std::vector<float> t1, t2, t3, t4, t5, t6;
-  std::optional<T5BiasTable> t5_table;
-  std::optional<LearnedTable> learned;
-  FireWeights fire;
+  MethodWork w;  // kept alive through the timing
   std::vector<float> x(static_cast<std::size_t>(n * dm), 0.0f);
   const TensorView xv = View(x, {1, n, dm});
-  if (method == "sinusoidal") {
-    SinusoidalParams sp;
-    sp.dim = dm;
-    input_side = [&, sp] { AddSinusoidal(sp, xv, Positions::Offset(0), ctx); };
-  } else if (method == "learned") {
-    LearnedInitParams lp;
-    lp.max_positions = std::max<std::int64_t>(n, s.shape.max_positions);
-    lp.dim = dm;
-    learned.emplace(LearnedTable::RandomNormal(lp));
-    input_side = [&] { learned->AddTo(xv, Positions::Offset(0), ctx); };
-  } else if (method == "RoPE") {
-    RopeParams rp;
-    rp.head_dim = d;
-    params.scheme = PositionScheme::FromRope(rp);
-  } else if (method == "ALiBi") {
-    AlibiParams ap;
-    ap.num_heads = h;
-    params.scheme = PositionScheme::FromAlibi(AlibiSlopes(ap));
-  } else if (method == "T5 buckets") {
-    t5_table.emplace(T5BucketParams{}, h);
-    t5_table->InitNormal(11, 0.1);
-    params.scheme = PositionScheme::FromT5(*t5_table);
-  } else if (method == "Shaw") {
-    ShawParams sp;
-    sp.clip = kShawClip;  // the page's one k
-    sp.head_dim = d;
-    t1 = Random(rng, sp.TableRows() * d, 0.02);
-    t2 = Random(rng, sp.TableRows() * d, 0.02);
-    params.scheme =
-        PositionScheme::FromShaw(sp, View(t1, {sp.TableRows(), d}), View(t2, {sp.TableRows(), d}));
-  } else if (method == "FIRE") {
-    fire = FireInit(h, 32, 11);
-    params.scheme = FireScheme(fire.View());
-  } else if (method == "Transformer-XL") {
-    fused = false;
-    t1 = Random(rng, h * d, 0.1);      // u
-    t2 = Random(rng, h * d, 0.1);      // v
-    t3 = Random(rng, n * h * d, 0.1);  // RW = W_R R, [klen, H, D]
-    params.scheme =
-        PositionScheme::FromTransformerXL(View(t1, {h, d}), View(t2, {h, d}), View(t3, {n, h, d}));
-  } else if (method == "DeBERTa") {
-    fused = false;
-    DebertaParams dp;
-    dp.head_dim = d;
-    const std::int64_t rows = 2 * dp.AttSpan();
-    t1 = Random(rng, rows * h * d, 0.1);
-    t2 = Random(rng, rows * h * d, 0.1);
-    params.scheme = PositionScheme::FromDeBERTa(dp, View(t1, {rows, h, d}), View(t2, {rows, h, d}));
-  } else {
-    FailArgument("method", method,
-                 "a method of the comparison table: sinusoidal, learned, RoPE, ALiBi, T5 buckets, "
-                 "Shaw, FIRE, Transformer-XL, DeBERTa");
-  }
+  SetUpMethod(method, s, shape, rng, xv, ctx, w);
   const auto attend = [&](const AttentionParams& p) {
-    if (fused) {
+    if (w.fused) {
       FlashAttention(p, qv, kv, vv, ov, FlashAttentionOptions{}, ctx);
     } else {
       AttentionReference(p, qv, kv, vv, ov, nullptr, ctx);
     }
   };
   const auto with_method = [&] {
-    if (input_side) input_side();
-    attend(params);
+    if (w.input_side) w.input_side();
+    attend(w.params);
   };
   const auto baseline = [&] { attend(none); };
   // Alternating (best of each), so both see the same minutes of the machine.
-  const int repeats = std::max(1, s.timing_repeats);
-  double best_method = 1e300, best_none = 1e300;
-  for (int r = 0; r < repeats + 1; ++r) {
-    const double a = NanosPer(with_method, static_cast<double>(n), 1);
-    const double b = NanosPer(baseline, static_cast<double>(n), 1);
-    if (r == 0) continue;  // warm-up
-    best_method = std::min(best_method, a);
-    best_none = std::min(best_none, b);
-  }
+  const auto [best_method, best_none] = BestAlternating(with_method, baseline, n, s.timing_repeats);
   MethodCost c;
   c.ns_per_token = best_method;
   c.none_ns_per_token = best_none;
-  c.kernel = fused ? (input_side ? "table add + fused kernel" : "fused kernel")
-                   : "reference (float64; no fused kernel)";
+  c.kernel = w.fused ? (w.input_side ? "table add + fused kernel" : "fused kernel")
+                     : "reference (float64; no fused kernel)";
   return c;
 }
 

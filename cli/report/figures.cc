@@ -140,47 +140,100 @@ std::string AttentionPanelName(AttentionPanel panel) {
   return "";
 }
 
-std::vector<double> AttentionMap(AttentionPanel panel, const AttentionMapSetup& s) {
-  Require(s.tokens >= 2 && s.tokens <= 512, "tokens", s.tokens, "an integer in [2, 512]");
-  Require(s.dim >= 2 && s.dim <= 256 && s.dim % 2 == 0, "dim", s.dim,
-          "an even integer in [2, 256]");
-  const std::int64_t n = s.tokens, d = s.dim;
-  std::mt19937_64 rng(s.seed);
-  auto q = Normal(rng, n * d, 1.0), k = Normal(rng, n * d, 1.0), v = Normal(rng, n * d, 1.0);
-  std::vector<double> out(static_cast<std::size_t>(n * d));
-  std::vector<double> probs(static_cast<std::size_t>(n * n));
-  AttentionParams params;
-  params.mask = s.mask;
-  // Scheme tables: drawn after q, k, v so that every scheme sees the same input.
+namespace {
+
+// What a panel's scheme points into: it must outlive the scheme.
+struct SchemeTables {
   std::vector<double> t1, t2, t3;
   std::optional<T5BiasTable> t5;
+};
+
+// Adds `code` to q and k entry by entry (the identity projection of x + PE).
+void AddToQK(const std::vector<double>& code, std::vector<double>& q, std::vector<double>& k) {
+  for (std::size_t at = 0; at < code.size(); ++at) {
+    q[at] += code[at];
+    k[at] += code[at];
+  }
+}
+
+// Shaw's scheme with random key and value tables of clip `s.shaw_clip`, drawn from `rng`.
+PositionScheme ShawScheme(const AttentionMapSetup& s, std::mt19937_64& rng, SchemeTables& tables) {
+  const std::int64_t d = s.dim;
+  ShawParams sp;
+  sp.clip = s.shaw_clip;
+  sp.head_dim = d;
+  tables.t1 = Normal(rng, sp.TableRows() * d, 1.0);
+  tables.t2 = Normal(rng, sp.TableRows() * d, 1.0);
+  return PositionScheme::FromShaw(
+      sp, TensorView::Contiguous(tables.t1.data(), DType::kFloat64, {sp.TableRows(), d}),
+      TensorView::Contiguous(tables.t2.data(), DType::kFloat64, {sp.TableRows(), d}));
+}
+
+// Transformer-XL's scheme: the sinusoidal R projected by a random W_R, and
+// random u and v, all drawn from `rng` in that order.
+PositionScheme TransformerXLScheme(const AttentionMapSetup& s, std::mt19937_64& rng,
+                                   SchemeTables& tables) {
+  const std::int64_t n = s.tokens, d = s.dim;
+  TransformerXLParams xp;
+  xp.dim = d;
+  std::vector<double> r(static_cast<std::size_t>(n * d));
+  TransformerXLPositionEmbedding(xp, n, TensorView::Contiguous(r.data(), DType::kFloat64, {n, d}));
+  const auto w = Normal(rng, d * d, 1.0 / std::sqrt(static_cast<double>(d)));  // W_R
+  tables.t3.assign(static_cast<std::size_t>(n * d), 0.0);                      // RW = W_R R
+  for (std::int64_t row = 0; row < n; ++row) {
+    for (std::int64_t o = 0; o < d; ++o) {
+      double acc = 0.0;
+      for (std::int64_t i = 0; i < d; ++i) {
+        acc += w[static_cast<std::size_t>(o * d + i)] * r[static_cast<std::size_t>(row * d + i)];
+      }
+      tables.t3[static_cast<std::size_t>(row * d + o)] = acc;
+    }
+  }
+  tables.t1 = Normal(rng, d, 1.0);  // u
+  tables.t2 = Normal(rng, d, 1.0);  // v
+  return PositionScheme::FromTransformerXL(
+      TensorView::Contiguous(tables.t1.data(), DType::kFloat64, {1, d}),
+      TensorView::Contiguous(tables.t2.data(), DType::kFloat64, {1, d}),
+      TensorView::Contiguous(tables.t3.data(), DType::kFloat64, {n, 1, d}));
+}
+
+// DeBERTa's scheme with random key and query tables drawn from `rng`.
+PositionScheme DebertaScheme(const AttentionMapSetup& s, std::mt19937_64& rng,
+                             SchemeTables& tables) {
+  const std::int64_t d = s.dim;
+  DebertaParams dp;
+  dp.head_dim = d;
+  const std::int64_t rows = 2 * dp.AttSpan();
+  tables.t1 = Normal(rng, rows * d, 1.0);
+  tables.t2 = Normal(rng, rows * d, 1.0);
+  return PositionScheme::FromDeBERTa(
+      dp, TensorView::Contiguous(tables.t1.data(), DType::kFloat64, {rows, 1, d}),
+      TensorView::Contiguous(tables.t2.data(), DType::kFloat64, {rows, 1, d}));
+}
+
+// Sets params.scheme for `panel`; absolute panels add their codes to q and k
+// instead. Tables are drawn from `rng` and kept in `tables`.
+void SetPanelScheme(AttentionPanel panel, const AttentionMapSetup& s, std::mt19937_64& rng,
+                    std::vector<double>& q, std::vector<double>& k, SchemeTables& tables,
+                    AttentionParams& params) {
+  const std::int64_t n = s.tokens, d = s.dim;
   using K = AttentionPanel;
   switch (panel) {
     case K::kNone:
       params.scheme = PositionScheme::None();
       break;
-    case K::kLearned: {
-      // A learned table at initialisation, added to q and k like the
-      // sinusoidal codes: N(0, 0.02^2) per entry.
-      const auto table = Normal(rng, n * d, 0.02);
-      for (std::size_t at = 0; at < table.size(); ++at) {
-        q[at] += table[at];
-        k[at] += table[at];
-      }
+    case K::kLearned:
+      // A learned table at initialisation: N(0, 0.02^2) per entry.
+      AddToQK(Normal(rng, n * d, 0.02), q, k);
       params.scheme = PositionScheme::None();
       break;
-    }
     case K::kSinusoidal: {
-      // Sinusoidal absolute codes added to q and k (the identity projection of
-      // x + PE): the score gains PE(i).PE(j) and the cross terms.
+      // Sinusoidal absolute codes: the score gains PE(i).PE(j) and the cross terms.
       SinusoidalParams sp;
       sp.dim = d;
       std::vector<double> pe(static_cast<std::size_t>(n * d));
       SinusoidalTable(sp, 0, n, TensorView::Contiguous(pe.data(), DType::kFloat64, {n, d}));
-      for (std::size_t at = 0; at < pe.size(); ++at) {
-        q[at] += pe[at];
-        k[at] += pe[at];
-      }
+      AddToQK(pe, q, k);
       params.scheme = PositionScheme::None();
       break;
     }
@@ -194,59 +247,38 @@ std::vector<double> AttentionMap(AttentionPanel panel, const AttentionMapSetup& 
       params.scheme = PositionScheme::FromAlibi({s.alibi_slope});
       break;
     case K::kT5:
-      t5.emplace(T5BucketParams{}, 1);
-      t5->InitNormal(s.seed, 1.0);
-      params.scheme = PositionScheme::FromT5(*t5);
+      tables.t5.emplace(T5BucketParams{}, 1);
+      tables.t5->InitNormal(s.seed, 1.0);
+      params.scheme = PositionScheme::FromT5(*tables.t5);
       break;
-    case K::kShaw: {
-      ShawParams sp;
-      sp.clip = s.shaw_clip;
-      sp.head_dim = d;
-      t1 = Normal(rng, sp.TableRows() * d, 1.0);
-      t2 = Normal(rng, sp.TableRows() * d, 1.0);
-      params.scheme = PositionScheme::FromShaw(
-          sp, TensorView::Contiguous(t1.data(), DType::kFloat64, {sp.TableRows(), d}),
-          TensorView::Contiguous(t2.data(), DType::kFloat64, {sp.TableRows(), d}));
+    case K::kShaw:
+      params.scheme = ShawScheme(s, rng, tables);
       break;
-    }
-    case K::kTransformerXL: {
-      TransformerXLParams xp;
-      xp.dim = d;
-      std::vector<double> r(static_cast<std::size_t>(n * d));
-      TransformerXLPositionEmbedding(xp, n,
-                                     TensorView::Contiguous(r.data(), DType::kFloat64, {n, d}));
-      const auto w = Normal(rng, d * d, 1.0 / std::sqrt(static_cast<double>(d)));  // W_R
-      t3.assign(static_cast<std::size_t>(n * d), 0.0);                             // RW = W_R R
-      for (std::int64_t row = 0; row < n; ++row) {
-        for (std::int64_t o = 0; o < d; ++o) {
-          double acc = 0.0;
-          for (std::int64_t i = 0; i < d; ++i) {
-            acc +=
-                w[static_cast<std::size_t>(o * d + i)] * r[static_cast<std::size_t>(row * d + i)];
-          }
-          t3[static_cast<std::size_t>(row * d + o)] = acc;
-        }
-      }
-      t1 = Normal(rng, d, 1.0);  // u
-      t2 = Normal(rng, d, 1.0);  // v
-      params.scheme = PositionScheme::FromTransformerXL(
-          TensorView::Contiguous(t1.data(), DType::kFloat64, {1, d}),
-          TensorView::Contiguous(t2.data(), DType::kFloat64, {1, d}),
-          TensorView::Contiguous(t3.data(), DType::kFloat64, {n, 1, d}));
+    case K::kTransformerXL:
+      params.scheme = TransformerXLScheme(s, rng, tables);
       break;
-    }
-    case K::kDeBERTa: {
-      DebertaParams dp;
-      dp.head_dim = d;
-      const std::int64_t rows = 2 * dp.AttSpan();
-      t1 = Normal(rng, rows * d, 1.0);
-      t2 = Normal(rng, rows * d, 1.0);
-      params.scheme = PositionScheme::FromDeBERTa(
-          dp, TensorView::Contiguous(t1.data(), DType::kFloat64, {rows, 1, d}),
-          TensorView::Contiguous(t2.data(), DType::kFloat64, {rows, 1, d}));
+    case K::kDeBERTa:
+      params.scheme = DebertaScheme(s, rng, tables);
       break;
-    }
   }
+}
+
+}  // namespace
+
+std::vector<double> AttentionMap(AttentionPanel panel, const AttentionMapSetup& s) {
+  Require(s.tokens >= 2 && s.tokens <= 512, "tokens", s.tokens, "an integer in [2, 512]");
+  Require(s.dim >= 2 && s.dim <= 256 && s.dim % 2 == 0, "dim", s.dim,
+          "an even integer in [2, 256]");
+  const std::int64_t n = s.tokens, d = s.dim;
+  std::mt19937_64 rng(s.seed);
+  auto q = Normal(rng, n * d, 1.0), k = Normal(rng, n * d, 1.0), v = Normal(rng, n * d, 1.0);
+  std::vector<double> out(static_cast<std::size_t>(n * d));
+  std::vector<double> probs(static_cast<std::size_t>(n * n));
+  AttentionParams params;
+  params.mask = s.mask;
+  // Scheme tables: drawn after q, k, v so that every scheme sees the same input.
+  SchemeTables tables;
+  SetPanelScheme(panel, s, rng, q, k, tables, params);
   const TensorView pv = TensorView::Contiguous(probs.data(), DType::kFloat64, {1, 1, n, n});
   AttentionReference(params, TensorView::Contiguous(q.data(), DType::kFloat64, {1, n, 1, d}),
                      TensorView::Contiguous(k.data(), DType::kFloat64, {1, n, 1, d}),

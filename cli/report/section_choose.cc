@@ -240,18 +240,20 @@ Table ExampleTable(const Example& ex, const std::string& evidence_path) {
   return t;
 }
 
-}  // namespace
-
-Section ChooseSection(const ReportOptions& options) {
-  const std::string path = EvidencePath();
-  const json evidence = ReadEvidence(path);
+// The comparison setup of section 11: the report's sizes, one timing repeat.
+CompareSetup ChooseSetup(const ReportOptions& options) {
   const ReportSizes sizes = SizesFor(options.detail);
   CompareSetup setup;
   setup.length = sizes.unique_positions;
   setup.shift_length = sizes.shift_length;
   setup.timing_repeats = 1;
   setup.threads = options.threads;
-  const std::vector<Method> methods = {
+  return setup;
+}
+
+// Every method of the comparison, measured on `setup`, with its names and links.
+std::vector<Method> MeasuredMethods(const CompareSetup& setup) {
+  return {
       {MeasureSinusoidal(setup), "sinusoidal", "none", "sinusoidal", "yes (sin, cos of p)",
        "sinusoidal"},
       {MeasureLearned(setup), "learned", "none", "learned", "no (a row per position)", "learned"},
@@ -262,22 +264,11 @@ Section ChooseSection(const ReportOptions& options) {
       {MeasureTransformerXL(setup), "", "", "transformer_xl", "yes (sinusoidal R)", "relative"},
       {MeasureDeberta(setup), "", "", "deberta", "no (log buckets)", "relative"},
       {MeasureFire(setup), "fire", "fire", "fire", "yes (MLP of log distance)", "fig-comparison"}};
-  Section s;
-  s.id = "choose";
-  s.title = "Choosing an encoding";
-  s.paragraphs = {
-      "Which positional encoding for which model? posenc answers from its own measurements: "
-      "`posenc choose` (and posenc.choose in Python) ranks the candidates for a model's "
-      "architecture, train and target lengths, fine-tuning budget and engines, and gives every "
-      "reason with the file and field of the measurement behind it, or a cited paper where "
-      "posenc has no measurement.",
-      fmt::format("Evidence: {} (written by scripts/make_evidence.py from the committed runs of "
-                  "the experiment, the scheme-cost benchmark and the engine support matrix).",
-                  evidence.value("path", path))};
-  s.blocks.emplace_back(PropertyTable(methods, evidence, setup.length));
-  s.blocks.emplace_back(CostTable(evidence));
-  s.blocks.emplace_back(EngineTable(evidence));
-  s.blocks.emplace_back(SourcesTable(evidence));
+}
+
+// The worked examples, in the order shown: a decoder, Llama 3.1 without and
+// with fine-tuning, an encoder, a vision transformer.
+std::vector<Example> WorkedExamples() {
   const std::string llama = ExamplesDir() + "/llama-3.1-8b.json";
   std::vector<Example> examples;
   {
@@ -320,7 +311,33 @@ Section ChooseSection(const ReportOptions& options) {
     e.request.architecture = ModelArchitecture::kVision;
     examples.push_back(e);
   }
-  for (const Example& e : examples) {
+  return examples;
+}
+
+}  // namespace
+
+Section ChooseSection(const ReportOptions& options) {
+  const std::string path = EvidencePath();
+  const json evidence = ReadEvidence(path);
+  const CompareSetup setup = ChooseSetup(options);
+  const std::vector<Method> methods = MeasuredMethods(setup);
+  Section s;
+  s.id = "choose";
+  s.title = "Choosing an encoding";
+  s.paragraphs = {
+      "Which positional encoding for which model? posenc answers from its own measurements: "
+      "`posenc choose` (and posenc.choose in Python) ranks the candidates for a model's "
+      "architecture, train and target lengths, fine-tuning budget and engines, and gives every "
+      "reason with the file and field of the measurement behind it, or a cited paper where "
+      "posenc has no measurement.",
+      fmt::format("Evidence: {} (written by scripts/make_evidence.py from the committed runs of "
+                  "the experiment, the scheme-cost benchmark and the engine support matrix).",
+                  evidence.value("path", path))};
+  s.blocks.emplace_back(PropertyTable(methods, evidence, setup.length));
+  s.blocks.emplace_back(CostTable(evidence));
+  s.blocks.emplace_back(EngineTable(evidence));
+  s.blocks.emplace_back(SourcesTable(evidence));
+  for (const Example& e : WorkedExamples()) {
     Table t = ExampleTable(e, path);
     if (!t.rows.empty()) {
       s.summary.push_back(fmt::format("choose: {}: {} ({})", e.id, t.rows[0][1], t.rows[0][2]));

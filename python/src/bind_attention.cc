@@ -160,9 +160,23 @@ py::dict InfoDict(const SchemeInfo& info) {
   return d;
 }
 
-}  // namespace
+// The integer array `obj` (rank `rank`, else an error naming `arg`) as
+// int32 values with its shape; values outside the int32 range are errors.
+auto Int32sOf(py::handle obj, const char* arg, std::size_t rank) {
+  const IntArray a = IntsOf(obj, arg);
+  Require(a.shape.size() == rank, std::string(arg) + ".ndim", a.shape.size(), std::to_string(rank));
+  std::vector<std::int32_t> out32(a.values.size());
+  for (std::size_t i = 0; i < a.values.size(); ++i) {
+    Require(a.values[i] >= INT32_MIN && a.values[i] <= INT32_MAX,
+            std::string(arg) + "[" + std::to_string(i) + "]", a.values[i],
+            "a value in the int32 range");
+    out32[i] = static_cast<std::int32_t>(a.values[i]);
+  }
+  return std::make_pair(out32, a.shape);
+}
 
-void BindAttention(py::module_& m) {
+// Binds schemes() and scheme_info(): the registered scheme declarations.
+void BindSchemes(py::module_& m) {
   m.def(
       "schemes",
       [] {
@@ -174,7 +188,10 @@ void BindAttention(py::module_& m) {
   m.def(
       "scheme_info", [](const std::string& name) { return InfoDict(FindScheme(name, "scheme")); },
       py::arg("name"), "The declaration of one registered positional scheme.");
+}
 
+// Binds the reference attention: attention and attention_backward.
+void BindReferenceAttention(py::module_& m) {
   m.def(
       "attention",
       [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle probs,
@@ -222,7 +239,10 @@ void BindAttention(py::module_& m) {
       py::arg("dv"), py::arg("scheme_grads"), py::arg("layout"), py::arg("mask"),
       py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"));
+}
 
+// Binds flash_attention: the fused forward over dense [B, ...] tensors.
+void BindFlashForward(py::module_& m) {
   // Fused attention (posenc/flash_attention.h): forward, with the row
   // log-sum-exp when lse is not None (float32 [B, H, Sq]).
   m.def(
@@ -256,7 +276,10 @@ void BindAttention(py::module_& m) {
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
       py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
       py::arg("precision") = "float32", py::arg("ctx") = py::none());
+}
 
+// Binds flash_attention_varlen: the fused forward over packed sequences.
+void BindFlashVarlen(py::module_& m) {
   // FlashAttentionVarlen: packed sequences, q [total_q, H, D], k/v
   // [total_k, Hkv, D/Dv], out [total_q, H, Dv]; cu_seqlens_q / cu_seqlens_k
   // batch + 1 integer offsets (any integer dtype, a sequence or a tensor).
@@ -289,7 +312,11 @@ void BindAttention(py::module_& m) {
       py::arg("cu_seqlens_k"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
       py::arg("scheme"), py::arg("scheme_args"), py::arg("query_tile") = 64,
       py::arg("key_tile") = 64, py::arg("precision") = "float32", py::arg("ctx") = py::none());
+}
 
+// Binds flash_attention_decode: few query tokens against a dense or paged
+// KV cache.
+void BindFlashDecode(py::module_& m) {
   // Decode (FlashAttentionDecode): 1..16 query tokens against a KV cache,
   // split-K. k / v: a dense cache [B, Sk, Hkv, D] in the layout (views of
   // a larger buffer welcome); or, with block_table and seq_lens given, a
@@ -324,21 +351,8 @@ void BindAttention(py::module_& m) {
           FlashAttentionDecode(call->params, qv.view, kv.view, vv.view, ov.view, lse_view, o, c);
           return;
         }
-        const auto int32s = [](py::handle obj, const char* arg, std::size_t rank) {
-          const IntArray a = IntsOf(obj, arg);
-          Require(a.shape.size() == rank, std::string(arg) + ".ndim", a.shape.size(),
-                  std::to_string(rank));
-          std::vector<std::int32_t> out32(a.values.size());
-          for (std::size_t i = 0; i < a.values.size(); ++i) {
-            Require(a.values[i] >= INT32_MIN && a.values[i] <= INT32_MAX,
-                    std::string(arg) + "[" + std::to_string(i) + "]", a.values[i],
-                    "a value in the int32 range");
-            out32[i] = static_cast<std::int32_t>(a.values[i]);
-          }
-          return std::make_pair(out32, a.shape);
-        };
-        const auto [table, table_shape] = int32s(block_table, "block_table", 2);
-        const auto [lens, lens_shape] = int32s(seq_lens, "seq_lens", 1);
+        const auto [table, table_shape] = Int32sOf(block_table, "block_table", 2);
+        const auto [lens, lens_shape] = Int32sOf(seq_lens, "seq_lens", 1);
         Require(qv.view.rank == 4, "q.ndim", qv.view.rank, "4");
         const AttentionDims qd = GetAttentionDims(qv.view, call->params.layout, "q");
         Require(table_shape[0] == qd.batch, "block_table.shape[0]", table_shape[0],
@@ -363,7 +377,10 @@ void BindAttention(py::module_& m) {
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
       py::arg("rope_keys") = "rotate", py::arg("precision") = "float32",
       py::arg("ctx") = py::none());
+}
 
+// Binds flash_attention_backward: the fused backward.
+void BindFlashBackward(py::module_& m) {
   // FlashAttentionBackward: lse None recomputes it; scheme_grads as in
   // attention_backward (argument name -> gradient tensor).
   m.def(
@@ -399,6 +416,17 @@ void BindAttention(py::module_& m) {
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
       py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
       py::arg("precision") = "float32", py::arg("ctx") = py::none());
+}
+
+}  // namespace
+
+void BindAttention(py::module_& m) {
+  BindSchemes(m);
+  BindReferenceAttention(m);
+  BindFlashForward(m);
+  BindFlashVarlen(m);
+  BindFlashDecode(m);
+  BindFlashBackward(m);
 }
 
 }  // namespace posenc::python

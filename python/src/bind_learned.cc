@@ -12,10 +12,12 @@
 #include "posenc/learned.h"
 
 namespace posenc::python {
+namespace {
 
-void BindLearned(py::module_& m) {
-  py::class_<LearnedTable>(m, "LearnedTable")
-      .def(py::init<std::int64_t, std::int64_t>(), py::arg("max_positions"), py::arg("dim"))
+// Binds LearnedTable's constructors, file I/O and read-only properties
+// (max_positions, dim, values) on `cls`.
+void BindLearnedTableData(py::class_<LearnedTable>& cls) {
+  cls.def(py::init<std::int64_t, std::int64_t>(), py::arg("max_positions"), py::arg("dim"))
       .def_static(
           "random_normal",
           [](std::int64_t max_positions, std::int64_t dim, double stddev, std::uint64_t seed) {
@@ -48,61 +50,73 @@ void BindLearned(py::module_& m) {
                                        static_cast<py::ssize_t>(sizeof(float))},
                                       v.As<float>(), self);
           },
-          "The table, float32 [max_positions, dim], sharing memory with this object.")
-      .def(
-          "lookup",
-          [](const LearnedTable& t, py::handle out, py::handle positions, std::int64_t offset,
-             py::handle ctx) {
-            const ContextHold c = ContextOf(ctx);
-            HeldView o = ViewOf(out, "out", Access::kWrite);
-            IntArray storage;
-            const Positions pos = PositionsOf(positions, offset, "positions", storage);
-            Require(pos.ids == nullptr || storage.shape.size() == 1, "positions.ndim",
-                    storage.shape.size(), "1 for lookup (use add_to for [batch, seq])");
-            const std::int64_t count = pos.ids ? pos.count : o.view.shape[0];
-            py::gil_scoped_release release;
-            t.Lookup(pos, count, o.view, c);
-          },
-          py::arg("out"), py::arg("positions"), py::arg("offset"), py::arg("ctx"))
-      .def(
-          "add_to",
-          [](const LearnedTable& t, py::handle x, py::handle positions, std::int64_t offset,
-             py::handle ctx) {
-            const ContextHold c = ContextOf(ctx);
-            HeldView xv = ViewOf(x, "x", Access::kWrite);
-            IntArray storage;
-            const Positions pos = PositionsOf(positions, offset, "positions", storage);
-            py::gil_scoped_release release;
-            t.AddTo(xv.view, pos, c);
-          },
-          py::arg("x"), py::arg("positions"), py::arg("offset"), py::arg("ctx"))
-      .def(
-          "backward",
-          [](const LearnedTable& t, py::handle d_out, py::handle positions, std::int64_t offset,
-             py::handle grad, py::handle ctx) {
-            const ContextHold c = ContextOf(ctx);
-            HeldView d = ViewOf(d_out, "d_out", Access::kRead);
-            HeldView g = ViewOf(grad, "grad", Access::kWrite);
-            IntArray storage;
-            const Positions pos = PositionsOf(positions, offset, "positions", storage);
-            py::gil_scoped_release release;
-            t.Backward(d.view, pos, g.view, c);
-          },
-          py::arg("d_out"), py::arg("positions"), py::arg("offset"), py::arg("grad"),
-          py::arg("ctx"))
-      .def(
-          "sgd_step",
-          [](LearnedTable& t, py::handle grad, double learning_rate) {
-            HeldView g = ViewOf(grad, "grad", Access::kRead);
-            t.SgdStep(g.view, learning_rate);
-          },
-          py::arg("grad"), py::arg("learning_rate"))
-      .def(
-          "resized",
-          [](const LearnedTable& t, std::int64_t new_max_positions, const std::string& alignment) {
-            return t.Resized(new_max_positions, ParseResizeAlignment(alignment, "alignment"));
-          },
-          py::arg("new_max_positions"), py::arg("alignment"));
+          "The table, float32 [max_positions, dim], sharing memory with this object.");
+}
+
+// Binds LearnedTable's operations on `cls`: lookup, add_to, backward,
+// sgd_step and resized.
+void BindLearnedTableOps(py::class_<LearnedTable>& cls) {
+  cls.def(
+      "lookup",
+      [](const LearnedTable& t, py::handle out, py::handle positions, std::int64_t offset,
+         py::handle ctx) {
+        const ContextHold c = ContextOf(ctx);
+        HeldView o = ViewOf(out, "out", Access::kWrite);
+        IntArray storage;
+        const Positions pos = PositionsOf(positions, offset, "positions", storage);
+        Require(pos.ids == nullptr || storage.shape.size() == 1, "positions.ndim",
+                storage.shape.size(), "1 for lookup (use add_to for [batch, seq])");
+        const std::int64_t count = pos.ids ? pos.count : o.view.shape[0];
+        py::gil_scoped_release release;
+        t.Lookup(pos, count, o.view, c);
+      },
+      py::arg("out"), py::arg("positions"), py::arg("offset"), py::arg("ctx"));
+  cls.def(
+      "add_to",
+      [](const LearnedTable& t, py::handle x, py::handle positions, std::int64_t offset,
+         py::handle ctx) {
+        const ContextHold c = ContextOf(ctx);
+        HeldView xv = ViewOf(x, "x", Access::kWrite);
+        IntArray storage;
+        const Positions pos = PositionsOf(positions, offset, "positions", storage);
+        py::gil_scoped_release release;
+        t.AddTo(xv.view, pos, c);
+      },
+      py::arg("x"), py::arg("positions"), py::arg("offset"), py::arg("ctx"));
+  cls.def(
+      "backward",
+      [](const LearnedTable& t, py::handle d_out, py::handle positions, std::int64_t offset,
+         py::handle grad, py::handle ctx) {
+        const ContextHold c = ContextOf(ctx);
+        HeldView d = ViewOf(d_out, "d_out", Access::kRead);
+        HeldView g = ViewOf(grad, "grad", Access::kWrite);
+        IntArray storage;
+        const Positions pos = PositionsOf(positions, offset, "positions", storage);
+        py::gil_scoped_release release;
+        t.Backward(d.view, pos, g.view, c);
+      },
+      py::arg("d_out"), py::arg("positions"), py::arg("offset"), py::arg("grad"), py::arg("ctx"));
+  cls.def(
+      "sgd_step",
+      [](LearnedTable& t, py::handle grad, double learning_rate) {
+        HeldView g = ViewOf(grad, "grad", Access::kRead);
+        t.SgdStep(g.view, learning_rate);
+      },
+      py::arg("grad"), py::arg("learning_rate"));
+  cls.def(
+      "resized",
+      [](const LearnedTable& t, std::int64_t new_max_positions, const std::string& alignment) {
+        return t.Resized(new_max_positions, ParseResizeAlignment(alignment, "alignment"));
+      },
+      py::arg("new_max_positions"), py::arg("alignment"));
+}
+
+}  // namespace
+
+void BindLearned(py::module_& m) {
+  py::class_<LearnedTable> cls(m, "LearnedTable");
+  BindLearnedTableData(cls);
+  BindLearnedTableOps(cls);
 }
 
 }  // namespace posenc::python

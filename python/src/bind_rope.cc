@@ -53,9 +53,9 @@ std::int64_t LastDim(const HeldView& v) {
   return v.view.shape[static_cast<std::size_t>(v.view.rank - 1)];
 }
 
-}  // namespace
-
-void BindRope(py::module_& m) {
+// Binds the frequency and table entry points: rope_default_inv_freq and
+// rope_cos_sin.
+void BindRopeTables(py::module_& m) {
   m.def(
       "rope_default_inv_freq",
       [](std::int64_t rotary_dim, double theta, const std::string& numerics) {
@@ -89,7 +89,10 @@ void BindRope(py::module_& m) {
       py::arg("rotary_dim"), py::arg("theta"), py::arg("pairing"), py::arg("numerics"),
       py::arg("inv_freq"), py::arg("attention_factor"), py::arg("ctx"),
       "Fills cos and sin ([count, rotary_dim]) in HF's layout.");
+}
 
+// Binds the rotations applied to tensors: apply_rope and apply_rope_qk.
+void BindRopeApply(py::module_& m) {
   m.def(
       "apply_rope",
       [](py::handle x, py::handle out, const std::string& layout, py::handle positions,
@@ -144,6 +147,13 @@ void BindRope(py::module_& m) {
       py::arg("rotary_dim"), py::arg("theta"), py::arg("pairing"), py::arg("numerics"),
       py::arg("inv_freq"), py::arg("attention_factor"), py::arg("direction"), py::arg("ctx"),
       "Rotates q and k in place in one pass.");
+}
+
+}  // namespace
+
+void BindRope(py::module_& m) {
+  BindRopeTables(m);
+  BindRopeApply(m);
 }
 
 }  // namespace posenc::python

@@ -283,15 +283,10 @@ bool RowApplies(const std::string& name, const json& row, const Resolved& o, dou
   return true;
 }
 
-Candidate MeasuredCandidate(const std::string& name, const json& row, const json& evidence,
-                            const Resolved& o, double m) {
-  Candidate c;
-  c.scheme = name;
-  c.measured = true;
-  const std::string source = row.value("source", std::string());
-  const std::int64_t L = row.value("train_length", std::int64_t{0});
-  const std::int64_t M = MultipleFor(row, m);
-  c.multiple = M;
+// The row's measured bits/byte at the target's multiple M of its train
+// length L in the default run (a reason, or a rule-out when it cannot run).
+void ScoreDefaultRun(Candidate& c, const json& row, const std::string& source, std::int64_t L,
+                     std::int64_t M, double m) {
   const json* at = EvalAt(row, M * L);
   const json* at1 = EvalAt(row, L);
   const auto steps = row.value("steps", std::int64_t{0});
@@ -316,13 +311,11 @@ Candidate MeasuredCandidate(const std::string& name, const json& row, const json
     }
     c.Reason(text, Measured(source, at->value("field", std::string()), c.score));
   }
-  if (o.trains_at_target()) {
-    c.Reason(
-        "--finetune full without --from: the model is trained at the target length, so "
-        "it is ranked by its bits/byte at its train length",
-        Citation("choose.h rules"));
-  }
-  // The other runs.
+}
+
+// One reason per run after the default one: its bits/byte at M times its
+// train length, or that it did not include the scheme.
+void AddOtherRuns(Candidate& c, const std::string& name, const json& evidence, std::int64_t M) {
   const json& runs = evidence["runs"];
   for (std::size_t r = 1; r < runs.size(); ++r) {
     const std::string run_name = runs[r].value("name", Format("run %zu", r));
@@ -342,13 +335,12 @@ Candidate MeasuredCandidate(const std::string& name, const json& row, const json
                         *Number(*at2, "bits_per_byte")));
     }
   }
-  if (const auto drop = Number(row, "val_drop_last_quarter")) {
-    c.Reason(Format("its validation loss still fell %.3f bits/byte over the last quarter of %s "
-                    "(not converged)",
-                    *drop, IsFinetuned(row) ? "fine-tuning" : "training"),
-             Measured(source, "schemes." + name + ".val_drop_last_quarter", *drop));
-  }
-  // Cost.
+}
+
+// The measured cost of the row's kernel and its positional parameters, as
+// reasons where the evidence has them.
+void AddCost(Candidate& c, const std::string& name, const json& row, const json& evidence,
+             const std::string& source) {
   const std::string bench_scheme = row.value("bench_scheme", std::string("none"));
   const json& cost = evidence["cost"];
   if (cost["schemes"].contains(bench_scheme)) {
@@ -367,24 +359,55 @@ Candidate MeasuredCandidate(const std::string& name, const json& row, const json
     c.Reason(Format("adds %.0f positional parameters to the experiment's model", *params),
              Measured(source, "schemes." + name + ".positional_params", *params));
   }
-  // Fine-tuning.
-  if (IsFinetuned(row)) {
-    const json& ft = row["finetune"];
-    const double fraction = ft.value("fraction_of_pretraining", 0.0);
-    const std::string text =
-        Format("fine-tuned %lld steps at length %lld (%.2f %% of the pre-training tokens)",
-               static_cast<long long>(ft.value("steps", std::int64_t{0})),
-               static_cast<long long>(ft.value("length", std::int64_t{0})), 100 * fraction);
-    const json ev =
-        Measured(source, "schemes." + name + ".finetune.fraction_of_pretraining", fraction);
-    if (o.finetune == FinetuneBudget::kNone) {
-      c.RuleOut("needs fine-tuning at the target length (--finetune none); measured: " + text, ev);
-    } else if (o.finetune == FinetuneBudget::kShort && fraction > kShortFinetuneFraction) {
-      c.Cap("measured with more fine-tuning than 'short' allows (~1 %): " + text, ev);
-    } else {
-      c.Reason(text, ev);
-    }
+}
+
+// A fine-tuned row against the request's fine-tuning budget: a rule-out,
+// a cap or a reason (nothing for a row that was not fine-tuned).
+void AddFinetune(Candidate& c, const std::string& name, const json& row, const Resolved& o,
+                 const std::string& source) {
+  if (!IsFinetuned(row)) return;
+  const json& ft = row["finetune"];
+  const double fraction = ft.value("fraction_of_pretraining", 0.0);
+  const std::string text =
+      Format("fine-tuned %lld steps at length %lld (%.2f %% of the pre-training tokens)",
+             static_cast<long long>(ft.value("steps", std::int64_t{0})),
+             static_cast<long long>(ft.value("length", std::int64_t{0})), 100 * fraction);
+  const json ev =
+      Measured(source, "schemes." + name + ".finetune.fraction_of_pretraining", fraction);
+  if (o.finetune == FinetuneBudget::kNone) {
+    c.RuleOut("needs fine-tuning at the target length (--finetune none); measured: " + text, ev);
+  } else if (o.finetune == FinetuneBudget::kShort && fraction > kShortFinetuneFraction) {
+    c.Cap("measured with more fine-tuning than 'short' allows (~1 %): " + text, ev);
+  } else {
+    c.Reason(text, ev);
   }
+}
+
+Candidate MeasuredCandidate(const std::string& name, const json& row, const json& evidence,
+                            const Resolved& o, double m) {
+  Candidate c;
+  c.scheme = name;
+  c.measured = true;
+  const std::string source = row.value("source", std::string());
+  const std::int64_t L = row.value("train_length", std::int64_t{0});
+  const std::int64_t M = MultipleFor(row, m);
+  c.multiple = M;
+  ScoreDefaultRun(c, row, source, L, M, m);
+  if (o.trains_at_target()) {
+    c.Reason(
+        "--finetune full without --from: the model is trained at the target length, so "
+        "it is ranked by its bits/byte at its train length",
+        Citation("choose.h rules"));
+  }
+  AddOtherRuns(c, name, evidence, M);
+  if (const auto drop = Number(row, "val_drop_last_quarter")) {
+    c.Reason(Format("its validation loss still fell %.3f bits/byte over the last quarter of %s "
+                    "(not converged)",
+                    *drop, IsFinetuned(row) ? "fine-tuning" : "training"),
+             Measured(source, "schemes." + name + ".val_drop_last_quarter", *drop));
+  }
+  AddCost(c, name, row, evidence, source);
+  AddFinetune(c, name, row, o, source);
   const std::string feature = row.value("feature", std::string("none"));
   const json& lit = evidence.value("finetune_literature", json::object());
   if (IsExtension(row) && lit.contains(feature)) {

@@ -477,14 +477,12 @@ std::vector<Index> ChunkBounds(const BackwardCall& c, Index b, Index chunks) {
   return bounds;
 }
 
-}  // namespace
-
-void RunBackward(const BackwardCall& c, const TensorView& q, const TensorView& k,
-                 const TensorView& v, const TensorView& out, const TensorView& dout,
-                 const AttentionGrads& g, const Context& ctx) {
+// The tile geometry of a call, its bfloat16 choices and the chunks each
+// unit's key tiles are cut into (from the shape only, not the threads).
+Layout MakeLayout(const BackwardCall& c, const TensorView& q, const TensorView& k,
+                  const TensorView& v, const TensorView& dout, const Context& ctx) {
   const Problem& p = c.p;
   const auto& d = p.dims;
-  if (c.q_tiles == 0 || c.k_tiles == 0) return;
   const bool simd = ctx.backend() != Backend::kScalar;
   const bool bf16_cpu = simd && kernels::simd::FlashBf16DotAvailable();
   Layout L;
@@ -503,12 +501,25 @@ void RunBackward(const BackwardCall& c, const TensorView& q, const TensorView& k
   L.half_bq = (c.bq + 1) / 2;
   L.bf16_dv =
       bf16_cpu && dout.dtype == DType::kBFloat16 && v.dtype == DType::kBFloat16 && L.Dv % 2 == 0;
-  const Index units = d.batch * d.kv_heads, threads = ctx.num_threads();
+  const Index units = d.batch * d.kv_heads;
   // Enough tasks for the threads: when units are few, each unit's key tiles
   // are split into chunks, each with its own dQ partial. The count depends
   // on the shape only (not on the threads), so gradients are bit-identical
   // for any thread count.
   L.chunks = std::clamp<Index>((kMinTasks + units - 1) / units, 1, c.k_tiles);
+  return L;
+}
+
+}  // namespace
+
+void RunBackward(const BackwardCall& c, const TensorView& q, const TensorView& k,
+                 const TensorView& v, const TensorView& out, const TensorView& dout,
+                 const AttentionGrads& g, const Context& ctx) {
+  const Problem& p = c.p;
+  const auto& d = p.dims;
+  if (c.q_tiles == 0 || c.k_tiles == 0) return;
+  const Layout L = MakeLayout(c, q, k, v, dout, ctx);
+  const Index units = d.batch * d.kv_heads, threads = ctx.num_threads();
   // Groups of consecutive units under the pack budget.
   const Index unit_bytes = 4 * L.UnitFloats() + 8 * L.G * L.Sq + 4 * L.UnitPairs();
   const Index per_group = std::max<Index>(1, kPackBudgetBytes / std::max<Index>(unit_bytes, 1));
@@ -528,7 +539,7 @@ void RunBackward(const BackwardCall& c, const TensorView& q, const TensorView& k
   std::vector<Scratch>& scratch = buffers.scratch;
   scratch.resize(Z(threads));
   for (Scratch& w : scratch) Resize(w, c, L, ctx.backend());
-  const TileOps ops{simd};
+  const TileOps ops{L.simd};
   std::vector<std::vector<Index>> bounds;  // per batch
   for (Index b = 0; b < d.batch; ++b) bounds.push_back(ChunkBounds(c, b, L.chunks));
   for (Index first = 0; first < units; first += group_units) {

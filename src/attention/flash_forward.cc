@@ -367,27 +367,24 @@ std::size_t Locate(const std::vector<std::int64_t>& prefix, std::int64_t task) {
                                   prefix.begin() - 1);
 }
 
-}  // namespace
+// A (segment, kv head) pair: what one group packs and runs the queries of.
+struct Unit {
+  std::size_t segment;
+  std::int64_t hk;
+};
 
-void RunSegments(const Problem& p, const std::vector<Segment>& segs, const TensorView& q,
-                 const TensorView& k, const TensorView& v, const TensorView& out,
-                 const FlashAttentionOptions& options, const Context& ctx) {
-  // bfloat16 dot products need q and k that are bfloat16 values: inputs in
-  // bfloat16 and no rotation in float32.
-  // Under FlashPrecision::kBFloat16 rotated q and k are rounded to bfloat16.
-  const bool simd = ctx.backend() != Backend::kScalar;
-  const bool bf16 = simd && q.dtype == DType::kBFloat16 && k.dtype == DType::kBFloat16 &&
-                    (p.rope == nullptr || p.Bf16()) && p.dims.head_dim % 2 == 0 &&
-                    kernels::simd::FlashBf16DotAvailable();
-  const ForwardPlan plan = MakePlan(p, segs, options, bf16, simd);
-  const std::int64_t group = p.dims.Group();
-  // Units (segment, kv head) with queries, cut into groups under the budget.
-  struct Unit {
-    std::size_t segment;
-    std::int64_t hk;
-  };
+// The units of a call cut into groups, and the packed floats of the largest.
+struct UnitGroups {
   std::vector<std::vector<Unit>> groups;
-  std::int64_t group_floats = 0, max_floats = 0;
+  std::int64_t max_floats = 0;
+};
+
+// Units (segment, kv head) with queries, in order, cut into groups whose
+// packed key tiles stay under kPackBudgetBytes (a larger unit alone).
+UnitGroups GroupUnits(const Problem& p, const std::vector<Segment>& segs, const ForwardPlan& plan) {
+  UnitGroups out;
+  std::vector<std::vector<Unit>>& groups = out.groups;
+  std::int64_t group_floats = 0;
   for (std::size_t si = 0; si < segs.size(); ++si) {
     if (segs[si].nq == 0) continue;
     const std::int64_t floats = plan.KeyTiles(segs[si]) * plan.tile_floats;
@@ -398,23 +395,17 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
       }
       groups.back().push_back({si, hk});
       group_floats += floats;
-      max_floats = std::max(max_floats, group_floats);
+      out.max_floats = std::max(out.max_floats, group_floats);
     }
   }
-  if (groups.empty()) return;
-  const TileOps ops{ctx.backend() != Backend::kScalar};
-  const RowOps rows{ctx.backend() != Backend::kScalar};
-  // The packed tiles and the workers' buffers: the calling thread's, kept
-  // between calls (ThreadBuffers), zeroed as fresh ones would be (memset,
-  // faster than assign()'s fill loop; docs/PERFORMANCE.md, "Design figures").
-  ThreadBuffers<ForwardBuffers> lease;
-  ForwardBuffers& buffers = lease.get();
-  std::vector<float>& packed = buffers.packed;
-  packed.resize(static_cast<std::size_t>(max_floats));
-  std::memset(packed.data(), 0, packed.size() * sizeof(float));
-  std::vector<Work>& work = buffers.work;
+  return out;
+}
+
+// Sizes every worker's buffers for the plan, zeroed, and appends one serial
+// Context per worker to `serial`.
+void PrepareWorkers(const Problem& p, const ForwardPlan& plan, const Context& ctx,
+                    std::vector<Work>& work, std::vector<Context>& serial) {
   work.resize(static_cast<std::size_t>(ctx.num_threads()));
-  std::vector<Context> serial;
   serial.reserve(work.size());
   const auto zeros = [](auto& buffer, std::int64_t n) {
     buffer.assign(static_cast<std::size_t>(n), {});
@@ -430,55 +421,119 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
     zeros(w.terms, plan.ldk);
     zeros(w.qpos, plan.bq);
     zeros(w.bias_rows, plan.bq);
-    zeros(w.q_pairs, bf16 ? plan.bq * plan.D / 2 : 0);
+    zeros(w.q_pairs, plan.bf16 ? plan.bq * plan.D / 2 : 0);
     zeros(w.v, plan.bf16_pv ? plan.bk * plan.Dv : 0);
     zeros(w.p_pairs, plan.bf16_pv ? plan.bq * plan.ldk / 2 : 0);
     w.tile_terms.Reset(*p.scheme, 4 * (plan.bq + plan.bk), plan.ldk);
     serial.emplace_back(1, ctx.backend());
   }
-  for (const std::vector<Unit>& units : groups) {
-    // Offsets of each unit's packed tiles, and task prefixes of both phases.
-    std::vector<std::int64_t> offset, pack_prefix{0}, query_prefix{0};
-    std::int64_t floats = 0;
-    for (const Unit& u : units) {
-      const Segment& s = segs[u.segment];
-      offset.push_back(floats);
-      floats += plan.KeyTiles(s) * plan.tile_floats;
-      pack_prefix.push_back(pack_prefix.back() + plan.KeyTiles(s));
-      query_prefix.push_back(query_prefix.back() + group * plan.QueryTiles(s));
-    }
-    ctx.ParallelFor(pack_prefix.back(), [&](std::int64_t task, int worker) {
-      const std::size_t ui = Locate(pack_prefix, task);
-      const Unit& u = units[ui];
-      const std::int64_t t = task - pack_prefix[ui];
-      const std::int64_t tile = plan.tile_base[u.segment] + t;
-      PackKeyTile(p, plan, segs[u.segment], tile, t, u.hk, k, v,
-                  work[static_cast<std::size_t>(worker)], serial[static_cast<std::size_t>(worker)],
-                  packed.data() + offset[ui] + t * plan.tile_floats);
-    });
-    ctx.ParallelFor(query_prefix.back(), [&](std::int64_t task, int worker) {
-      const std::size_t ui = Locate(query_prefix, task);
-      const Unit& u = units[ui];
-      const Segment& s = segs[u.segment];
-      const std::int64_t q_tiles = plan.QueryTiles(s), local = task - query_prefix[ui];
-      const std::int64_t h = u.hk * group + local / q_tiles;
-      // Last query tiles first: under a causal mask they see the most keys.
-      const std::int64_t i0 = (q_tiles - 1 - local % q_tiles) * plan.bq;
-      QueryTask qt{p,
-                   plan,
-                   s,
-                   static_cast<std::int64_t>(u.segment),
-                   h,
-                   i0,
-                   std::min(plan.bq, s.nq - i0),
-                   packed.data() + offset[ui],
-                   ops,
-                   rows,
-                   work[static_cast<std::size_t>(worker)],
-                   PositionRange{}};
-      RunQueryTile(qt, q, out, serial[static_cast<std::size_t>(worker)]);
-    });
+}
+
+// What the groups of one RunSegments call share: its inputs, the kernels,
+// and the calling thread's packed tiles and per-worker buffers.
+struct SegmentsCall {
+  const Problem& p;
+  const std::vector<Segment>& segs;
+  const ForwardPlan& plan;
+  const TensorView& q;
+  const TensorView& k;
+  const TensorView& v;
+  const TensorView& out;
+  const Context& ctx;
+  const TileOps& ops;
+  const RowOps& rows;
+  std::vector<float>& packed;
+  std::vector<Work>& work;
+  std::vector<Context>& serial;
+};
+
+// One group of units: packs their key tiles (one task per tile), then runs
+// their query tiles over them (one task per query head and query tile).
+void RunGroup(const SegmentsCall& call, const std::vector<Unit>& units) {
+  const Problem& p = call.p;
+  const std::vector<Segment>& segs = call.segs;
+  const ForwardPlan& plan = call.plan;
+  const TensorView &q = call.q, &k = call.k, &v = call.v, &out = call.out;
+  const TileOps& ops = call.ops;
+  const RowOps& rows = call.rows;
+  std::vector<float>& packed = call.packed;
+  std::vector<Work>& work = call.work;
+  std::vector<Context>& serial = call.serial;
+  const std::int64_t group = p.dims.Group();
+  // Offsets of each unit's packed tiles, and task prefixes of both phases.
+  std::vector<std::int64_t> offset, pack_prefix{0}, query_prefix{0};
+  std::int64_t floats = 0;
+  for (const Unit& u : units) {
+    const Segment& s = segs[u.segment];
+    offset.push_back(floats);
+    floats += plan.KeyTiles(s) * plan.tile_floats;
+    pack_prefix.push_back(pack_prefix.back() + plan.KeyTiles(s));
+    query_prefix.push_back(query_prefix.back() + group * plan.QueryTiles(s));
   }
+  call.ctx.ParallelFor(pack_prefix.back(), [&](std::int64_t task, int worker) {
+    const std::size_t ui = Locate(pack_prefix, task);
+    const Unit& u = units[ui];
+    const std::int64_t t = task - pack_prefix[ui];
+    const std::int64_t tile = plan.tile_base[u.segment] + t;
+    PackKeyTile(p, plan, segs[u.segment], tile, t, u.hk, k, v,
+                work[static_cast<std::size_t>(worker)], serial[static_cast<std::size_t>(worker)],
+                packed.data() + offset[ui] + t * plan.tile_floats);
+  });
+  call.ctx.ParallelFor(query_prefix.back(), [&](std::int64_t task, int worker) {
+    const std::size_t ui = Locate(query_prefix, task);
+    const Unit& u = units[ui];
+    const Segment& s = segs[u.segment];
+    const std::int64_t q_tiles = plan.QueryTiles(s), local = task - query_prefix[ui];
+    const std::int64_t h = u.hk * group + local / q_tiles;
+    // Last query tiles first: under a causal mask they see the most keys.
+    const std::int64_t i0 = (q_tiles - 1 - local % q_tiles) * plan.bq;
+    QueryTask qt{p,
+                 plan,
+                 s,
+                 static_cast<std::int64_t>(u.segment),
+                 h,
+                 i0,
+                 std::min(plan.bq, s.nq - i0),
+                 packed.data() + offset[ui],
+                 ops,
+                 rows,
+                 work[static_cast<std::size_t>(worker)],
+                 PositionRange{}};
+    RunQueryTile(qt, q, out, serial[static_cast<std::size_t>(worker)]);
+  });
+}
+
+}  // namespace
+
+void RunSegments(const Problem& p, const std::vector<Segment>& segs, const TensorView& q,
+                 const TensorView& k, const TensorView& v, const TensorView& out,
+                 const FlashAttentionOptions& options, const Context& ctx) {
+  // bfloat16 dot products need q and k that are bfloat16 values: inputs in
+  // bfloat16 and no rotation in float32.
+  // Under FlashPrecision::kBFloat16 rotated q and k are rounded to bfloat16.
+  const bool simd = ctx.backend() != Backend::kScalar;
+  const bool bf16 = simd && q.dtype == DType::kBFloat16 && k.dtype == DType::kBFloat16 &&
+                    (p.rope == nullptr || p.Bf16()) && p.dims.head_dim % 2 == 0 &&
+                    kernels::simd::FlashBf16DotAvailable();
+  const ForwardPlan plan = MakePlan(p, segs, options, bf16, simd);
+  // Units (segment, kv head) with queries, cut into groups under the budget.
+  const UnitGroups grouped = GroupUnits(p, segs, plan);
+  if (grouped.groups.empty()) return;
+  const TileOps ops{ctx.backend() != Backend::kScalar};
+  const RowOps rows{ctx.backend() != Backend::kScalar};
+  // The packed tiles and the workers' buffers: the calling thread's, kept
+  // between calls (ThreadBuffers), zeroed as fresh ones would be (memset,
+  // faster than assign()'s fill loop; docs/PERFORMANCE.md, "Design figures").
+  ThreadBuffers<ForwardBuffers> lease;
+  ForwardBuffers& buffers = lease.get();
+  std::vector<float>& packed = buffers.packed;
+  packed.resize(static_cast<std::size_t>(grouped.max_floats));
+  std::memset(packed.data(), 0, packed.size() * sizeof(float));
+  std::vector<Context> serial;
+  PrepareWorkers(p, plan, ctx, buffers.work, serial);
+  const SegmentsCall call{p,    segs,   plan,         q,     k, v, out, ctx, ops,
+                          rows, packed, buffers.work, serial};
+  for (const std::vector<Unit>& units : grouped.groups) RunGroup(call, units);
 }
 
 }  // namespace posenc::flash_internal

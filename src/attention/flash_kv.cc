@@ -17,14 +17,11 @@ namespace posenc {
 
 namespace {
 
-// The positions of a shift (Sk entries), kept per thread: no allocation per
-// call (kernels/thread_scratch.h).
-std::vector<std::int64_t>& ShiftIds() {
-  thread_local std::vector<std::int64_t> ids;
-  return ids;
-}
-void ReleaseShiftIds() { ShiftIds() = std::vector<std::int64_t>{}; }
-const kernels::ScratchHook kShiftIdsHook(&ReleaseShiftIds);
+// The positions of a shift (Sk entries), the calling thread's, kept between
+// calls: no allocation per call (kernels::ThreadBuffers).
+struct ShiftIds {
+  std::vector<std::int64_t> ids;
+};
 
 }  // namespace
 
@@ -46,7 +43,8 @@ void ShiftRopeKeys(const RopeParams& params, const TensorView& k, AttentionLayou
                  "params.head_dim (" + std::to_string(params.head_dim) + ")");
   }
   if (delta == 0) return;
-  std::vector<std::int64_t>& ids = ShiftIds();  // every key moves by |delta|
+  kernels::ThreadBuffers<ShiftIds> lease;
+  std::vector<std::int64_t>& ids = lease.get().ids;  // every key moves by |delta|
   ids.assign(static_cast<std::size_t>(d.seq), std::llabs(delta));
   ApplyRope(params, k, layout, Positions::Ids(ids.data(), d.seq),
             delta > 0 ? RopeDirection::kForward : RopeDirection::kInverse, nullptr, ctx);

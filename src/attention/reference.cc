@@ -266,29 +266,59 @@ void AttentionReference(const AttentionParams& params, const TensorView& q, cons
   });
 }
 
+namespace {
+
+// The layouts of dout and of the gradients, checked against the problem's
+// shapes: dout as out, dq as q, dk as k, dv as v (writable), in that order.
+struct GradDims {
+  AttentionDims dout, dq, dk, dv;
+};
+GradDims CheckGradShapes(const AttentionParams& params, const Dims& d, const TensorView& dout,
+                         const AttentionGrads& grads) {
+  GradDims g;
+  g.dout = GetAttentionDims(dout, params.layout, "dout");
+  const AttentionDims& dod = g.dout;
+  if (!(dod.batch == d.batch && dod.seq == d.query_len && dod.heads == d.heads &&
+        dod.head_dim == d.value_dim)) {
+    FailArgument("dout", dout.Describe(), "the shape of out ([batch, Sq, H, Dv] in the layout)");
+  }
+  g.dq = CheckAttentionTensor(grads.dq, params.layout, "grads.dq", d.batch, d.query_len, d.heads,
+                              d.head_dim, /*writable=*/true);
+  g.dk = CheckAttentionTensor(grads.dk, params.layout, "grads.dk", d.batch, d.key_len, d.kv_heads,
+                              d.head_dim, /*writable=*/true);
+  g.dv = CheckAttentionTensor(grads.dv, params.layout, "grads.dv", d.batch, d.key_len, d.kv_heads,
+                              d.value_dim, /*writable=*/true);
+  return g;
+}
+
+// Rotates dq and dk (float64, [B, H, Sq, D] and [B, Hkv, Sk, D]) back to the
+// unrotated frame when the scheme rotates q and k; else leaves them.
+void RotateGradsBack(const Problem& p, std::vector<double>& dq, std::vector<double>& dk) {
+  const Dims& d = p.dims;
+  if (const RopeParams* rope = p.policy->rotation(); rope != nullptr) {
+    ApplyRope(*rope,
+              TensorView::Contiguous(dq.data(), DType::kFloat64,
+                                     {d.batch, d.heads, d.query_len, d.head_dim}),
+              AttentionLayout::kBHSD, p.query_positions, RopeDirection::kInverse);
+    ApplyRope(*rope,
+              TensorView::Contiguous(dk.data(), DType::kFloat64,
+                                     {d.batch, d.kv_heads, d.key_len, d.head_dim}),
+              AttentionLayout::kBHSD, p.key_positions, RopeDirection::kInverse);
+  }
+}
+
+}  // namespace
+
 void AttentionReferenceBackward(const AttentionParams& params, const TensorView& q,
                                 const TensorView& k, const TensorView& v, const TensorView& dout,
                                 const AttentionGrads& grads) {
   Problem p = Setup(params, q, k, v);
   const Dims& d = p.dims;
-  const AttentionDims dod = GetAttentionDims(dout, params.layout, "dout");
-  if (!(dod.batch == d.batch && dod.seq == d.query_len && dod.heads == d.heads &&
-        dod.head_dim == d.value_dim)) {
-    FailArgument("dout", dout.Describe(), "the shape of out ([batch, Sq, H, Dv] in the layout)");
-  }
-  const AttentionDims dqd =
-      CheckAttentionTensor(grads.dq, params.layout, "grads.dq", d.batch, d.query_len, d.heads,
-                           d.head_dim, /*writable=*/true);
-  const AttentionDims dkd =
-      CheckAttentionTensor(grads.dk, params.layout, "grads.dk", d.batch, d.key_len, d.kv_heads,
-                           d.head_dim, /*writable=*/true);
-  const AttentionDims dvd =
-      CheckAttentionTensor(grads.dv, params.layout, "grads.dv", d.batch, d.key_len, d.kv_heads,
-                           d.value_dim, /*writable=*/true);
+  const GradDims gd = CheckGradShapes(params, d, dout, grads);
   std::vector<std::string> labels;
   const std::vector<TensorView> table_views =
       attention_internal::CheckSchemeGrads(*p.policy, grads, &labels);
-  const std::vector<double> dO = Load(dout, dod);
+  const std::vector<double> dO = Load(dout, gd.dout);
   std::vector<double> dq(p.q.size(), 0.0), dk(p.k.size(), 0.0), dv(p.v.size(), 0.0);
   SchemeGradSums sums = p.policy->NewGradSums();
   const bool value_terms = p.policy->Has(SchemeTerm::kValue);
@@ -342,19 +372,10 @@ void AttentionReferenceBackward(const AttentionParams& params, const TensorView&
       }
     }
   }
-  if (const RopeParams* rope = p.policy->rotation(); rope != nullptr) {
-    ApplyRope(*rope,
-              TensorView::Contiguous(dq.data(), DType::kFloat64,
-                                     {d.batch, d.heads, d.query_len, d.head_dim}),
-              AttentionLayout::kBHSD, p.query_positions, RopeDirection::kInverse);
-    ApplyRope(*rope,
-              TensorView::Contiguous(dk.data(), DType::kFloat64,
-                                     {d.batch, d.kv_heads, d.key_len, d.head_dim}),
-              AttentionLayout::kBHSD, p.key_positions, RopeDirection::kInverse);
-  }
-  Store(dq, grads.dq, dqd);
-  Store(dk, grads.dk, dkd);
-  Store(dv, grads.dv, dvd);
+  RotateGradsBack(p, dq, dk);
+  Store(dq, grads.dq, gd.dq);
+  Store(dk, grads.dk, gd.dk);
+  Store(dv, grads.dv, gd.dv);
   const SchemeGradSums* parts[] = {&sums};
   attention_internal::StoreSchemeGrads(*p.policy, parts, table_views);
 }

@@ -32,6 +32,50 @@ struct Scheme {
   FlashRopeKeys rope_keys = FlashRopeKeys::kRotate;
 };
 
+// Fails unless argument `arg` of `scheme` (the entry a) has kind `want`.
+void RequireArgKind(const posenc_scheme_arg& a, std::string_view arg, const std::string& scheme,
+                    posenc_arg_kind want, const char* want_name) {
+  if (a.kind != want) {
+    FailArgument(std::string(arg) + ".kind", static_cast<int>(a.kind),
+                 std::string(want_name) + " for the " + scheme + " argument " + std::string(arg));
+  }
+}
+
+// Adds entry a (argument `arg` of `scheme`, declared as decl) to named, after
+// checking its kind and, for integers and flags, its value.
+void AddDeclaredArg(const SchemeArgDecl& decl, const posenc_scheme_arg& a, std::string_view arg,
+                    const std::string& scheme, SchemeArgs& named) {
+  const auto kind = [&](posenc_arg_kind want, const char* want_name) {
+    RequireArgKind(a, arg, scheme, want, want_name);
+  };
+  switch (decl.type) {
+    case SchemeArgType::kTensor:
+      kind(POSENC_ARG_TENSOR, "POSENC_ARG_TENSOR (2)");
+      named.Tensor(arg, ViewOf(&a.tensor, a.name));
+      break;
+    case SchemeArgType::kText:
+      kind(POSENC_ARG_TEXT, "POSENC_ARG_TEXT (1)");
+      RequirePointer(a.text, a.name, "a text");
+      named.Text(arg, a.text);
+      break;
+    case SchemeArgType::kNumber:
+      kind(POSENC_ARG_NUMBER, "POSENC_ARG_NUMBER (0)");
+      named.Number(arg, a.number);
+      break;
+    case SchemeArgType::kInteger:
+      kind(POSENC_ARG_NUMBER, "POSENC_ARG_NUMBER (0)");
+      Require(std::nearbyint(a.number) == a.number && std::abs(a.number) < 9.0e15, a.name, a.number,
+              "an integer");
+      named.Integer(arg, static_cast<std::int64_t>(a.number));
+      break;
+    case SchemeArgType::kFlag:
+      kind(POSENC_ARG_NUMBER, "POSENC_ARG_NUMBER (0)");
+      Require(a.number == 0.0 || a.number == 1.0, a.name, a.number, "0 or 1");
+      named.Flag(arg, a.number != 0.0);
+      break;
+  }
+}
+
 // name + named arguments -> PositionScheme, by the scheme's declaration in
 // the registry (posenc/scheme.h): any registered scheme passes through; the
 // argument kinds map onto the declared types (NUMBER -> number, integer
@@ -64,15 +108,8 @@ Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int6
       }
     }
     seen.push_back(arg);
-    auto kind = [&](posenc_arg_kind want, const char* want_name) {
-      if (a.kind != want) {
-        FailArgument(
-            std::string(arg) + ".kind", static_cast<int>(a.kind),
-            std::string(want_name) + " for the " + scheme + " argument " + std::string(arg));
-      }
-    };
     if (rotation && arg == "rope_keys") {
-      kind(POSENC_ARG_TEXT, "POSENC_ARG_TEXT (1)");
+      RequireArgKind(a, arg, scheme, POSENC_ARG_TEXT, "POSENC_ARG_TEXT (1)");
       RequirePointer(a.text, "rope_keys", "a text");
       s.rope_keys = ParseFlashRopeKeys(a.text, "rope_keys");
       continue;
@@ -82,32 +119,7 @@ Scheme SchemeFromArgs(const char* name, const posenc_scheme_arg* args, std::int6
       FailArgument(at + ".name", std::string(arg),
                    "one of the " + scheme + " arguments: " + (list.empty() ? "(none)" : list));
     }
-    switch (decl->type) {
-      case SchemeArgType::kTensor:
-        kind(POSENC_ARG_TENSOR, "POSENC_ARG_TENSOR (2)");
-        named.Tensor(arg, ViewOf(&a.tensor, a.name));
-        break;
-      case SchemeArgType::kText:
-        kind(POSENC_ARG_TEXT, "POSENC_ARG_TEXT (1)");
-        RequirePointer(a.text, a.name, "a text");
-        named.Text(arg, a.text);
-        break;
-      case SchemeArgType::kNumber:
-        kind(POSENC_ARG_NUMBER, "POSENC_ARG_NUMBER (0)");
-        named.Number(arg, a.number);
-        break;
-      case SchemeArgType::kInteger:
-        kind(POSENC_ARG_NUMBER, "POSENC_ARG_NUMBER (0)");
-        Require(std::nearbyint(a.number) == a.number && std::abs(a.number) < 9.0e15, a.name,
-                a.number, "an integer");
-        named.Integer(arg, static_cast<std::int64_t>(a.number));
-        break;
-      case SchemeArgType::kFlag:
-        kind(POSENC_ARG_NUMBER, "POSENC_ARG_NUMBER (0)");
-        Require(a.number == 0.0 || a.number == 1.0, a.name, a.number, "0 or 1");
-        named.Flag(arg, a.number != 0.0);
-        break;
-    }
+    AddDeclaredArg(*decl, a, arg, scheme, named);
   }
   // RoPE's pairing and the keys' rotation have no default here: a wrong
   // guess rotates every key the wrong way without any other sign.

@@ -116,10 +116,11 @@ std::vector<double> Project(const std::vector<double>& x, const std::vector<doub
   return y;
 }
 
-// Per-token outputs [S, d] of one sentence under one scheme.
-std::vector<double> Encode(const PermutationDemoParams& p, std::string_view scheme,
-                           const std::vector<std::string>& tokens) {
-  const std::int64_t d = p.model_dim, H = p.heads, D = d / H;
+// Token embeddings [S, d] (hashed per word), plus the sinusoidal or learned positions for
+// those schemes.
+std::vector<double> Embed(const PermutationDemoParams& p, std::string_view scheme,
+                          const std::vector<std::string>& tokens) {
+  const std::int64_t d = p.model_dim;
   const auto S = static_cast<std::int64_t>(tokens.size());
   std::vector<double> x;
   for (const auto& t : tokens) {
@@ -133,16 +134,21 @@ std::vector<double> Encode(const PermutationDemoParams& p, std::string_view sche
     LearnedTable::RandomNormal(LearnedInitParams{kMaxTokens, d, 0.02, p.seed + 4})
         .AddTo(xv, Positions::Offset(0));
   }
-  const auto wq = UniformVector(p.seed + 1, d * d, 1.0 / static_cast<double>(d));
-  const auto wk = UniformVector(p.seed + 2, d * d, 1.0 / static_cast<double>(d));
-  const auto wv = UniformVector(p.seed + 3, d * d, 1.0 / static_cast<double>(d));
-  const auto q = Project(x, wq, S, d, d), k = Project(x, wk, S, d, d), v = Project(x, wv, S, d, d);
+  return x;
+}
 
-  AttentionParams ap;
-  ap.mask = AttentionMask::kBidirectional;
-  // Tables that must outlive the call.
+// The tables a relative scheme points into; they must outlive the attention call.
+struct SchemeTables {
   std::optional<T5BiasTable> t5;
   std::vector<double> a_key, a_value, u, vb, rw, kr, qr;
+};
+
+// Sets ap.scheme to the scheme named `scheme` for S tokens, its tables built into `tables`
+// (DeBERTa projects its relative embeddings with wq / wk); throws for an unknown name.
+void SetScheme(const PermutationDemoParams& p, std::string_view scheme, std::int64_t S,
+               const std::vector<double>& wq, const std::vector<double>& wk, SchemeTables& tables,
+               AttentionParams& ap) {
+  const std::int64_t d = p.model_dim, H = p.heads, D = d / H;
   if (scheme == "none") {
     ap.scheme = PositionScheme::None();
   } else if (scheme == "sinusoidal" || scheme == "learned") {
@@ -156,42 +162,60 @@ std::vector<double> Encode(const PermutationDemoParams& p, std::string_view sche
     alibi.num_heads = H;
     ap.scheme = PositionScheme::FromAlibi(AlibiSlopes(alibi));
   } else if (scheme == "t5") {
-    t5.emplace(T5BucketParams{32, 128, T5Direction::kBidirectional}, H);
-    t5->InitNormal(p.seed + 5, 1.0 / std::sqrt(static_cast<double>(d)));
-    ap.scheme = PositionScheme::FromT5(*t5);
+    tables.t5.emplace(T5BucketParams{32, 128, T5Direction::kBidirectional}, H);
+    tables.t5->InitNormal(p.seed + 5, 1.0 / std::sqrt(static_cast<double>(d)));
+    ap.scheme = PositionScheme::FromT5(*tables.t5);
   } else if (scheme == "shaw") {
     const ShawParams sp{4, D};
-    a_key = UniformVector(p.seed + 6, sp.TableRows() * D, 1.0 / static_cast<double>(D));
-    a_value = UniformVector(p.seed + 7, sp.TableRows() * D, 1.0 / static_cast<double>(D));
+    tables.a_key = UniformVector(p.seed + 6, sp.TableRows() * D, 1.0 / static_cast<double>(D));
+    tables.a_value = UniformVector(p.seed + 7, sp.TableRows() * D, 1.0 / static_cast<double>(D));
     ap.scheme = PositionScheme::FromShaw(
-        sp, TensorView::Contiguous(a_key.data(), DType::kFloat64, {sp.TableRows(), D}),
-        TensorView::Contiguous(a_value.data(), DType::kFloat64, {sp.TableRows(), D}));
+        sp, TensorView::Contiguous(tables.a_key.data(), DType::kFloat64, {sp.TableRows(), D}),
+        TensorView::Contiguous(tables.a_value.data(), DType::kFloat64, {sp.TableRows(), D}));
   } else if (scheme == "transformer_xl") {
-    u = UniformVector(p.seed + 8, H * D, 1.0 / static_cast<double>(D));
-    vb = UniformVector(p.seed + 9, H * D, 1.0 / static_cast<double>(D));
+    tables.u = UniformVector(p.seed + 8, H * D, 1.0 / static_cast<double>(D));
+    tables.vb = UniformVector(p.seed + 9, H * D, 1.0 / static_cast<double>(D));
     std::vector<double> r(static_cast<std::size_t>(S * d));
     TransformerXLPositionEmbedding(TransformerXLParams{d}, S,
                                    TensorView::Contiguous(r.data(), DType::kFloat64, {S, d}));
-    rw = Project(r, UniformVector(p.seed + 10, d * d, 1.0 / static_cast<double>(d)), S, d, d);
+    tables.rw =
+        Project(r, UniformVector(p.seed + 10, d * d, 1.0 / static_cast<double>(d)), S, d, d);
     ap.scheme = PositionScheme::FromTransformerXL(
-        TensorView::Contiguous(u.data(), DType::kFloat64, {H, D}),
-        TensorView::Contiguous(vb.data(), DType::kFloat64, {H, D}),
-        TensorView::Contiguous(rw.data(), DType::kFloat64, {S, H, D}));
+        TensorView::Contiguous(tables.u.data(), DType::kFloat64, {H, D}),
+        TensorView::Contiguous(tables.vb.data(), DType::kFloat64, {H, D}),
+        TensorView::Contiguous(tables.rw.data(), DType::kFloat64, {S, H, D}));
   } else if (scheme == "deberta") {
     DebertaParams dp;  // v3 defaults: 256 buckets, max 512, c2p|p2c
     dp.head_dim = D;
     const std::int64_t rows = 2 * dp.AttSpan();
     const auto rel = UniformVector(p.seed + 11, rows * d, 1.0);
-    kr = Project(rel, wk, rows, d, d);
-    qr = Project(rel, wq, rows, d, d);
+    tables.kr = Project(rel, wk, rows, d, d);
+    tables.qr = Project(rel, wq, rows, d, d);
     ap.scheme = PositionScheme::FromDeBERTa(
-        dp, TensorView::Contiguous(kr.data(), DType::kFloat64, {rows, H, D}),
-        TensorView::Contiguous(qr.data(), DType::kFloat64, {rows, H, D}));
+        dp, TensorView::Contiguous(tables.kr.data(), DType::kFloat64, {rows, H, D}),
+        TensorView::Contiguous(tables.qr.data(), DType::kFloat64, {rows, H, D}));
   } else {
     std::string allowed = "one of";
     for (const auto& s : PermutationDemoSchemes()) allowed += " " + s;
     throw InvalidArgument(ArgMessage("scheme", std::string(scheme), allowed));
   }
+}
+
+// Per-token outputs [S, d] of one sentence under one scheme.
+std::vector<double> Encode(const PermutationDemoParams& p, std::string_view scheme,
+                           const std::vector<std::string>& tokens) {
+  const std::int64_t d = p.model_dim, H = p.heads, D = d / H;
+  const auto S = static_cast<std::int64_t>(tokens.size());
+  const std::vector<double> x = Embed(p, scheme, tokens);
+  const auto wq = UniformVector(p.seed + 1, d * d, 1.0 / static_cast<double>(d));
+  const auto wk = UniformVector(p.seed + 2, d * d, 1.0 / static_cast<double>(d));
+  const auto wv = UniformVector(p.seed + 3, d * d, 1.0 / static_cast<double>(d));
+  const auto q = Project(x, wq, S, d, d), k = Project(x, wk, S, d, d), v = Project(x, wv, S, d, d);
+
+  AttentionParams ap;
+  ap.mask = AttentionMask::kBidirectional;
+  SchemeTables tables;  // must outlive the call
+  SetScheme(p, scheme, S, wq, wk, tables, ap);
   std::vector<double> out(static_cast<std::size_t>(S * d));
   AttentionReference(ap, TensorView::Contiguous(q.data(), DType::kFloat64, {1, S, H, D}),
                      TensorView::Contiguous(k.data(), DType::kFloat64, {1, S, H, D}),

@@ -1,6 +1,7 @@
 // RoPE context-extension schemes: default, linear, dynamic NTK, static NTK,
 // YaRN, Llama 3, LongRoPE, proportional. Formulas, papers and conventions:
-// include/posenc/rope_scaling.h.
+// include/posenc/rope_scaling.h. The enums' names and parsers are in
+// rope_scaling_names.cc.
 //
 // Reference implementation matched: HF transformers modeling_rope_utils.py
 // (_compute_*_parameters, dynamic_rope_update) at commit c49429ed
@@ -267,87 +268,6 @@ void Proportional(const RopeScalingParams& p, RopeScaling& r) {
 
 }  // namespace
 
-std::string_view RopeScalingTypeName(RopeScalingType type) {
-  switch (type) {
-    case RopeScalingType::kDefault:
-      return "default";
-    case RopeScalingType::kLinear:
-      return "linear";
-    case RopeScalingType::kDynamic:
-      return "dynamic";
-    case RopeScalingType::kNtk:
-      return "ntk";
-    case RopeScalingType::kYarn:
-      return "yarn";
-    case RopeScalingType::kLlama3:
-      return "llama3";
-    case RopeScalingType::kLongRope:
-      return "longrope";
-    case RopeScalingType::kProportional:
-      return "proportional";
-  }
-  return "?";
-}
-
-std::string_view KnownRopeScalingTypes() {
-  return "default, linear, dynamic, ntk, yarn, llama3, longrope, proportional";
-}
-
-RopeScalingType ParseRopeScalingType(std::string_view text, std::string_view arg) {
-  for (auto t : {RopeScalingType::kDefault, RopeScalingType::kLinear, RopeScalingType::kDynamic,
-                 RopeScalingType::kNtk, RopeScalingType::kYarn, RopeScalingType::kLlama3,
-                 RopeScalingType::kLongRope, RopeScalingType::kProportional}) {
-    if (text == RopeScalingTypeName(t)) return t;
-  }
-  throw InvalidArgument(
-      ArgMessage(arg, std::string(text), "one of " + std::string(KnownRopeScalingTypes())));
-}
-
-std::string_view LongRopeSwitchName(LongRopeSwitch s) {
-  switch (s) {
-    case LongRopeSwitch::kSeqLen:
-      return "seq_len";
-    case LongRopeSwitch::kContext:
-      return "context";
-    case LongRopeSwitch::kAlwaysLong:
-      return "always_long";
-  }
-  return "?";
-}
-
-LongRopeSwitch ParseLongRopeSwitch(std::string_view text, std::string_view arg) {
-  if (text == "seq_len") return LongRopeSwitch::kSeqLen;
-  if (text == "context") return LongRopeSwitch::kContext;
-  if (text == "always_long") return LongRopeSwitch::kAlwaysLong;
-  throw InvalidArgument(ArgMessage(arg, std::string(text), "one of seq_len, context, always_long"));
-}
-
-std::string_view RopePairRegionName(RopePairRegion r) {
-  switch (r) {
-    case RopePairRegion::kKept:
-      return "kept";
-    case RopePairRegion::kInterpolated:
-      return "interpolated";
-    case RopePairRegion::kBlended:
-      return "blended";
-    case RopePairRegion::kUnrotated:
-      return "unrotated";
-  }
-  return "?";
-}
-
-std::string_view LongRopeFactorsName(LongRopeFactors f) {
-  switch (f) {
-    case LongRopeFactors::kNotLongRope:
-      return "none";
-    case LongRopeFactors::kShort:
-      return "short_factor";
-    case LongRopeFactors::kLong:
-      return "long_factor";
-  }
-  return "?";
-}
-
 double YarnGetMscale(double scale, double mscale) {
   if (scale <= 1.0) return 1.0;
   return 0.1 * mscale * std::log(scale) + 1.0;
@@ -358,7 +278,11 @@ std::int64_t RopeScalingParams::RotaryDim() const {
   return PyInt(static_cast<double>(head_dim) * partial_rotary_factor);
 }
 
-void ValidateRopeScalingParams(const RopeScalingParams& p) {
+namespace {
+
+// Checks head_dim, partial_rotary_factor, theta, the rotary dim and the context lengths; returns
+// the rotary dim.
+std::int64_t ValidateDims(const RopeScalingParams& p) {
   using T = RopeScalingType;
   Require(p.head_dim >= 2 && p.head_dim <= (1 << 16), "head_dim", p.head_dim,
           "an integer in [2, 65536]");
@@ -382,7 +306,12 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
   Require(p.original_max_position_embeddings >= 0, "original_max_position_embeddings",
           p.original_max_position_embeddings, "an integer >= 0 (0: max_position_embeddings)");
   Require(p.context_length >= 0, "context_length", p.context_length, "an integer >= 0");
-  const std::string type_name(RopeScalingTypeName(p.type));
+  return d;
+}
+
+// Checks factor (> 0 for proportional, else >= 1) and attention_factor (> 0) where given.
+void ValidateFactors(const RopeScalingParams& p, const std::string& type_name) {
+  using T = RopeScalingType;
   if (p.factor) {
     const bool ok = p.type == T::kProportional ? std::isfinite(*p.factor) && *p.factor > 0.0
                                                : std::isfinite(*p.factor) && *p.factor >= 1.0;
@@ -396,108 +325,99 @@ void ValidateRopeScalingParams(const RopeScalingParams& p) {
     Require(std::isfinite(*p.attention_factor) && *p.attention_factor > 0.0, "attention_factor",
             *p.attention_factor, "a finite number > 0");
   }
-  switch (p.type) {
-    case T::kDefault:
-      break;
-    case T::kLinear:
-    case T::kNtk:
-      if (!(p.factor.has_value())) {
-        FailArgument("factor", "(missing)", "a number >= 1 for rope_type " + type_name);
-      }
-      break;
-    case T::kDynamic:
-      Require(p.factor.has_value(), "factor", "(missing)", "a number >= 1 for rope_type dynamic");
-      Require(p.max_position_embeddings > 0, "max_position_embeddings", p.max_position_embeddings,
-              "an integer > 0 for rope_type dynamic");
-      break;
-    case T::kYarn:
-    case T::kLongRope:
-      if (OriginalMax(p) <= 0) {
-        FailArgument("original_max_position_embeddings", OriginalMax(p),
-                     "an integer > 0 (or max_position_embeddings > 0) for rope_type " + type_name);
-      }
-      if (!p.factor) {
-        if (p.max_position_embeddings <= 0) {
-          FailArgument("max_position_embeddings", p.max_position_embeddings,
-                       "an integer > 0 to derive the factor of rope_type " + type_name);
-        }
-        Require(DeriveFactor(p) >= 1.0 || p.type == T::kLongRope, "factor", DeriveFactor(p),
-                "max_position_embeddings / original_max_position_embeddings >= 1");
-      }
-      if (p.type == T::kYarn) {
-        for (auto [name, v] :
-             {std::pair{"beta_fast", p.beta_fast}, std::pair{"beta_slow", p.beta_slow}}) {
-          if (v)
-            Require(std::isfinite(*v) && *v >= 0.0, name, *v,
-                    "a finite number > 0 (0 means the default)");
-        }
-        for (auto [name, v] :
-             {std::pair{"mscale", p.mscale}, std::pair{"mscale_all_dim", p.mscale_all_dim}}) {
-          if (v) Require(std::isfinite(*v), name, *v, "a finite number");
-        }
-      } else {
-        const std::size_t want = static_cast<std::size_t>(d / 2);
-        for (auto [name, list] : {std::pair{"short_factor", &p.short_factor},
-                                  std::pair{"long_factor", &p.long_factor}}) {
-          if (list->size() != want) {
-            FailArgument(std::string(name) + " length", list->size(),
-                         std::to_string(want) + " (rotary_dim/2)");
-          }
-          for (std::size_t i = 0; i < list->size(); ++i) {
-            if (!(std::isfinite((*list)[i]) && (*list)[i] > 0.0)) {
-              FailArgument(std::string(name) + "[" + std::to_string(i) + "]", (*list)[i],
-                           "a finite number > 0");
-            }
-          }
-        }
-      }
-      break;
-    case T::kLlama3:
-      Require(p.factor.has_value(), "factor", "(missing)", "a number >= 1 for rope_type llama3");
-      Require(OriginalMax(p) > 0, "original_max_position_embeddings", OriginalMax(p),
-              "an integer > 0 for rope_type llama3");
-      Require(std::isfinite(p.low_freq_factor) && p.low_freq_factor > 0.0, "low_freq_factor",
-              p.low_freq_factor, "a finite number > 0");
-      if (!(std::isfinite(p.high_freq_factor) && p.high_freq_factor > p.low_freq_factor)) {
-        FailArgument(
-            "high_freq_factor", p.high_freq_factor,
-            "a finite number > low_freq_factor (" + detail::ToText(p.low_freq_factor) + ")");
-      }
-      break;
-    case T::kProportional:
-      break;
+}
+
+// Checks yarn's optional beta_fast / beta_slow (>= 0) and mscale / mscale_all_dim (finite).
+void ValidateYarnParams(const RopeScalingParams& p) {
+  for (auto [name, v] :
+       {std::pair{"beta_fast", p.beta_fast}, std::pair{"beta_slow", p.beta_slow}}) {
+    if (v)
+      Require(std::isfinite(*v) && *v >= 0.0, name, *v,
+              "a finite number > 0 (0 means the default)");
   }
-  if (!p.freq_factors.empty()) {
-    const std::size_t want =
-        static_cast<std::size_t>(p.type == T::kProportional ? p.head_dim / 2 : d / 2);
-    if (p.freq_factors.size() != want) {
-      FailArgument("freq_factors length", p.freq_factors.size(),
+  for (auto [name, v] :
+       {std::pair{"mscale", p.mscale}, std::pair{"mscale_all_dim", p.mscale_all_dim}}) {
+    if (v) Require(std::isfinite(*v), name, *v, "a finite number");
+  }
+}
+
+// Checks that short_factor and long_factor each hold rotary_dim/2 finite numbers > 0.
+void ValidateLongRopeFactors(const RopeScalingParams& p, std::int64_t d) {
+  const std::size_t want = static_cast<std::size_t>(d / 2);
+  for (auto [name, list] :
+       {std::pair{"short_factor", &p.short_factor}, std::pair{"long_factor", &p.long_factor}}) {
+    if (list->size() != want) {
+      FailArgument(std::string(name) + " length", list->size(),
                    std::to_string(want) + " (rotary_dim/2)");
     }
-    for (std::size_t i = 0; i < want; ++i) {
-      if (!(std::isfinite(p.freq_factors[i]) && p.freq_factors[i] > 0.0)) {
-        FailArgument("freq_factors[" + std::to_string(i) + "]", p.freq_factors[i],
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      if (!(std::isfinite((*list)[i]) && (*list)[i] > 0.0)) {
+        FailArgument(std::string(name) + "[" + std::to_string(i) + "]", (*list)[i],
                      "a finite number > 0");
       }
     }
   }
 }
 
-RopeScaling ComputeRopeScaling(const RopeScalingParams& params, std::int64_t seq_len) {
-  ValidateRopeScalingParams(params);
-  Require(seq_len >= 0 && seq_len <= kMaxPosition + 1, "seq_len", seq_len,
-          "an integer in [0, 2^24] (0: at initialisation)");
+// Checks a yarn or longrope p: an original context, a factor given or derivable (>= 1 for yarn),
+// then the scheme's own parameters.
+void ValidateYarnOrLongRope(const RopeScalingParams& p, std::int64_t d,
+                            const std::string& type_name) {
+  if (OriginalMax(p) <= 0) {
+    FailArgument("original_max_position_embeddings", OriginalMax(p),
+                 "an integer > 0 (or max_position_embeddings > 0) for rope_type " + type_name);
+  }
+  if (!p.factor) {
+    if (p.max_position_embeddings <= 0) {
+      FailArgument("max_position_embeddings", p.max_position_embeddings,
+                   "an integer > 0 to derive the factor of rope_type " + type_name);
+    }
+    Require(DeriveFactor(p) >= 1.0 || p.type == RopeScalingType::kLongRope, "factor",
+            DeriveFactor(p), "max_position_embeddings / original_max_position_embeddings >= 1");
+  }
+  if (p.type == RopeScalingType::kYarn) {
+    ValidateYarnParams(p);
+  } else {
+    ValidateLongRopeFactors(p, d);
+  }
+}
+
+// Checks a llama3 p: factor, original context, and 0 < low_freq_factor < high_freq_factor.
+void ValidateLlama3(const RopeScalingParams& p) {
+  Require(p.factor.has_value(), "factor", "(missing)", "a number >= 1 for rope_type llama3");
+  Require(OriginalMax(p) > 0, "original_max_position_embeddings", OriginalMax(p),
+          "an integer > 0 for rope_type llama3");
+  Require(std::isfinite(p.low_freq_factor) && p.low_freq_factor > 0.0, "low_freq_factor",
+          p.low_freq_factor, "a finite number > 0");
+  if (!(std::isfinite(p.high_freq_factor) && p.high_freq_factor > p.low_freq_factor)) {
+    FailArgument("high_freq_factor", p.high_freq_factor,
+                 "a finite number > low_freq_factor (" + detail::ToText(p.low_freq_factor) + ")");
+  }
+}
+
+// Checks that freq_factors, if given, holds rotary_dim/2 (proportional: head_dim/2) finite
+// numbers > 0.
+void ValidateFreqFactors(const RopeScalingParams& p, std::int64_t d) {
+  if (p.freq_factors.empty()) return;
+  const std::size_t want =
+      static_cast<std::size_t>(p.type == RopeScalingType::kProportional ? p.head_dim / 2 : d / 2);
+  if (p.freq_factors.size() != want) {
+    FailArgument("freq_factors length", p.freq_factors.size(),
+                 std::to_string(want) + " (rotary_dim/2)");
+  }
+  for (std::size_t i = 0; i < want; ++i) {
+    if (!(std::isfinite(p.freq_factors[i]) && p.freq_factors[i] > 0.0)) {
+      FailArgument("freq_factors[" + std::to_string(i) + "]", p.freq_factors[i],
+                   "a finite number > 0");
+    }
+  }
+}
+
+// Sets r's inv_freq (and the scheme's attention factors, regions, effective theta) by p's scheme.
+void ApplyScheme(const RopeScalingParams& params, std::int64_t seq_len, RopeScaling& r,
+                 std::vector<RopePairRegion>& regions) {
   using T = RopeScalingType;
-  RopeScaling r;
-  r.type = params.type;
-  r.head_dim = params.head_dim;
-  r.rotary_dim = params.RotaryDim();
-  r.effective_theta = params.theta;
   const std::int64_t d = r.rotary_dim, pairs = d / 2;
-  r.factor = (params.type == T::kYarn || params.type == T::kLongRope) ? DeriveFactor(params)
-             : params.factor                                          ? *params.factor
-                                                                      : 1.0;
-  std::vector<RopePairRegion> regions;  // scheme-specific; empty: from the ratio
   switch (params.type) {
     case T::kDefault:
       r.frequencies.inv_freq = PlainInvFreq(params.theta, pairs, d, params.numerics);
@@ -532,26 +452,35 @@ RopeScaling ComputeRopeScaling(const RopeScalingParams& params, std::int64_t seq
       Proportional(params, r);
       break;
   }
-  if (!params.freq_factors.empty()) {  // ggml freq_factors: divisors after the scheme
-    for (std::size_t j = 0; j < r.frequencies.inv_freq.size(); ++j) {
-      double& v = r.frequencies.inv_freq[j];
-      v = Hf(params) ? static_cast<double>(static_cast<float>(v) /
-                                           static_cast<float>(params.freq_factors[j]))
-                     : v / params.freq_factors[j];
-    }
-    regions.clear();  // a scheme's own regions no longer describe the divided table
-    if (params.type == T::kDefault) {  // kept / most divided / in between
-      const double max_ff =
-          *std::max_element(params.freq_factors.begin(), params.freq_factors.end());
-      for (const double ff : params.freq_factors) {
-        regions.push_back(ff == 1.0      ? RopePairRegion::kKept
-                          : ff == max_ff ? RopePairRegion::kInterpolated
-                                         : RopePairRegion::kBlended);
-      }
+}
+
+// Divides r's inv_freq by params.freq_factors (ggml: after the scheme) and replaces regions:
+// for default rope kept / most divided / in between, else empty (from the ratio).
+void ApplyFreqFactors(const RopeScalingParams& params, RopeScaling& r,
+                      std::vector<RopePairRegion>& regions) {
+  for (std::size_t j = 0; j < r.frequencies.inv_freq.size(); ++j) {
+    double& v = r.frequencies.inv_freq[j];
+    v = Hf(params) ? static_cast<double>(static_cast<float>(v) /
+                                         static_cast<float>(params.freq_factors[j]))
+                   : v / params.freq_factors[j];
+  }
+  regions.clear();  // a scheme's own regions no longer describe the divided table
+  if (params.type == RopeScalingType::kDefault) {  // kept / most divided / in between
+    const double max_ff = *std::max_element(params.freq_factors.begin(), params.freq_factors.end());
+    for (const double ff : params.freq_factors) {
+      regions.push_back(ff == 1.0      ? RopePairRegion::kKept
+                        : ff == max_ff ? RopePairRegion::kInterpolated
+                                       : RopePairRegion::kBlended);
     }
   }
-  // Per-pair description against the unscaled table.
-  const std::int64_t exp_dim = params.type == T::kProportional ? params.head_dim : d;
+}
+
+// Fills r.pairs: each pair's inv_freq against the unscaled table, its wavelength and region
+// (regions[j], else from the ratio to the default).
+void DescribePairs(const RopeScalingParams& params, const std::vector<RopePairRegion>& regions,
+                   RopeScaling& r) {
+  const std::int64_t exp_dim =
+      params.type == RopeScalingType::kProportional ? params.head_dim : r.rotary_dim;
   const std::int64_t n = static_cast<std::int64_t>(r.frequencies.inv_freq.size());
   const std::vector<double> def = PlainInvFreq(params.theta, n, exp_dim, params.numerics);
   r.pairs.resize(static_cast<std::size_t>(n));
@@ -566,6 +495,59 @@ RopeScaling ComputeRopeScaling(const RopeScalingParams& params, std::int64_t seq
     info.ratio_to_default = info.inv_freq / def[k];
     info.region = regions.empty() ? RegionFromRatio(info.ratio_to_default, r.factor) : regions[k];
   }
+}
+
+}  // namespace
+
+void ValidateRopeScalingParams(const RopeScalingParams& p) {
+  using T = RopeScalingType;
+  const std::int64_t d = ValidateDims(p);
+  const std::string type_name(RopeScalingTypeName(p.type));
+  ValidateFactors(p, type_name);
+  switch (p.type) {
+    case T::kDefault:
+      break;
+    case T::kLinear:
+    case T::kNtk:
+      if (!(p.factor.has_value())) {
+        FailArgument("factor", "(missing)", "a number >= 1 for rope_type " + type_name);
+      }
+      break;
+    case T::kDynamic:
+      Require(p.factor.has_value(), "factor", "(missing)", "a number >= 1 for rope_type dynamic");
+      Require(p.max_position_embeddings > 0, "max_position_embeddings", p.max_position_embeddings,
+              "an integer > 0 for rope_type dynamic");
+      break;
+    case T::kYarn:
+    case T::kLongRope:
+      ValidateYarnOrLongRope(p, d, type_name);
+      break;
+    case T::kLlama3:
+      ValidateLlama3(p);
+      break;
+    case T::kProportional:
+      break;
+  }
+  ValidateFreqFactors(p, d);
+}
+
+RopeScaling ComputeRopeScaling(const RopeScalingParams& params, std::int64_t seq_len) {
+  ValidateRopeScalingParams(params);
+  Require(seq_len >= 0 && seq_len <= kMaxPosition + 1, "seq_len", seq_len,
+          "an integer in [0, 2^24] (0: at initialisation)");
+  using T = RopeScalingType;
+  RopeScaling r;
+  r.type = params.type;
+  r.head_dim = params.head_dim;
+  r.rotary_dim = params.RotaryDim();
+  r.effective_theta = params.theta;
+  r.factor = (params.type == T::kYarn || params.type == T::kLongRope) ? DeriveFactor(params)
+             : params.factor                                          ? *params.factor
+                                                                      : 1.0;
+  std::vector<RopePairRegion> regions;  // scheme-specific; empty: from the ratio
+  ApplyScheme(params, seq_len, r, regions);
+  if (!params.freq_factors.empty()) ApplyFreqFactors(params, r, regions);
+  DescribePairs(params, regions, r);  // per-pair description against the unscaled table
   return r;
 }
 

@@ -97,21 +97,18 @@ std::string TensorView::Describe() const {
   return os.str();
 }
 
-void ValidateView(const TensorView& view, std::string_view arg, int expected_rank, bool writable) {
-  // Every message is built only on failure: a valid call allocates nothing.
-  struct Name {
-    std::string_view arg;
-    std::string operator+(const char* field) const { return std::string(arg) + field; }
-    std::string operator+(const std::string& field) const { return std::string(arg) + field; }
-    operator std::string() const { return std::string(arg); }  // NOLINT: implicit on purpose
-  } const a{arg};
-  if (view.data == nullptr) FailArgument(a + ".data", "null", "a non-null pointer");
-  if (view.rank < 1 || view.rank > kMaxRank) {
-    FailArgument(a + ".rank", view.rank, "a rank in [1, 6]");
-  }
-  if (expected_rank >= 0 && view.rank != expected_rank) {
-    FailArgument(a + ".rank", view.rank, "rank " + std::to_string(expected_rank));
-  }
+namespace {
+
+// An argument name that prefixes field names, building the string only when a message is built.
+struct ArgName {
+  std::string_view arg;
+  std::string operator+(const char* field) const { return std::string(arg) + field; }
+  std::string operator+(const std::string& field) const { return std::string(arg) + field; }
+  operator std::string() const { return std::string(arg); }  // NOLINT: implicit on purpose
+};
+
+// Checks every dimension of view: size >= 1, stride >= 0 and below 2^48 bytes.
+void CheckDims(const TensorView& view, const ArgName& a) {
   const std::int64_t max_stride = kMaxViewBytes / static_cast<std::int64_t>(DTypeSize(view.dtype));
   for (int d = 0; d < view.rank; ++d) {
     // The messages are built only on failure (every public call validates
@@ -133,9 +130,12 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
                        std::string(DTypeName(view.dtype)) + "), size-1 dimensions included");
     }
   }
-  // Element count and byte span within kMaxViewBytes, computed without
-  // overflow: past that no memory can back the view and the index
-  // arithmetic of every kernel (int64) could overflow.
+}
+
+// Checks that view's element count and byte span are within kMaxViewBytes, computed without
+// overflow: past that no memory can back the view and the index arithmetic of every kernel
+// (int64) could overflow.
+void CheckSpan(const TensorView& view, std::string_view arg) {
   std::int64_t count = 1, last = 0;
   bool fits = true;
   for (int d = 0; d < view.rank && fits; ++d) {
@@ -155,28 +155,45 @@ void ValidateView(const TensorView& view, std::string_view arg, int expected_ran
                           std::string(DTypeName(view.dtype)) +
                           ", expected at most 2^48 elements spanning at most 2^48 bytes");
   }
-  if (writable) {
-    // Two distinct indices may not alias: with dimensions sorted by stride,
-    // each stride must exceed the span of all smaller-stride dimensions.
-    std::array<int, kMaxRank> order{};
-    for (int d = 0; d < view.rank; ++d) order[d] = d;
-    for (int i = 1; i < view.rank; ++i) {  // insertion sort by stride (rank <= 6)
-      for (int j = i; j > 0 && view.strides[order[j]] < view.strides[order[j - 1]]; --j) {
-        std::swap(order[j], order[j - 1]);
-      }
-    }
-    std::int64_t span = 0;  // max offset reachable with the dims so far
-    for (int i = 0; i < view.rank; ++i) {
-      const int d = order[i];
-      if (view.shape[d] == 1) continue;
-      if (view.strides[d] <= span) {
-        FailArgument(
-            a + ".strides[" + std::to_string(d) + "]", view.strides[d],
-            "strides that give every element its own address (output views may not alias)");
-      }
-      span += (view.shape[d] - 1) * view.strides[d];
+}
+
+// Checks that two distinct indices of view never alias: with dimensions sorted by stride, each
+// stride must exceed the span of all smaller-stride dimensions.
+void CheckNoAlias(const TensorView& view, const ArgName& a) {
+  std::array<int, kMaxRank> order{};
+  for (int d = 0; d < view.rank; ++d) order[d] = d;
+  for (int i = 1; i < view.rank; ++i) {  // insertion sort by stride (rank <= 6)
+    for (int j = i; j > 0 && view.strides[order[j]] < view.strides[order[j - 1]]; --j) {
+      std::swap(order[j], order[j - 1]);
     }
   }
+  std::int64_t span = 0;  // max offset reachable with the dims so far
+  for (int i = 0; i < view.rank; ++i) {
+    const int d = order[i];
+    if (view.shape[d] == 1) continue;
+    if (view.strides[d] <= span) {
+      FailArgument(a + ".strides[" + std::to_string(d) + "]", view.strides[d],
+                   "strides that give every element its own address (output views may not alias)");
+    }
+    span += (view.shape[d] - 1) * view.strides[d];
+  }
+}
+
+}  // namespace
+
+void ValidateView(const TensorView& view, std::string_view arg, int expected_rank, bool writable) {
+  // Every message is built only on failure: a valid call allocates nothing.
+  const ArgName a{arg};
+  if (view.data == nullptr) FailArgument(a + ".data", "null", "a non-null pointer");
+  if (view.rank < 1 || view.rank > kMaxRank) {
+    FailArgument(a + ".rank", view.rank, "a rank in [1, 6]");
+  }
+  if (expected_rank >= 0 && view.rank != expected_rank) {
+    FailArgument(a + ".rank", view.rank, "rank " + std::to_string(expected_rank));
+  }
+  CheckDims(view, a);
+  CheckSpan(view, arg);
+  if (writable) CheckNoAlias(view, a);
 }
 
 bool Overlaps(const TensorView& a, const TensorView& b) {

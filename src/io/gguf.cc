@@ -333,11 +333,8 @@ GgufValue ReadValue(Cursor& c, GgufType type, const std::string& field) {
   return v;
 }
 
-GgufFile Parse(Source& src, std::string_view source) {
-  GgufFile f;
-  f.source = std::string(source);
-  f.file_size = src.size();
-  Cursor c(src, f.source);
+// Reads the magic and the version of the header, which must be "GGUF" and 2 or 3; the version.
+std::uint32_t ReadVersion(Cursor& c) {
   const auto magic = c.Scalar<std::uint32_t>("header.magic");
   if (magic != 0x46554747u) {  // "GGUF" read little-endian
     std::string text;
@@ -347,27 +344,21 @@ GgufFile Parse(Source& src, std::string_view source) {
     }
     c.Fail("header.magic", Hex(magic) + " (\"" + text + "\")", "\"GGUF\" (a GGUF model file)");
   }
-  f.version = c.Scalar<std::uint32_t>("header.version");
-  if (f.version != 2 && f.version != 3) {
+  const auto version = c.Scalar<std::uint32_t>("header.version");
+  if (version != 2 && version != 3) {
     std::string note;
-    if (f.version == 1) note = " (GGUF v1, with 32-bit counts, is not supported)";
-    if (f.version == 0x02000000u || f.version == 0x03000000u) {
+    if (version == 1) note = " (GGUF v1, with 32-bit counts, is not supported)";
+    if (version == 0x02000000u || version == 0x03000000u) {
       note = " (a big-endian GGUF file: only little-endian files are supported)";
     }
-    c.Fail("header.version", std::to_string(f.version) + note, "2 or 3");
+    c.Fail("header.version", std::to_string(version) + note, "2 or 3");
   }
-  const auto n_tensors = c.Scalar<std::uint64_t>("header.n_tensors");
-  const auto n_kv = c.Scalar<std::uint64_t>("header.n_kv");
-  if (n_kv > c.left() / kMinKvBytes) {
-    c.Fail("header.n_kv", std::to_string(n_kv),
-           "at most " + std::to_string(c.left() / kMinKvBytes) + " (what the " +
-               std::to_string(c.left()) + " bytes left in the file can hold)");
-  }
-  if (n_tensors > c.left() / kMinTensorBytes) {
-    c.Fail("header.n_tensors", std::to_string(n_tensors),
-           "at most " + std::to_string(c.left() / kMinTensorBytes) + " (what the " +
-               std::to_string(c.left()) + " bytes left in the file can hold)");
-  }
+  return version;
+}
+
+// Reads n_kv metadata entries into f.metadata (keys non-empty and unique), taking
+// general.alignment, a u32 power of two, into f.alignment.
+void ReadKeyValues(Cursor& c, std::uint64_t n_kv, GgufFile& f) {
   std::set<std::string, std::less<>> keys;
   for (std::uint64_t i = 0; i < n_kv; ++i) {
     const std::string at = "kv[" + std::to_string(i) + "]";
@@ -389,6 +380,58 @@ GgufFile Parse(Source& src, std::string_view source) {
     }
     f.metadata.push_back(std::move(kv));
   }
+}
+
+// Reads the tensor info `at` (name unique among names, at most 4 dims >= 0 whose product fits
+// in int64, offset a multiple of alignment).
+GgufTensorInfo ReadTensorInfo(Cursor& c, const std::string& at,
+                              std::set<std::string, std::less<>>& names, std::uint64_t alignment) {
+  GgufTensorInfo t;
+  t.name = c.String(at + ".name", kMaxKeyBytes);
+  if (!names.insert(t.name).second)
+    c.Fail(at + ".name", "\"" + t.name + "\" again", "unique names");
+  const std::string field = at + " '" + t.name + "'";
+  const auto n_dims = c.Scalar<std::uint32_t>(field + " n_dims");
+  if (n_dims > kMaxDims) c.Fail(field + " n_dims", std::to_string(n_dims), "at most 4");
+  std::int64_t elements = 1;
+  for (std::uint32_t d = 0; d < n_dims; ++d) {
+    const auto dim = c.Scalar<std::int64_t>(field + " dim[" + std::to_string(d) + "]");
+    if (dim < 0)
+      c.Fail(field + " dim[" + std::to_string(d) + "]", std::to_string(dim), "a size >= 0");
+    if (dim != 0 && elements > std::numeric_limits<std::int64_t>::max() / dim) {
+      c.Fail(field + " shape", "more than 2^63 - 1 elements", "a representable element count");
+    }
+    elements *= dim;
+    t.shape.push_back(dim);
+  }
+  t.ggml_type = c.Scalar<std::uint32_t>(field + " type");
+  t.offset = c.Scalar<std::uint64_t>(field + " offset");
+  if (t.offset % alignment != 0) {
+    c.Fail(field + " offset", std::to_string(t.offset),
+           "a multiple of the alignment " + std::to_string(alignment));
+  }
+  return t;
+}
+
+GgufFile Parse(Source& src, std::string_view source) {
+  GgufFile f;
+  f.source = std::string(source);
+  f.file_size = src.size();
+  Cursor c(src, f.source);
+  f.version = ReadVersion(c);
+  const auto n_tensors = c.Scalar<std::uint64_t>("header.n_tensors");
+  const auto n_kv = c.Scalar<std::uint64_t>("header.n_kv");
+  if (n_kv > c.left() / kMinKvBytes) {
+    c.Fail("header.n_kv", std::to_string(n_kv),
+           "at most " + std::to_string(c.left() / kMinKvBytes) + " (what the " +
+               std::to_string(c.left()) + " bytes left in the file can hold)");
+  }
+  if (n_tensors > c.left() / kMinTensorBytes) {
+    c.Fail("header.n_tensors", std::to_string(n_tensors),
+           "at most " + std::to_string(c.left() / kMinTensorBytes) + " (what the " +
+               std::to_string(c.left()) + " bytes left in the file can hold)");
+  }
+  ReadKeyValues(c, n_kv, f);
   if (n_tensors > c.left() / kMinTensorBytes) {
     c.Fail("header.n_tensors", std::to_string(n_tensors),
            "at most " + std::to_string(c.left() / kMinTensorBytes) +
@@ -397,32 +440,7 @@ GgufFile Parse(Source& src, std::string_view source) {
   }
   std::set<std::string, std::less<>> names;
   for (std::uint64_t i = 0; i < n_tensors; ++i) {
-    const std::string at = "tensor[" + std::to_string(i) + "]";
-    GgufTensorInfo t;
-    t.name = c.String(at + ".name", kMaxKeyBytes);
-    if (!names.insert(t.name).second)
-      c.Fail(at + ".name", "\"" + t.name + "\" again", "unique names");
-    const std::string field = at + " '" + t.name + "'";
-    const auto n_dims = c.Scalar<std::uint32_t>(field + " n_dims");
-    if (n_dims > kMaxDims) c.Fail(field + " n_dims", std::to_string(n_dims), "at most 4");
-    std::int64_t elements = 1;
-    for (std::uint32_t d = 0; d < n_dims; ++d) {
-      const auto dim = c.Scalar<std::int64_t>(field + " dim[" + std::to_string(d) + "]");
-      if (dim < 0)
-        c.Fail(field + " dim[" + std::to_string(d) + "]", std::to_string(dim), "a size >= 0");
-      if (dim != 0 && elements > std::numeric_limits<std::int64_t>::max() / dim) {
-        c.Fail(field + " shape", "more than 2^63 - 1 elements", "a representable element count");
-      }
-      elements *= dim;
-      t.shape.push_back(dim);
-    }
-    t.ggml_type = c.Scalar<std::uint32_t>(field + " type");
-    t.offset = c.Scalar<std::uint64_t>(field + " offset");
-    if (t.offset % f.alignment != 0) {
-      c.Fail(field + " offset", std::to_string(t.offset),
-             "a multiple of the alignment " + std::to_string(f.alignment));
-    }
-    f.tensors.push_back(std::move(t));
+    f.tensors.push_back(ReadTensorInfo(c, "tensor[" + std::to_string(i) + "]", names, f.alignment));
   }
   const std::uint64_t mis = c.pos() % f.alignment;
   f.data_offset = c.pos() + (mis == 0 ? 0 : f.alignment - mis);

@@ -218,18 +218,30 @@ std::vector<double> PairTensor(const GgufFile& f, const TensorReader& read, cons
   return {values.begin(), values.end()};
 }
 
-ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
-  ModelConfig cfg;
-  cfg.source = f.source;
-  cfg.format = "gguf";
-  Meta m(f, cfg.warnings);
+// Builds the metadata keys `{arch}.{suffix}` of one architecture.
+struct ArchKeys {
+  std::string arch;
+  std::string operator()(const char* suffix) const { return arch + "." + suffix; }
+};
+
+// Reads `general.architecture`, which must be a non-empty string.
+std::string ReadArchitecture(const Meta& m) {
   const auto arch_text = m.Text("general.architecture");
   if (!arch_text || arch_text->empty()) {
     m.Fail("general.architecture", "nothing (missing)", "the model's architecture name");
   }
-  const std::string& arch = *arch_text;
-  cfg.model_type = arch;
-  const auto key = [&](const char* suffix) { return arch + "." + suffix; };
+  return *arch_text;
+}
+
+// The head count and embedding length a file declares (empty when absent).
+struct GgufSizes {
+  std::optional<std::int64_t> heads;
+  std::optional<std::int64_t> embd;
+};
+
+// Reads the head counts, embedding and context lengths, setting cfg's head counts and contexts;
+// warns when the kv head count does not divide the head count.
+GgufSizes ReadSizes(Meta& m, const ArchKeys& key, ModelConfig& cfg) {
   const auto heads = m.Int(key("attention.head_count"), 1, "an integer >= 1");
   const auto kv_heads = m.Int(key("attention.head_count_kv"), 1, "an integer >= 1");
   cfg.num_heads = heads.value_or(0);
@@ -243,72 +255,91 @@ ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
   const auto ctx = m.Int(key("context_length"), 1, "an integer >= 1");
   cfg.max_position_embeddings = ctx.value_or(0);
   cfg.original_max_position_embeddings = cfg.max_position_embeddings;
-  const ArchInfo* info = FindArch(arch);
-  const auto max_alibi = m.Number(key("attention.max_alibi_bias"), "a number > 0");
+  return {heads, embd};
+}
 
-  if ((info != nullptr && info->alibi) || (max_alibi && *max_alibi > 0.0)) {
-    if (!heads)
-      m.Fail(key("attention.head_count"), "nothing (missing)", "the head count of an ALiBi model");
-    ModelAlibi a;
-    a.num_heads = *heads;
-    a.max_bias = max_alibi.value_or(8.0);
-    if (!(a.max_bias > 0.0))
-      m.Fail(key("attention.max_alibi_bias"), Num(a.max_bias), "a number > 0");
-    if (a.num_heads > kMaxAlibiHeads) {
-      m.Fail(key("attention.head_count"), std::to_string(a.num_heads), "at most 65536 heads");
-    }
-    AlibiParams ap;
-    ap.num_heads = a.num_heads;
-    ap.max_bias = a.max_bias;
-    a.slopes = AlibiSlopes(ap);
-    if (embd && *embd % a.num_heads == 0) cfg.head_dim = *embd / a.num_heads;
-    cfg.alibi = std::move(a);
-    return cfg;
+// Sets cfg.alibi (and cfg.head_dim when the embedding splits evenly) for an ALiBi model, whose
+// max bias is max_alibi, else llama.cpp's fixed 8.
+void SetAlibi(const Meta& m, const ArchKeys& key, const GgufSizes& sizes,
+              const std::optional<double>& max_alibi, ModelConfig& cfg) {
+  if (!sizes.heads)
+    m.Fail(key("attention.head_count"), "nothing (missing)", "the head count of an ALiBi model");
+  ModelAlibi a;
+  a.num_heads = *sizes.heads;
+  a.max_bias = max_alibi.value_or(8.0);
+  if (!(a.max_bias > 0.0)) m.Fail(key("attention.max_alibi_bias"), Num(a.max_bias), "a number > 0");
+  if (a.num_heads > kMaxAlibiHeads) {
+    m.Fail(key("attention.head_count"), std::to_string(a.num_heads), "at most 65536 heads");
   }
+  AlibiParams ap;
+  ap.num_heads = a.num_heads;
+  ap.max_bias = a.max_bias;
+  a.slopes = AlibiSlopes(ap);
+  if (sizes.embd && *sizes.embd % a.num_heads == 0) cfg.head_dim = *sizes.embd / a.num_heads;
+  cfg.alibi = std::move(a);
+}
+
+// Fails for an architecture llama.cpp gives no RoPE; warns for one not in kArchs (NEOX assumed).
+void CheckRopeArch(const Meta& m, const std::string& arch, const ArchInfo* info,
+                   std::vector<std::string>& warnings) {
   if (info != nullptr && info->rope == ArchRope::kNone) {
     m.Fail("general.architecture", "\"" + arch + "\"",
            "an architecture with RoPE or ALiBi (llama.cpp gives '" + arch + "' neither)");
   }
   if (info == nullptr) {
-    cfg.warnings.push_back("general.architecture: '" + arch +
-                           "' is not in posenc's table of llama.cpp architectures; assuming NEOX "
-                           "(half_split) rope pairing");
+    warnings.push_back("general.architecture: '" + arch +
+                       "' is not in posenc's table of llama.cpp architectures; assuming NEOX "
+                       "(half_split) rope pairing");
   }
+}
 
-  // Dimensions.
-  const auto key_length = m.Int(key("attention.key_length"), 2, "an integer >= 2");
+// The checked head dim, rotary dim and base of a RoPE model, and its explicit key_length if any.
+struct RopeDims {
+  std::optional<std::int64_t> key_length;
   std::int64_t head_dim = 0;
-  if (key_length) {
-    head_dim = *key_length;
-  } else if (heads && embd) {
-    head_dim = *embd / *heads;
+  std::int64_t rot = 0;
+  double theta = 0.0;
+};
+
+// Reads and checks the head dim (key_length, else embedding / heads; MLA: the rope dim), the
+// rotary dim (default: head dim) and the base (default 10000).
+RopeDims ReadRopeDims(const GgufFile& f, Meta& m, const ArchKeys& key, const GgufSizes& sizes) {
+  RopeDims d;
+  d.key_length = m.Int(key("attention.key_length"), 2, "an integer >= 2");
+  if (d.key_length) {
+    d.head_dim = *d.key_length;
+  } else if (sizes.heads && sizes.embd) {
+    d.head_dim = *sizes.embd / *sizes.heads;
   } else {
     m.Fail(key("attention.key_length"), "nothing (missing)",
            "the head dim, or " + key("embedding_length") + " and " + key("attention.head_count"));
   }
   const auto rot_key = m.Int(key("rope.dimension_count"), 2, "an even integer >= 2");
-  if (f.Find(key("attention.kv_lora_rank")) != nullptr && rot_key) head_dim = *rot_key;  // MLA
-  if (head_dim < 2 || head_dim > 65536) {
-    m.Fail(key("attention.key_length"), std::to_string(head_dim), "a head dim in [2, 65536]");
+  if (f.Find(key("attention.kv_lora_rank")) != nullptr && rot_key) d.head_dim = *rot_key;  // MLA
+  if (d.head_dim < 2 || d.head_dim > 65536) {
+    m.Fail(key("attention.key_length"), std::to_string(d.head_dim), "a head dim in [2, 65536]");
   }
-  cfg.head_dim = head_dim;
-  const std::int64_t rot = rot_key.value_or(head_dim);
-  if (rot % 2 != 0 || rot > head_dim) {
-    m.Fail(key("rope.dimension_count"), std::to_string(rot),
-           "an even integer <= the head dim " + std::to_string(head_dim));
+  d.rot = rot_key.value_or(d.head_dim);
+  if (d.rot % 2 != 0 || d.rot > d.head_dim) {
+    m.Fail(key("rope.dimension_count"), std::to_string(d.rot),
+           "an even integer <= the head dim " + std::to_string(d.head_dim));
   }
-  const auto theta = m.Number(key("rope.freq_base"), "a number > 1").value_or(10000.0);
-  if (!(theta > 1.0)) m.Fail(key("rope.freq_base"), Num(theta), "a number > 1");
+  d.theta = m.Number(key("rope.freq_base"), "a number > 1").value_or(10000.0);
+  if (!(d.theta > 1.0)) m.Fail(key("rope.freq_base"), Num(d.theta), "a number > 1");
+  return d;
+}
 
-  LayerRope layer;
-  RopeScalingParams& p = layer.scaling;
-  p.numerics = RopeNumerics::kHF;
-  p.head_dim = head_dim;
-  p.partial_rotary_factor = RotaryFraction(rot, head_dim);
-  p.theta = theta;
-  p.max_position_embeddings = cfg.max_position_embeddings;
+// The scaling keys shared by all types: the type ("none" if absent), the factor (empty if absent
+// or 0) and the original context.
+struct ScalingKeys {
+  std::string type;
+  std::optional<double> factor;
+  std::optional<std::int64_t> orig;
+};
 
-  // Scaling.
+// Reads the scaling type and factor (else the legacy `rope.scale_linear`) and the original
+// context; fails for a factor below 1.
+ScalingKeys ReadScalingKeys(Meta& m, const ArchKeys& key) {
   std::string type = m.Text(key("rope.scaling.type")).value_or("none");
   auto factor = m.Number(key("rope.scaling.factor"), "a number >= 1");
   if (!m.Text(key("rope.scaling.type"))) {
@@ -320,92 +351,113 @@ ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
   if (factor && *factor == 0.0) factor.reset();  // llama.cpp: 0 means no scaling
   if (factor && *factor < 1.0) m.Fail(key("rope.scaling.factor"), Num(*factor), "a number >= 1");
   const auto orig = m.Int(key("rope.scaling.original_context_length"), 1, "an integer >= 1");
-  if (type == "none") {
+  return {type, factor, orig};
+}
+
+// Sets p to yarn from the `rope.scaling.yarn_*` keys; warns for an ext factor other than 1.
+void SetYarn(Meta& m, const ArchKeys& key, const ScalingKeys& s, ModelConfig& cfg,
+             RopeScalingParams& p) {
+  p.type = RopeScalingType::kYarn;
+  if (!s.factor) m.Fail(key("rope.scaling.factor"), "nothing (missing)", "a number >= 1 for yarn");
+  p.factor = s.factor;
+  p.original_max_position_embeddings = s.orig.value_or(cfg.max_position_embeddings);
+  if (p.original_max_position_embeddings <= 0) {
+    m.Fail(key("rope.scaling.original_context_length"), "nothing (missing)",
+           "an integer >= 1 (or " + key("context_length") + ") for yarn");
+  }
+  p.beta_fast = m.Number(key("rope.scaling.yarn_beta_fast"), "a number >= 0");
+  p.beta_slow = m.Number(key("rope.scaling.yarn_beta_slow"), "a number >= 0");
+  p.attention_factor = m.Number(key("rope.scaling.yarn_attn_factor"), "a number > 0");
+  if (const auto log_mul = m.Number(key("rope.scaling.yarn_log_multiplier"), "a number")) {
+    p.mscale = p.mscale_all_dim = *log_mul / 0.1;
+  }
+  const auto ext = m.Number(key("rope.scaling.yarn_ext_factor"), "a number");
+  if (ext && *ext != 1.0) {
+    cfg.warnings.push_back(key("rope.scaling.yarn_ext_factor") + ": " + Num(*ext) +
+                           " has no Hugging Face equivalent; the full YaRN ramp (1) is used");
+  }
+}
+
+// Sets p to longrope with the short/long factor tensors of rot/2 values each.
+void SetLongRope(const GgufFile& f, const TensorReader& read, const Meta& m, const ArchKeys& key,
+                 const ScalingKeys& s, std::int64_t rot, RopeScalingParams& p) {
+  p.type = RopeScalingType::kLongRope;
+  p.factor = s.factor;
+  p.original_max_position_embeddings = s.orig.value_or(0);
+  if (!s.orig) {
+    m.Fail(key("rope.scaling.original_context_length"), "nothing (missing)",
+           "the original context of a longrope model");
+  }
+  p.short_factor = PairTensor(f, read, "rope_factors_short.weight", rot / 2);
+  p.long_factor = PairTensor(f, read, "rope_factors_long.weight", rot / 2);
+  p.attention_factor = m.Number(key("rope.scaling.attn_factor"), "a number > 0");
+}
+
+// Sets p's scaling type and its parameters from the `rope.scaling.*` keys.
+void ReadScaling(const GgufFile& f, const TensorReader& read, Meta& m, const ArchKeys& key,
+                 std::int64_t rot, ModelConfig& cfg, RopeScalingParams& p) {
+  const ScalingKeys s = ReadScalingKeys(m, key);
+  if (s.type == "none") {
     p.type = RopeScalingType::kDefault;
-  } else if (type == "linear") {
+  } else if (s.type == "linear") {
     p.type = RopeScalingType::kLinear;
-    p.factor = factor.value_or(1.0);
-  } else if (type == "yarn") {
-    p.type = RopeScalingType::kYarn;
-    if (!factor) m.Fail(key("rope.scaling.factor"), "nothing (missing)", "a number >= 1 for yarn");
-    p.factor = factor;
-    p.original_max_position_embeddings = orig.value_or(cfg.max_position_embeddings);
-    if (p.original_max_position_embeddings <= 0) {
-      m.Fail(key("rope.scaling.original_context_length"), "nothing (missing)",
-             "an integer >= 1 (or " + key("context_length") + ") for yarn");
-    }
-    p.beta_fast = m.Number(key("rope.scaling.yarn_beta_fast"), "a number >= 0");
-    p.beta_slow = m.Number(key("rope.scaling.yarn_beta_slow"), "a number >= 0");
-    p.attention_factor = m.Number(key("rope.scaling.yarn_attn_factor"), "a number > 0");
-    if (const auto log_mul = m.Number(key("rope.scaling.yarn_log_multiplier"), "a number")) {
-      p.mscale = p.mscale_all_dim = *log_mul / 0.1;
-    }
-    const auto ext = m.Number(key("rope.scaling.yarn_ext_factor"), "a number");
-    if (ext && *ext != 1.0) {
-      cfg.warnings.push_back(key("rope.scaling.yarn_ext_factor") + ": " + Num(*ext) +
-                             " has no Hugging Face equivalent; the full YaRN ramp (1) is used");
-    }
-  } else if (type == "longrope") {
-    p.type = RopeScalingType::kLongRope;
-    p.factor = factor;
-    p.original_max_position_embeddings = orig.value_or(0);
-    if (!orig) {
-      m.Fail(key("rope.scaling.original_context_length"), "nothing (missing)",
-             "the original context of a longrope model");
-    }
-    p.short_factor = PairTensor(f, read, "rope_factors_short.weight", rot / 2);
-    p.long_factor = PairTensor(f, read, "rope_factors_long.weight", rot / 2);
-    p.attention_factor = m.Number(key("rope.scaling.attn_factor"), "a number > 0");
+    p.factor = s.factor.value_or(1.0);
+  } else if (s.type == "yarn") {
+    SetYarn(m, key, s, cfg, p);
+  } else if (s.type == "longrope") {
+    SetLongRope(f, read, m, key, s, rot, p);
   } else {
-    m.Fail(key("rope.scaling.type"), "\"" + type + "\"", "one of none, linear, yarn, longrope");
+    m.Fail(key("rope.scaling.type"), "\"" + s.type + "\"", "one of none, linear, yarn, longrope");
   }
-  if (f.FindTensor("rope_freqs.weight") != nullptr) {
-    p.freq_factors = PairTensor(f, read, "rope_freqs.weight", rot / 2);
+}
+
+// Sets layer's mrope_section (and the interleaved layout for IMROPE architectures) from
+// `rope.dimension_sections`, whose first 3 entries must sum to rot/2.
+void ReadSections(const GgufFile& f, const Meta& m, const ArchKeys& key, const ArchInfo* info,
+                  std::int64_t rot, LayerRope& layer) {
+  const GgufValue* sec = f.Find(key("rope.dimension_sections"));
+  if (sec == nullptr) return;
+  if (sec->type != GgufType::kArray || sec->numbers.size() < 3 || sec->numbers.size() > 4 ||
+      (sec->numbers.size() == 4 && sec->numbers[3] != 0.0)) {
+    m.Fail(key("rope.dimension_sections"), Meta::Show(*sec),
+           "an array of 3 or 4 section sizes (t, h, w, 0)");
   }
-  if (const GgufValue* sec = f.Find(key("rope.dimension_sections"))) {
-    if (sec->type != GgufType::kArray || sec->numbers.size() < 3 || sec->numbers.size() > 4 ||
-        (sec->numbers.size() == 4 && sec->numbers[3] != 0.0)) {
-      m.Fail(key("rope.dimension_sections"), Meta::Show(*sec),
-             "an array of 3 or 4 section sizes (t, h, w, 0)");
+  std::int64_t sum = 0;
+  for (int i = 0; i < 3; ++i) {
+    const double s = sec->numbers[static_cast<std::size_t>(i)];
+    if (!(s >= 0.0) || s != std::floor(s)) {
+      m.Fail(key("rope.dimension_sections"), Num(s), "integer section sizes >= 0");
     }
-    std::int64_t sum = 0;
-    for (int i = 0; i < 3; ++i) {
-      const double s = sec->numbers[static_cast<std::size_t>(i)];
-      if (!(s >= 0.0) || s != std::floor(s)) {
-        m.Fail(key("rope.dimension_sections"), Num(s), "integer section sizes >= 0");
-      }
-      layer.mrope_section.push_back(static_cast<std::int64_t>(s));
-      sum += layer.mrope_section.back();
-    }
-    if (sum != rot / 2) {
-      m.Fail(key("rope.dimension_sections"), "sections summing to " + std::to_string(sum),
-             "sections summing to rotary_dim/2 = " + std::to_string(rot / 2));
-    }
-    if (info != nullptr && info->rope == ArchRope::kIMRope)
-      layer.mrope_layout = MRopeLayout::kInterleaved;
+    layer.mrope_section.push_back(static_cast<std::int64_t>(s));
+    sum += layer.mrope_section.back();
   }
+  if (sum != rot / 2) {
+    m.Fail(key("rope.dimension_sections"), "sections summing to " + std::to_string(sum),
+           "sections summing to rotary_dim/2 = " + std::to_string(rot / 2));
+  }
+  if (info != nullptr && info->rope == ArchRope::kIMRope)
+    layer.mrope_layout = MRopeLayout::kInterleaved;
+}
+
+// ValidateRopeScalingParams(p), its InvalidArgument rethrown as a ConfigError naming the file.
+void ValidateScaling(const GgufFile& f, const RopeScalingParams& p) {
   try {
     ValidateRopeScalingParams(p);
   } catch (const InvalidArgument& e) {
     throw ConfigError(f.source + ": " + e.what());
   }
-  cfg.pairing = info != nullptr && info->rope == ArchRope::kNorm ? RopePairing::kInterleaved
-                                                                 : RopePairing::kHalfSplit;
-  if (p.original_max_position_embeddings > 0) {
-    cfg.original_max_position_embeddings = p.original_max_position_embeddings;
-  }
-  if (f.Find(key("attention.kv_lora_rank")) != nullptr && key_length && p.mscale_all_dim &&
-      *p.mscale_all_dim != 0.0) {  // DeepSeek MLA: softmax scale (nope + rope)^-0.5 * mscale^2
-    const double ms = YarnGetMscale(*p.factor, *p.mscale_all_dim);
-    cfg.deepseek_softmax_scale = std::pow(static_cast<double>(*key_length), -0.5) * ms * ms;
-  }
+}
+
+// Appends layer to cfg.layers; with `rope.freq_base_swa`, as full_attention followed by a
+// sliding_attention copy with default rope at that base.
+void AddLayers(Meta& m, const ArchKeys& key, LayerRope layer, ModelConfig& cfg) {
   const auto swa_theta = m.Number(key("rope.freq_base_swa"), "a number > 1");
   if (swa_theta) {
     if (!(*swa_theta > 1.0)) m.Fail(key("rope.freq_base_swa"), Num(*swa_theta), "a number > 1");
     layer.layer_type = "full_attention";
     LayerRope sliding;
     sliding.layer_type = "sliding_attention";
-    sliding.scaling = p;
+    sliding.scaling = layer.scaling;
     sliding.scaling.type = RopeScalingType::kDefault;
     sliding.scaling.theta = *swa_theta;
     sliding.scaling.factor.reset();
@@ -415,6 +467,51 @@ ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
   } else {
     cfg.layers.push_back(std::move(layer));
   }
+}
+
+ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
+  ModelConfig cfg;
+  cfg.source = f.source;
+  cfg.format = "gguf";
+  Meta m(f, cfg.warnings);
+  const ArchKeys key{ReadArchitecture(m)};
+  cfg.model_type = key.arch;
+  const GgufSizes sizes = ReadSizes(m, key, cfg);
+  const ArchInfo* info = FindArch(key.arch);
+  const auto max_alibi = m.Number(key("attention.max_alibi_bias"), "a number > 0");
+
+  if ((info != nullptr && info->alibi) || (max_alibi && *max_alibi > 0.0)) {
+    SetAlibi(m, key, sizes, max_alibi, cfg);
+    return cfg;
+  }
+  CheckRopeArch(m, key.arch, info, cfg.warnings);
+  const RopeDims dims = ReadRopeDims(f, m, key, sizes);
+  cfg.head_dim = dims.head_dim;
+
+  LayerRope layer;
+  RopeScalingParams& p = layer.scaling;
+  p.numerics = RopeNumerics::kHF;
+  p.head_dim = dims.head_dim;
+  p.partial_rotary_factor = RotaryFraction(dims.rot, dims.head_dim);
+  p.theta = dims.theta;
+  p.max_position_embeddings = cfg.max_position_embeddings;
+  ReadScaling(f, read, m, key, dims.rot, cfg, p);
+  if (f.FindTensor("rope_freqs.weight") != nullptr) {
+    p.freq_factors = PairTensor(f, read, "rope_freqs.weight", dims.rot / 2);
+  }
+  ReadSections(f, m, key, info, dims.rot, layer);
+  ValidateScaling(f, p);
+  cfg.pairing = info != nullptr && info->rope == ArchRope::kNorm ? RopePairing::kInterleaved
+                                                                 : RopePairing::kHalfSplit;
+  if (p.original_max_position_embeddings > 0) {
+    cfg.original_max_position_embeddings = p.original_max_position_embeddings;
+  }
+  if (f.Find(key("attention.kv_lora_rank")) != nullptr && dims.key_length && p.mscale_all_dim &&
+      *p.mscale_all_dim != 0.0) {  // DeepSeek MLA: softmax scale (nope + rope)^-0.5 * mscale^2
+    const double ms = YarnGetMscale(*p.factor, *p.mscale_all_dim);
+    cfg.deepseek_softmax_scale = std::pow(static_cast<double>(*dims.key_length), -0.5) * ms * ms;
+  }
+  AddLayers(m, key, std::move(layer), cfg);
   return cfg;
 }
 

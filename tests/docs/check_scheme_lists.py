@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Every list of attention schemes written in the docs, headers, sources and docstrings is the
-registry's: a run of five or more registered names ("none, absolute, rope, ...") must be the list of
-all registered schemes or of the fused ones (`posenc schemes --json`), in registration order. Shorter
-runs are choices (a benchmark's cases, a figure's panels), not copies of the registry. Comment
-markers at line breaks (//, #) are read through, so a list may wrap.
+registry's: a run of five or more registered names ("none, absolute, rope, ...") must be the list
+of all registered schemes or of the fused ones (`posenc schemes --json`), in registration order.
+Shorter runs are choices (a benchmark's cases, a figure's panels), not copies of the registry.
+Comment markers at line breaks (//, #) are read through, so a list may wrap.
 
 Usage: check_scheme_lists.py ROOT POSENC   (POSENC: the CLI, for `posenc schemes --json`)
        check_scheme_lists.py --self-test ROOT POSENC

@@ -194,6 +194,45 @@ class _Attention(torch.autograd.Function):
         return (None, None, g["dq"], g["dk"], g["dv"], *[g.get(name) for name in ctx.names[:n]])
 
 
+def _check_kernel_and_precision(kernel: str, precision: str) -> None:
+    """Raises ValueError unless kernel is in KERNELS and precision in PRECISIONS."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel: got {kernel!r}, expected one of {', '.join(KERNELS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: got {precision!r}, expected one of "
+                         f"{', '.join(PRECISIONS)}")
+
+
+def _use_flash(kernel: str, precision: str, scheme: str, info: Dict[str, Any],
+               q: torch.Tensor) -> bool:
+    """Whether attention runs the fused kernel. Raises ValueError for a
+    precision other than float32 on the reference; warns once when "auto"
+    falls back to the reference for 32/16-bit inputs."""
+    flash = kernel == "flash" or (kernel == "auto" and info["fused"]
+                                  and q.dtype != torch.float64)
+    if precision != "float32" and not flash:
+        why = "kernel='reference'" if kernel == "reference" else \
+            f"scheme {scheme!r} with {q.dtype} inputs under kernel='auto'"
+        raise ValueError(f"precision: got {precision!r} with the float64 reference ({why}), "
+                         "expected 'float32', or the fused kernel (kernel='flash' with a scheme "
+                         f"in {', '.join(FLASH_SCHEMES)} and bfloat16 q, k, v)")
+    if kernel == "auto" and not flash and q.dtype != torch.float64:
+        warn_reference_fallback(scheme, q.dtype)
+    return flash
+
+
+def _drop_rope_keys(kernel: str, q: torch.Tensor, scheme_args: Dict[str, Any]) -> None:
+    """Removes rope_keys from scheme_args for the reference kernel, which
+    always rotates k itself; raises ValueError for any value but "rotate"."""
+    rope_keys = scheme_args.pop("rope_keys", "rotate")
+    if rope_keys != "rotate":
+        why = "kernel='reference'" if kernel == "reference" else \
+            f"{q.dtype} inputs under kernel='auto'"
+        raise ValueError(f"rope_keys: got {rope_keys!r} with the reference kernel ({why}), "
+                         "expected 'rotate', or kernel='flash' (only the fused kernel takes "
+                         "pre-rotated keys)")
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
               scheme: str = "none", mask: str = "causal", sliding_window: Optional[int] = None,
               scale: Optional[float] = None, query_positions: Any = None,
@@ -243,37 +282,18 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
               bfloat16 q, k, v and the fused kernel (a scheme in
               FLASH_SCHEMES, kernel "flash" or "auto").
       ctx: a posenc.Context; None follows torch.get_num_threads()."""
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel: got {kernel!r}, expected one of {', '.join(KERNELS)}")
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision: got {precision!r}, expected one of "
-                         f"{', '.join(PRECISIONS)}")
+    _check_kernel_and_precision(kernel, precision)
     info = _pe.scheme_info(scheme)  # validates the name
     if kernel == "flash" and not info["fused"]:
         raise ValueError(f"kernel: got 'flash' with scheme {scheme!r}, expected a scheme in "
                          f"{', '.join(FLASH_SCHEMES)} (or kernel='reference')")
     check_qkv(q, k, v, layout, query_positions=query_positions)
-    flash = kernel == "flash" or (kernel == "auto" and info["fused"]
-                                  and q.dtype != torch.float64)
-    if precision != "float32" and not flash:
-        why = "kernel='reference'" if kernel == "reference" else \
-            f"scheme {scheme!r} with {q.dtype} inputs under kernel='auto'"
-        raise ValueError(f"precision: got {precision!r} with the float64 reference ({why}), "
-                         "expected 'float32', or the fused kernel (kernel='flash' with a scheme "
-                         f"in {', '.join(FLASH_SCHEMES)} and bfloat16 q, k, v)")
-    if kernel == "auto" and not flash and q.dtype != torch.float64:
-        warn_reference_fallback(scheme, q.dtype)
+    flash = _use_flash(kernel, precision, scheme, info, q)
     scheme_args = t5_direction(scheme, mask, scheme_args)
     if flash:
         scheme_args["precision"] = precision
     if not flash:  # the reference always rotates k itself
-        rope_keys = scheme_args.pop("rope_keys", "rotate")
-        if rope_keys != "rotate":
-            why = "kernel='reference'" if kernel == "reference" else \
-                f"{q.dtype} inputs under kernel='auto'"
-            raise ValueError(f"rope_keys: got {rope_keys!r} with the reference kernel ({why}), "
-                             "expected 'rotate', or kernel='flash' (only the fused kernel takes "
-                             "pre-rotated keys)")
+        _drop_rope_keys(kernel, q, scheme_args)
     trainable = {a["name"] for a in info["args"] if a["trainable"]}
     names = tuple(n for n, val in scheme_args.items() if n in trainable and torch.is_tensor(val))
     tensors = [scheme_args.pop(n) for n in names]

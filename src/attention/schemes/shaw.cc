@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attention/scheme_policy.h"
+#include "kernels/thread_scratch.h"
 #include "posenc/error.h"
 #include "posenc/shaw.h"
 
@@ -61,11 +62,18 @@ const SchemeInfo& Info() {
   return info;
 }
 
-// Per-thread scratch indexed by clipped index (rows of one call's tables).
+// The calling thread's scratch rows indexed by clipped index, kept between
+// calls (kernels::ThreadBuffers). Slots 1 and 2 are all zeros between uses:
+// the functions that add into them zero every entry they used.
 template <typename T>
-std::vector<T>& Scratch(int slot, std::int64_t n) {
-  thread_local std::vector<T> buffers[3];
-  std::vector<T>& b = buffers[slot];
+struct ScratchRows {
+  std::vector<T> slots[3];
+};
+
+// Slot `slot` of the leased rows, grown (with zeros) to at least n entries.
+template <typename T>
+std::vector<T>& Scratch(kernels::ThreadBuffers<ScratchRows<T>>& lease, int slot, std::int64_t n) {
+  std::vector<T>& b = lease.get().slots[slot];
   if (static_cast<std::int64_t>(b.size()) < n) b.assign(static_cast<std::size_t>(n), T(0));
   return b;
 }
@@ -92,7 +100,8 @@ class ShawScheme final : public SchemeImpl<ShawScheme> {
   template <typename T>
   void Logit(const SchemeRow<T>& row, T scale, T* out) const {
     const auto [lo, hi] = Range(row);
-    std::vector<T>& dot = Scratch<T>(0, Rows());
+    kernels::ThreadBuffers<ScratchRows<T>> lease;
+    std::vector<T>& dot = Scratch<T>(lease, 0, Rows());
     const T* a = Key<T>();
     for (std::int64_t idx = lo; idx <= hi; ++idx) {
       T s = T(0);
@@ -105,7 +114,8 @@ class ShawScheme final : public SchemeImpl<ShawScheme> {
   // acc += sum_j P_ij a^V[idx]: P summed per index first.
   template <typename T>
   void Values(const SchemeRow<T>& row, const T* probs, T* acc) const {
-    std::vector<T>& w = Scratch<T>(1, Rows());
+    kernels::ThreadBuffers<ScratchRows<T>> lease;
+    std::vector<T>& w = Scratch<T>(lease, 1, Rows());
     std::int64_t lo = Rows(), hi = -1;
     for (std::int64_t j = 0; j < row.nk; ++j) {
       if (probs[j] == T(0)) continue;
@@ -126,7 +136,8 @@ class ShawScheme final : public SchemeImpl<ShawScheme> {
   template <typename T>
   void ValueGrad(const SchemeRow<T>& row, const T* dout, double delta, T* dp) const {
     const auto [lo, hi] = Range(row);
-    std::vector<T>& c = Scratch<T>(0, Rows());
+    kernels::ThreadBuffers<ScratchRows<T>> lease;
+    std::vector<T>& c = Scratch<T>(lease, 0, Rows());
     for (std::int64_t idx = lo; idx <= hi; ++idx) {
       const T* av = Value<T>() + idx * Dv_;
       double dot = 0.0;
@@ -141,8 +152,9 @@ class ShawScheme final : public SchemeImpl<ShawScheme> {
   template <typename T>
   void Backward(const SchemeRow<T>& row, const T* probs, const T* ds, const T* dout, T scale, T* dq,
                 T* /*dk*/, SchemeGradSums& sums) const {
-    std::vector<T>& w_ds = Scratch<T>(1, Rows());
-    std::vector<T>& w_p = Scratch<T>(2, Rows());
+    kernels::ThreadBuffers<ScratchRows<T>> lease;
+    std::vector<T>& w_ds = Scratch<T>(lease, 1, Rows());
+    std::vector<T>& w_p = Scratch<T>(lease, 2, Rows());
     std::int64_t lo = Rows(), hi = -1;
     for (std::int64_t j = 0; j < row.nk; ++j) {
       if (probs[j] == T(0)) continue;

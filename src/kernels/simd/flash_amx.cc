@@ -23,11 +23,18 @@
 
 #include "kernels/simd/amx_tiles.h"
 #include "kernels/simd/flash.h"
+#include "kernels/thread_scratch.h"
 
 namespace posenc::kernels::simd {
 
 #if defined(__x86_64__)
 namespace {
+
+// Zero-padded 16-row copies of the tail rows of q and of their logits.
+struct AmxTail {
+  std::vector<std::uint32_t> q;
+  std::vector<float> s;
+};
 
 // 16 query rows (q rows at stride ldq pairs) against ld keys, dim = 32 * k.
 __attribute__((target("amx-tile,amx-bf16"))) void AmxRows16(const std::uint32_t* q,
@@ -74,8 +81,9 @@ void FlashTileLogitsAmx(const std::uint32_t* q_pairs, std::int64_t ldq,
   std::int64_t i = 0;
   for (; i + 16 <= nq; i += 16) AmxRows16(q_pairs + i * ldq, ldq, kt_pairs, pairs, ld, s + i * ld);
   if (i < nq) {  // tail rows through zero-padded 16-row copies
-    thread_local std::vector<std::uint32_t> qt;
-    thread_local std::vector<float> st;
+    ThreadBuffers<AmxTail> lease;
+    std::vector<std::uint32_t>& qt = lease.get().q;
+    std::vector<float>& st = lease.get().s;
     qt.assign(static_cast<std::size_t>(16 * pairs), 0u);
     st.resize(static_cast<std::size_t>(16 * ld));
     for (std::int64_t r = 0; r < nq - i; ++r) {

@@ -18,14 +18,6 @@ namespace posenc::kernels::simd {
 
 HWY_EXPORT(RopeApplyImpl);
 HWY_EXPORT(RopeCosSinImpl);
-HWY_EXPORT(ReleaseRopeScratchImpl);
-
-namespace {
-// The apply scratch of the target this CPU dispatches to (the one in use;
-// tests that force other targets leave theirs until thread exit).
-void ReleaseRopeScratch() { HWY_DYNAMIC_DISPATCH(ReleaseRopeScratchImpl)(); }
-const ScratchHook kRopeScratchHook(&ReleaseRopeScratch);
-}  // namespace
 
 bool RopeFastDType(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kBFloat16 || dtype == DType::kFloat16;

@@ -22,8 +22,8 @@ from .names import FINETUNED, base_of
 from .options import Options
 from .progress import Progress
 from .schemes import EXTENSIONS, NOT_TRAINED, SCHEMES, ModelShape, default_names
-from .train import (Evaluation, TrainOptions, draw_offsets, evaluate, optimizer, train,
-                    train_step)
+from .train import (Evaluation, TrainOptions, TrainResult, draw_offsets, evaluate, optimizer,
+                    train, train_step)
 
 LOSS_BINS = 64
 
@@ -127,6 +127,91 @@ def evaluate_all(model: TransformerLM, windows: Dict[int, np.ndarray], o: Option
     return rows, longest
 
 
+def _config(o: Options, corpus: data_mod.Corpus, shape: ModelShape, span: int,
+            val_windows: np.ndarray, plan: Optional[ft.FinetunePlan], finetuned: List[str],
+            posenc_threads: str, speed: List[Dict[str, Any]], started: float,
+            load_before: Tuple[float, float, float], complete: bool) -> Dict[str, Any]:
+    """The results' "config": the run's settings, data, machine and timing so far."""
+    L = o.train_length
+    return {
+        "experiment": "extrapolation", "quick": o.quick, "complete": complete,
+        "corpus": corpus.summary(), "model": model_summary(shape),
+        "train_length": L, "eval_lengths": o.eval_lengths, "steps": o.steps,
+        "batch": o.batch, "lr": o.lr, "dtype": o.dtype, "precision": o.precision,
+        "seed": o.seed, "threads": o.threads,
+        "posenc_threads": posenc_threads, "eval_tokens": span,
+        "val_tokens": int(val_windows.shape[0] * L),
+        "tokens_per_scheme": o.steps * o.batch * L,
+        "finetune": None if plan is None else {
+            "length": plan.length, "steps": plan.steps, "batch": plan.batch,
+            "lr": plan.lr, "tokens": plan.tokens,
+            "fraction_of_pretraining": plan.tokens / plan.pretraining_tokens,
+            "offsets_seed": o.seed + 1, "val_tokens": int(plan.val_windows.shape[0]
+                                                          * plan.length),
+            "rows": finetuned},
+        "seconds": time.monotonic() - started,
+        "load_average": {"before": load_before[0], "after": os.getloadavg()[0]},
+        "not_trained": {k: v for k, v in NOT_TRAINED.items()},
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                    "simd_target": posenc.simd_target(),
+                    "torch": torch.__version__, "blas": blas_library()},
+        "speed": speed,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def _train_progress(name: str, o: Options,
+                    progress: Progress) -> Callable[[int, Optional[Dict[str, Any]]], None]:
+    """The on_step callback of training scheme `name`: advances the progress
+    and prints each curve point."""
+    units_per_step = 3.0 * o.batch * o.train_length
+
+    def on_step(step: int, point: Optional[Dict[str, Any]]) -> None:
+        progress.advance(units_per_step + (o.val_tokens if point else 0),
+                         f"{name} step {step}/{o.steps}")
+        if point is not None:
+            progress.line(f"{name} step {step}/{o.steps}: train "
+                          f"{point['train_bits_per_byte']:.4f}, validation "
+                          f"{point['val_bits_per_byte']:.4f} bits/byte")
+    return on_step
+
+
+def _trained_entry(name: str, model: TransformerLM, counts: Dict[str, int], result: TrainResult,
+                   test_windows: Dict[int, np.ndarray], val_windows: np.ndarray, o: Options,
+                   progress: Progress) -> Dict[str, Any]:
+    """The row of a trained scheme: evaluated at every length, with its
+    training curve and a recheck of the validation windows."""
+    L = o.train_length
+    rows, longest = evaluate_all(model, test_windows, o, progress, name)
+    entry = scheme_entry(name, name, counts, result.tokens_per_s, rows, longest)
+    entry.update({"adds": SCHEMES[name].adds, "attention": SCHEMES[name].attention,
+                  "train_seconds": result.seconds, "curve": result.curve,
+                  "curve_length": L, "val_bits_per_byte": result.curve[-1]["val_bits_per_byte"],
+                  "val_drop_last_quarter": last_quarter_drop(result.curve)})
+    # The same validation windows through the evaluation path (other batching).
+    recheck = evaluate(model, val_windows, 4 * o.batch * L + L, o.dtype)
+    entry["val_recheck_bits_per_byte"] = recheck.bits_per_byte
+    return entry
+
+
+def _add_extensions(schemes: Dict[str, Dict[str, Any]], name: str, model: TransformerLM,
+                    extensions: List[str], counts: Dict[str, int], tok_s: float,
+                    test_windows: Dict[int, np.ndarray], o: Options, progress: Progress) -> None:
+    """Evaluates the training-free extension rows of trained scheme `name`
+    into `schemes`, in order; the model is left without an extension."""
+    for ext in extensions:
+        if EXTENSIONS[ext][0] != name:
+            continue
+        model.position.extension = EXTENSIONS[ext][1]
+        rows, longest = evaluate_all(model, test_windows, o, progress, ext)
+        e = scheme_entry(ext, name, counts, tok_s, rows, longest)
+        e["extension"] = {"rope_type": EXTENSIONS[ext][1],
+                          "factor": "eval length / train length",
+                          "original_max_position_embeddings": o.train_length}
+        schemes[ext] = e
+        model.position.extension = None
+
+
 def run(o: Options, progress: Optional[Progress] = None,
         on_scheme: Optional[Callable[[Dict[str, Any]], None]] = None,
         corpus: Optional[data_mod.Corpus] = None) -> Dict[str, Any]:
@@ -158,31 +243,8 @@ def run(o: Options, progress: Optional[Progress] = None,
     speed = speed_check(o, shape, corpus.train.data, progress) if o.speed_check else []
 
     def config_of(complete: bool) -> Dict[str, Any]:
-        return {
-            "experiment": "extrapolation", "quick": o.quick, "complete": complete,
-            "corpus": corpus.summary(), "model": model_summary(shape),
-            "train_length": L, "eval_lengths": o.eval_lengths, "steps": o.steps,
-            "batch": o.batch, "lr": o.lr, "dtype": o.dtype, "precision": o.precision,
-            "seed": o.seed, "threads": o.threads,
-            "posenc_threads": posenc_threads, "eval_tokens": span,
-            "val_tokens": int(val_windows.shape[0] * L),
-            "tokens_per_scheme": o.steps * o.batch * L,
-            "finetune": None if plan is None else {
-                "length": plan.length, "steps": plan.steps, "batch": plan.batch,
-                "lr": plan.lr, "tokens": plan.tokens,
-                "fraction_of_pretraining": plan.tokens / plan.pretraining_tokens,
-                "offsets_seed": o.seed + 1, "val_tokens": int(plan.val_windows.shape[0]
-                                                              * plan.length),
-                "rows": finetuned},
-            "seconds": time.monotonic() - started,
-            "load_average": {"before": load_before[0], "after": os.getloadavg()[0]},
-            "not_trained": {k: v for k, v in NOT_TRAINED.items()},
-            "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
-                        "simd_target": posenc.simd_target(),
-                        "torch": torch.__version__, "blas": blas_library()},
-            "speed": speed,
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        }
+        return _config(o, corpus, shape, span, val_windows, plan, finetuned, posenc_threads,
+                       speed, started, load_before, complete)
 
     schemes: Dict[str, Dict[str, Any]] = {}
     eval_every = max(1, o.steps // max(1, o.curve_points))
@@ -191,15 +253,7 @@ def run(o: Options, progress: Optional[Progress] = None,
         counts = model.counts()
         progress.line(f"{name}: training {counts['params']:,} parameters "
                       f"({counts['positional_params']:,} positional), {o.steps} steps")
-        units_per_step = 3.0 * o.batch * L
-
-        def on_step(step: int, point: Optional[Dict[str, Any]], name: str = name) -> None:
-            progress.advance(units_per_step + (o.val_tokens if point else 0),
-                             f"{name} step {step}/{o.steps}")
-            if point is not None:
-                progress.line(f"{name} step {step}/{o.steps}: train "
-                              f"{point['train_bits_per_byte']:.4f}, validation "
-                              f"{point['val_bits_per_byte']:.4f} bits/byte")
+        on_step = _train_progress(name, o, progress)
         topt = TrainOptions(steps=o.steps, batch=o.batch, train_length=L, lr=o.lr,
                             dtype=o.dtype, eval_every=eval_every)
         try:
@@ -213,27 +267,10 @@ def run(o: Options, progress: Optional[Progress] = None,
         progress.line(f"{name}: {result.tokens_per_s:,.0f} training tokens/s "
                       f"({result.seconds:.0f} s)")
         weights = ft.snapshot(model) if plan is not None and name == "rope" else None
-        rows, longest = evaluate_all(model, test_windows, o, progress, name)
-        entry = scheme_entry(name, name, counts, result.tokens_per_s, rows, longest)
-        entry.update({"adds": SCHEMES[name].adds, "attention": SCHEMES[name].attention,
-                      "train_seconds": result.seconds, "curve": result.curve,
-                      "curve_length": L, "val_bits_per_byte": result.curve[-1]["val_bits_per_byte"],
-                      "val_drop_last_quarter": last_quarter_drop(result.curve)})
-        # The same validation windows through the evaluation path (other batching).
-        recheck = evaluate(model, val_windows, 4 * o.batch * L + L, o.dtype)
-        entry["val_recheck_bits_per_byte"] = recheck.bits_per_byte
-        schemes[name] = entry
-        for ext in extensions:
-            if EXTENSIONS[ext][0] != name:
-                continue
-            model.position.extension = EXTENSIONS[ext][1]
-            rows, longest = evaluate_all(model, test_windows, o, progress, ext)
-            e = scheme_entry(ext, name, counts, result.tokens_per_s, rows, longest)
-            e["extension"] = {"rope_type": EXTENSIONS[ext][1],
-                              "factor": "eval length / train length",
-                              "original_max_position_embeddings": L}
-            schemes[ext] = e
-            model.position.extension = None
+        schemes[name] = _trained_entry(name, model, counts, result, test_windows, val_windows, o,
+                                       progress)
+        _add_extensions(schemes, name, model, extensions, counts, result.tokens_per_s,
+                        test_windows, o, progress)
         if weights is not None and plan is not None:
             for row in finetuned:
                 schemes[row] = finetune_row(row, weights, shape, plan, o, corpus, test_windows,
