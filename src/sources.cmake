@@ -2,13 +2,13 @@
 # src/CMakeLists.txt (the native library) and wasm/CMakeLists.txt (the
 # WebAssembly module, which leaves out what it does not run).
 set(POSENC_LIBRARY_SOURCES
-  attention/flash.cc
+  attention/flash_forward.cc
   attention/flash_backward.cc
-  attention/flash_backward_run.cc
+  attention/flash_backward_engine.cc
   attention/flash_decode.cc
   attention/flash_decode_plan.cc
   attention/prepared_decode.cc
-  attention/flash_forward.cc
+  attention/flash_forward_engine.cc
   attention/flash_varlen.cc
   attention/flash_internal.cc
   attention/flash_kv.cc

@@ -23,7 +23,7 @@
 // AttentionReferenceBackward (src/attention/reference.cc): same shapes,
 // overwrite rules and table gradients.
 // Work split (race-free, no atomics): the FlashAttention-2 split, one pass
-// over the visible tile pairs per call (src/attention/flash_backward_run.cc):
+// over the visible tile pairs per call (src/attention/flash_backward_engine.cc):
 // tasks over (batch, kv head, chunk of key tiles) loop the GQA group's query
 // heads and the visible query tiles, finish dk and dv of their key tiles and
 // add dS K into a per-chunk float32 partial of dq, summed in chunk order at
@@ -56,7 +56,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/flash_backward.h"
+#include "attention/flash_backward_engine.h"
 #include "attention/flash_internal.h"
 #include "attention/scheme_policy.h"
 #include "posenc/error.h"

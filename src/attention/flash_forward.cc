@@ -1,539 +1,100 @@
-// The forward engine of the fused attention (FlashAttention-2, Dao 2023,
-// Alg. 1, on the CPU), shared by the dense and the packed varlen entry
-// points. Contract, formulas and error bound: include/posenc/flash_attention.h.
+// Fused (flash) attention on the CPU (include/posenc/flash_attention.h).
 //
-// A call is a list of segments (a dense batch row, or one packed sequence)
-// and is run in groups of (segment, kv head) units:
-//  1. Pack (one ParallelFor over the group's key tiles): every key tile of a
-//     unit is loaded once, converted to float32 (any input dtype), rotated
-//     by the scheme's rotation when the kernel rotates keys, transposed to
-//     [D, ldk] and stored next to its float32 [bk, ldv] value rows. Each K/V
-//     row is thus converted, rotated and transposed once per call instead
-//     of once per (query tile, key tile) pair. Groups are cut so that the
-//     packed tiles of one group stay under kPackBudgetBytes (16 MiB; a
-//     single unit larger than that is packed alone), so extra memory is
-//     O(min(total K/V, 16 MiB) + workers x tile scratch), never O(Sq x Sk).
-//  2. Queries (one ParallelFor over (unit, query head of the unit's kv
-//     group, query tile), largest causal tiles first for load balance): the
-//     online softmax over the packed key tiles. Tiles hidden by the causal
-//     mask / window are skipped from the per-tile min/max positions. The
-//     scheme's position terms of a tile come from TileTerms
-//     (attention/flash_internal.h: the scheme's code, a per-distance table
-//     when its bias depends on r - p only); scale, terms and the row max are
-//     one SIMD pass (FlashScaleRow) reading the terms in place on fully
-//     visible tiles, with the mask merged in (-inf) on partially visible
-//     ones. Value terms (Shaw) are added by the scheme after the
-//     online-softmax rescale; the rescale of the accumulator is otherwise
-//     fused into the P.V kernel (FlashAccumulatePVScaled).
-// Backend::kScalar runs plain loops with the same buffers and formulas.
-// Float32 throughout; positions [0, 2^24).
-#include "attention/flash_forward.h"
+// FlashAttention-2 forward (Dao 2023, Alg. 1) through the segment engine of
+// attention/flash_forward_engine.cc (design there): K/V tiles converted, rotated
+// (RoPE) and transposed once per call into a packed float32 buffer of at
+// most 16 MiB per group of kv heads, then one task per (batch, head, query
+// tile) runs the online softmax (running max m_i, running sum l_i,
+// accumulator O_i rescaled by exp(m_old - m_new)) over the packed key tiles.
+// Position terms come from the scheme's policy (attention/scheme_policy.h)
+// for the (query, key) positions of the tile; RoPE rotates float32 tile
+// copies with posenc::ApplyRope. Tiles fully
+// hidden by the causal mask or the sliding window (from the tile's min/max
+// positions) are skipped; tiles where every pair is visible skip the
+// per-pair mask. Never an [Sq, Sk] array. Float32 arithmetic throughout.
+// Error bound: within 2x a plain float32 attention's error vs float64 (see
+// tests/unit/flash_attention_test.cc). Positions [0, 2^24).
+#include "posenc/flash_attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
-#include "kernels/simd/flash.h"
+#include "attention/flash_forward_engine.h"
+#include "attention/flash_internal.h"
+#include "posenc/error.h"
 
-namespace posenc::flash_internal {
+namespace posenc {
+
+std::string_view FlashRopeKeysName(FlashRopeKeys keys) {
+  return keys == FlashRopeKeys::kRotate ? "rotate" : "pre_rotated";
+}
+
+FlashRopeKeys ParseFlashRopeKeys(std::string_view text, std::string_view arg) {
+  if (text == "rotate") return FlashRopeKeys::kRotate;
+  if (text == "pre_rotated") return FlashRopeKeys::kPreRotated;
+  throw InvalidArgument(ArgMessage(arg, std::string(text), "one of rotate, pre_rotated"));
+}
+
+std::string_view FlashPrecisionName(FlashPrecision precision) {
+  return precision == FlashPrecision::kBFloat16 ? "bfloat16" : "float32";
+}
+
+FlashPrecision ParseFlashPrecision(std::string_view text, std::string_view arg) {
+  if (text == "float32") return FlashPrecision::kFloat32;
+  if (text == "bfloat16") return FlashPrecision::kBFloat16;
+  throw InvalidArgument(ArgMessage(arg, std::string(text), "one of float32, bfloat16"));
+}
+
+void ValidateFlashAttentionOptions(const FlashAttentionOptions& options) {
+  Require(options.query_tile >= 1 && options.query_tile <= 4096, "query_tile", options.query_tile,
+          "a tile of 1 to 4096 query rows");
+  Require(options.key_tile >= 1 && options.key_tile <= 4096, "key_tile", options.key_tile,
+          "a tile of 1 to 4096 key rows");
+  const auto precision = static_cast<int>(options.precision);
+  Require(precision == static_cast<int>(FlashPrecision::kFloat32) ||
+              precision == static_cast<int>(FlashPrecision::kBFloat16),
+          "precision", precision, "one of float32 (0), bfloat16 (1)");
+}
+
+// The forward itself runs in the segment engine (attention/flash_forward_engine.cc:
+// K/V tiles packed once per call, SIMD row kernels); a dense batch is one
+// segment per batch row with the Problem's positions.
+void flash_internal::RunForward(const Problem& p, const TensorView& q, const TensorView& k,
+                                const TensorView& v, const TensorView& out,
+                                const FlashAttentionOptions& options, const Context& ctx) {
+  const auto& d = p.dims;
+  std::vector<flash_internal::Segment> segments;
+  for (std::int64_t b = 0; b < d.batch; ++b) {
+    flash_internal::Segment s;
+    s.batch = b;
+    s.nq = d.query_len;
+    s.nk = d.key_len;
+    segments.push_back(s);
+  }
+  flash_internal::RunSegments(p, segments, q, k, v, out, options, ctx);
+}
+
 namespace {
-
-using attention_internal::SchemeRow;
-
-constexpr std::int64_t kPackBudgetBytes = std::int64_t{16} << 20;
-
-// Tile geometry and key positions of one forward call (positions do not
-// depend on the head, so they are computed once per key tile).
-struct ForwardPlan {
-  std::int64_t bq = 1, bk = 1, ldk = 0, ldv = 0, D = 0, Dv = 0;
-  // Packed key tile: K^T block [D, ldk] + V block [bk, ldv]; with bf16, the
-  // V block + K^T as bfloat16 pairs [D / 2, ldk, 2] (no float32 K^T: the
-  // bfloat16 dot products read the pairs only); with bf16_pv, V as
-  // bfloat16 pairs [(bk + 1) / 2, ldv, 2] (FlashMatMulBf16's B) instead of
-  // float32 rows.
-  std::int64_t tile_floats = 0;
-  std::int64_t KtFloats() const { return bf16 ? 0 : D * ldk; }
-  std::int64_t VFloats() const { return bf16_pv ? (bk + 1) / 2 * ldv : bk * ldv; }
-  bool bf16 = false;                    // bfloat16 q.k logits (FlashTileLogitsBf16)
-  bool bf16_pv = false;                 // FlashPrecision::kBFloat16: bfloat16 P . V
-  bool simd = true;                     // FlashMatMulBf16's VDPBF16PS path allowed
-  std::vector<std::int64_t> tile_base;  // per segment: its first key tile
-  std::vector<std::int64_t> kpos;       // [tiles, bk]
-  std::vector<PositionRange> ranges;    // [tiles]
-  std::int64_t KeyTiles(const Segment& s) const { return (s.nk + bk - 1) / bk; }
-  std::int64_t QueryTiles(const Segment& s) const { return (s.nq + bq - 1) / bq; }
-};
-
-// Per-worker buffers.
-struct Work {
-  std::vector<float> q, k, s, acc, m, l, alpha, terms;
-  std::vector<std::uint32_t> q_pairs;  // bf16 logits: q as bfloat16 pairs
-  std::vector<float> v;                // bf16_pv: the V rows before packing
-  std::vector<std::uint32_t> p_pairs;  // bf16_pv: P as bfloat16 pairs [bq, ldk / 2]
-  std::vector<std::int64_t> qpos;
-  std::vector<const float*> bias_rows;  // per query row: its terms (FlashSoftmaxTile)
-  TileTerms tile_terms;
-};
-
-// What RunSegments keeps between calls on the calling thread.
-struct ForwardBuffers {
-  std::vector<float> packed;  // the key tiles of one group of units
-  std::vector<Work> work;     // per worker
-};
-
-// The row kernels, Highway or (Backend::kScalar) plain loops.
-struct RowOps {
-  bool simd = true;
-
-  // row[j] = row[j] * scale + bias[j] (j < nk; bias may be null), -inf in
-  // the padding; returns the row max.
-  float ScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale,
-                 const float* bias) const {
-    if (simd) return kernels::simd::FlashScaleRow(row, nk, ld, scale, bias);
-    float mx = kNegInf;
-    for (std::int64_t j = 0; j < ld; ++j) {
-      row[j] = j < nk ? row[j] * scale + (bias ? bias[j] : 0.0f) : kNegInf;
-      mx = std::max(mx, row[j]);
-    }
-    return mx;
-  }
-  void PVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq, std::int64_t nk,
-                std::int64_t ldv, const float* alpha, float* acc) const {
-    if (simd) return kernels::simd::FlashAccumulatePVScaled(p, ldp, v, nq, nk, ldv, alpha, acc);
-    for (std::int64_t i = 0; i < nq; ++i) {
-      float* a = acc + i * ldv;
-      if (alpha != nullptr) {
-        for (std::int64_t x = 0; x < ldv; ++x) a[x] *= alpha[i];
-      }
-      for (std::int64_t j = 0; j < nk; ++j) {
-        const float pj = p[i * ldp + j];
-        if (pj == 0.0f) continue;
-        for (std::int64_t x = 0; x < ldv; ++x) a[x] += pj * v[j * ldv + x];
-      }
-    }
-  }
-};
-
-ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
-                     const FlashAttentionOptions& options, bool bf16, bool simd) {
-  ForwardPlan plan;
-  plan.bf16 = bf16;
-  plan.bf16_pv = p.Bf16();
-  plan.simd = simd;
-  std::int64_t max_q = 1, max_k = 1;
-  for (const Segment& s : segs) {
-    max_q = std::max(max_q, s.nq);
-    max_k = std::max(max_k, s.nk);
-  }
-  plan.bq = std::min(options.query_tile, max_q);
-  plan.bk = std::min(options.key_tile, max_k);
-  plan.ldk = Pad(plan.bk);
-  plan.D = p.dims.head_dim;
-  plan.Dv = p.dims.value_dim;
-  plan.ldv = Pad(plan.Dv);
-  plan.tile_floats = plan.KtFloats() + plan.VFloats() + (bf16 ? plan.D * plan.ldk / 2 : 0);
-  std::int64_t tiles = 0;
-  for (const Segment& s : segs) {
-    plan.tile_base.push_back(tiles);
-    tiles += plan.KeyTiles(s);
-  }
-  plan.kpos.assign(static_cast<std::size_t>(tiles * plan.bk), 0);
-  plan.ranges.assign(static_cast<std::size_t>(tiles), PositionRange{});
-  for (std::size_t si = 0; si < segs.size(); ++si) {
-    const Segment& s = segs[si];
-    for (std::int64_t t = 0; t < plan.KeyTiles(s); ++t) {
-      const std::int64_t tile = plan.tile_base[si] + t, j0 = t * plan.bk;
-      const std::int64_t nk = std::min(plan.bk, s.nk - j0);
-      std::int64_t* kp = &plan.kpos[static_cast<std::size_t>(tile * plan.bk)];
-      for (std::int64_t j = 0; j < nk; ++j) {
-        kp[j] = s.relative ? j0 + j : p.key_positions.At(s.batch, s.k0 + j0 + j, p.dims.key_len);
-      }
-      plan.ranges[static_cast<std::size_t>(tile)] = RangeOf(kp, nk);
-    }
-  }
-  return plan;
-}
-
-// Packs key tile t of unit (segment s, kv head hk) at dst.
-void PackKeyTile(const Problem& p, const ForwardPlan& plan, const Segment& s, std::int64_t tile,
-                 std::int64_t t, std::int64_t hk, const TensorView& k, const TensorView& v, Work& w,
-                 const Context& serial, float* dst) {
-  const std::int64_t D = plan.D, ldk = plan.ldk, ldv = plan.ldv, j0 = t * plan.bk;
-  const std::int64_t nk = std::min(plan.bk, s.nk - j0);
-  LoadRows(k, p.kd, s.batch, hk, s.k0 + j0, nk, w.k.data(), D);
-  if (p.rotate_keys) {
-    RotateTile(*p.rope, w.k.data(), nk, D, &plan.kpos[static_cast<std::size_t>(tile * plan.bk)],
-               serial);
-    if (p.Bf16()) RoundToBf16(w.k.data(), nk * D);  // as a bfloat16 model stores rotated keys
-  }
-  if (!plan.bf16) TransposeTile(w.k.data(), nk, D, D, dst, ldk);  // K^T [D, ldk]
-  float* vt = dst + plan.KtFloats();
-  if (plan.bf16_pv) {  // V as bfloat16 pairs along the keys (exact: v holds bfloat16 values)
-    LoadRows(v, p.vd, s.batch, hk, s.k0 + j0, nk, w.v.data(), plan.Dv);
-    kernels::simd::FlashPackPairsB(w.v.data(), plan.Dv, nk, plan.Dv,
-                                   reinterpret_cast<std::uint16_t*>(vt), ldv, plan.simd);
-  } else {
-    LoadRows(v, p.vd, s.batch, hk, s.k0 + j0, nk, vt, ldv);
-    for (std::int64_t j = 0; j < nk; ++j)
-      std::fill(vt + j * ldv + plan.Dv, vt + (j + 1) * ldv, 0.0f);
-  }
-  if (plan.bf16) {  // K^T as bfloat16 pairs [D / 2, ldk, 2] (exact: k holds bfloat16 values)
-    auto* kb = reinterpret_cast<std::uint16_t*>(vt + plan.VFloats());
-    std::fill(kb, kb + D * ldk, std::uint16_t{0});
-    for (std::int64_t j = 0; j < nk; ++j) {
-      const float* row = w.k.data() + j * D;
-      for (std::int64_t x = 0; x < D; ++x) {
-        kb[(x / 2) * 2 * ldk + 2 * j + x % 2] = FloatToBF16(row[x]).bits;
-      }
-    }
-  }
-}
-
-// One query-tile task: query tile [i0, i0 + nq) of segment s, query head h,
-// over the packed key tiles of its unit.
-struct QueryTask {
-  const Problem& p;
-  const ForwardPlan& plan;
-  const Segment& s;
-  std::int64_t segment, h, i0, nq;
-  const float* packed;
-  const TileOps& ops;
-  const RowOps& rows;
-  Work& w;
-  PositionRange queries;
-
-  // q rows (rotated by the scheme's rotation), positions, softmax state.
-  void LoadQueries(const TensorView& q, const Context& serial) {
-    LoadRows(q, p.qd, s.batch, h, s.q0 + i0, nq, w.q.data(), plan.D);
-    for (std::int64_t i = 0; i < nq; ++i) {
-      w.qpos[static_cast<std::size_t>(i)] =
-          s.relative ? s.q_pos0 + i0 + i
-                     : p.query_positions.At(s.batch, s.q0 + i0 + i, p.dims.query_len);
-    }
-    queries = RangeOf(w.qpos.data(), nq);
-    if (p.rope != nullptr) {
-      RotateTile(*p.rope, w.q.data(), nq, plan.D, w.qpos.data(), serial);
-      if (p.Bf16()) RoundToBf16(w.q.data(), nq * plan.D);
-    }
-    if (plan.bf16) {
-      for (std::int64_t i = 0; i < nq * plan.D / 2; ++i) {
-        w.q_pairs[static_cast<std::size_t>(i)] =
-            static_cast<std::uint32_t>(FloatToBF16(w.q[static_cast<std::size_t>(2 * i)]).bits) |
-            static_cast<std::uint32_t>(FloatToBF16(w.q[static_cast<std::size_t>(2 * i + 1)]).bits)
-                << 16;
-      }
-    }
-    std::fill(w.m.begin(), w.m.begin() + nq, kNegInf);
-    std::fill(w.l.begin(), w.l.begin() + nq, 0.0f);
-    std::fill(w.acc.begin(), w.acc.begin() + nq * plan.ldv, 0.0f);
-  }
-
-  // Scaled logits plus position terms and mask of row i into `row`; returns its max.
-  float ScaledRow(std::int64_t i, float* row, const std::int64_t* kpos, std::int64_t nk,
-                  bool all_visible) {
-    const std::int64_t ldk = plan.ldk, qp = w.qpos[static_cast<std::size_t>(i)];
-    const float* terms = nullptr;
-    if (w.tile_terms.active()) {
-      terms = w.tile_terms.Row(qp, w.q.data() + i * plan.D, p.scale, w.terms.data());
-    }
-    if (all_visible) return rows.ScaleRow(row, nk, ldk, p.scale, terms);
-    float* bias = w.terms.data();
-    if (terms == nullptr) {
-      std::fill(bias, bias + ldk, 0.0f);
-    } else if (terms != bias) {
-      std::copy(terms, terms + ldk, bias);
-    }
-    for (std::int64_t j = 0; j < nk; ++j) {
-      if (!p.Visible(qp, kpos[j])) bias[j] = kNegInf;
-    }
-    return rows.ScaleRow(row, nk, ldk, p.scale, bias);
-  }
-
-  // One key tile: logits, online softmax update, P.V (+ value terms).
-  void VisitKeyTile(std::int64_t t) {
-    const std::int64_t tile = plan.tile_base[static_cast<std::size_t>(segment)] + t;
-    const PositionRange& keys = plan.ranges[static_cast<std::size_t>(tile)];
-    if (p.TileHidden(queries.min, queries.max, keys.min, keys.max)) return;
-    const bool all_visible = p.TileVisible(queries.min, queries.max, keys.min, keys.max);
-    const std::int64_t D = plan.D, ldk = plan.ldk, ldv = plan.ldv;
-    const std::int64_t nk = std::min(plan.bk, s.nk - t * plan.bk);
-    const float* kt = packed + t * plan.tile_floats;
-    const float* vt = kt + plan.KtFloats();
-    const std::int64_t* kpos = &plan.kpos[static_cast<std::size_t>(tile * plan.bk)];
-    if (w.tile_terms.active()) w.tile_terms.Prepare(h, queries, kpos, nk, keys);
-    float* sc = w.s.data();
-    if (plan.bf16) {
-      kernels::simd::FlashTileLogitsBf16(
-          w.q_pairs.data(), D / 2, reinterpret_cast<const std::uint16_t*>(vt + plan.VFloats()), nq,
-          D, ldk, sc);
-    } else {
-      ops.Logits(w.q.data(), D, kt, nq, D, ldk, sc);
-    }
-    const bool values = p.scheme->Has(SchemeTerm::kValue);
-    if (rows.simd && all_visible && !values &&
-        (!w.tile_terms.active() || w.tile_terms.WindowsOnly())) {
-      // The common case in one SIMD call: the terms are windows of the
-      // tile's distance table (or none), so every row's pointer stays valid.
-      const float** bias = nullptr;
-      if (w.tile_terms.active()) {
-        for (std::int64_t i = 0; i < nq; ++i) {
-          w.bias_rows[static_cast<std::size_t>(i)] = w.tile_terms.Row(
-              w.qpos[static_cast<std::size_t>(i)], w.q.data() + i * D, p.scale, w.terms.data());
-        }
-        bias = w.bias_rows.data();
-      }
-      kernels::simd::FlashSoftmaxTile(sc, ldk, nq, nk, p.scale, bias, w.m.data(), w.l.data(),
-                                      w.alpha.data());
-      AccumulatePV(sc, vt, nk);
-      return;
-    }
-    for (std::int64_t i = 0; i < nq; ++i) {
-      float* row = sc + i * ldk;
-      const float row_max = ScaledRow(i, row, kpos, nk, all_visible);
-      float& alpha = w.alpha[static_cast<std::size_t>(i)];
-      if (row_max == kNegInf) {  // nothing visible in this tile for row i
-        std::fill(row, row + ldk, 0.0f);
-        alpha = 1.0f;
-        continue;
-      }
-      float& m = w.m[static_cast<std::size_t>(i)];
-      const float m_new = std::max(m, row_max);
-      alpha = std::exp(m - m_new);  // 0 when m was -inf
-      m = m_new;
-      const float sum = ops.ExpRow(row, ldk, m_new);
-      float& l = w.l[static_cast<std::size_t>(i)];
-      l = l * alpha + sum;
-      if (values) {  // rescale now, then the value terms; PV adds plain P.V
-        float* acc = w.acc.data() + i * ldv;
-        for (std::int64_t x = 0; x < ldv; ++x) acc[x] *= alpha;
-        alpha = 1.0f;
-        SchemeRow<float> r;
-        r.head = h;
-        r.qpos = w.qpos[static_cast<std::size_t>(i)];
-        r.q = w.q.data() + i * D;
-        r.kpos = kpos;
-        r.nk = nk;
-        p.scheme->AddValues(r, row, acc);
-      }
-    }
-    AccumulatePV(sc, vt, nk);
-  }
-
-  // acc = alpha * acc + P . V over the tile's nk keys: float32, or P
-  // rounded to bfloat16 against V's bfloat16 pairs (FlashPrecision).
-  void AccumulatePV(const float* sc, const float* vt, std::int64_t nk) {
-    const std::int64_t ldk = plan.ldk, ldv = plan.ldv;
-    if (!plan.bf16_pv) return rows.PVScaled(sc, ldk, vt, nq, nk, ldv, w.alpha.data(), w.acc.data());
-    kernels::simd::FlashPackPairsRows(sc, ldk, nq, nk, w.p_pairs.data(), ldk / 2, plan.simd);
-    kernels::simd::FlashMatMulBf16(w.p_pairs.data(), ldk / 2, 1, nq,
-                                   reinterpret_cast<const std::uint16_t*>(vt), (nk + 1) / 2, ldv,
-                                   ldv, w.alpha.data(), w.acc.data(), ldv, plan.simd);
-  }
-
-  // out = acc / l (and lse) for every row of the tile.
-  void Store(const TensorView& out) const {
-    const auto& od = p.od;
-    for (std::int64_t i = 0; i < nq; ++i) {
-      const float l = w.l[static_cast<std::size_t>(i)];
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const float* acc = w.acc.data() + i * plan.ldv;
-      const std::int64_t row = s.q0 + i0 + i;
-      const std::int64_t base =
-          s.batch * od.stride_batch + h * od.stride_head + row * od.stride_seq;
-      if (p.lse.data != nullptr) {  // log-sum-exp for the backward; -inf: no visible key
-        p.lse.As<float>()[s.batch * p.lse.strides[0] + h * p.lse.strides[1] +
-                          row * p.lse.strides[2]] =
-            l > 0.0f ? w.m[static_cast<std::size_t>(i)] + std::log(l) : kNegInf;
-      }
-      StoreRow(out, base, od.stride_dim, acc, plan.Dv, inv);
-    }
-  }
-};
-
-void RunQueryTile(QueryTask& task, const TensorView& q, const TensorView& out,
-                  const Context& serial) {
-  task.LoadQueries(q, serial);
-  for (std::int64_t t = 0; t < task.plan.KeyTiles(task.s); ++t) task.VisitKeyTile(t);
-  task.Store(out);
-}
-
-// Index of the entry of `prefix` (nondecreasing, prefix[0] = 0) whose range
-// [prefix[u], prefix[u + 1]) holds task.
-std::size_t Locate(const std::vector<std::int64_t>& prefix, std::int64_t task) {
-  return static_cast<std::size_t>(std::upper_bound(prefix.begin(), prefix.end(), task) -
-                                  prefix.begin() - 1);
-}
-
-// A (segment, kv head) pair: what one group packs and runs the queries of.
-struct Unit {
-  std::size_t segment;
-  std::int64_t hk;
-};
-
-// The units of a call cut into groups, and the packed floats of the largest.
-struct UnitGroups {
-  std::vector<std::vector<Unit>> groups;
-  std::int64_t max_floats = 0;
-};
-
-// Units (segment, kv head) with queries, in order, cut into groups whose
-// packed key tiles stay under kPackBudgetBytes (a larger unit alone).
-UnitGroups GroupUnits(const Problem& p, const std::vector<Segment>& segs, const ForwardPlan& plan) {
-  UnitGroups out;
-  std::vector<std::vector<Unit>>& groups = out.groups;
-  std::int64_t group_floats = 0;
-  for (std::size_t si = 0; si < segs.size(); ++si) {
-    if (segs[si].nq == 0) continue;
-    const std::int64_t floats = plan.KeyTiles(segs[si]) * plan.tile_floats;
-    for (std::int64_t hk = 0; hk < p.dims.kv_heads; ++hk) {
-      if (groups.empty() || (group_floats + floats) * 4 > kPackBudgetBytes) {
-        groups.emplace_back();
-        group_floats = 0;
-      }
-      groups.back().push_back({si, hk});
-      group_floats += floats;
-      out.max_floats = std::max(out.max_floats, group_floats);
-    }
-  }
-  return out;
-}
-
-// Sizes every worker's buffers for the plan, zeroed, and appends one serial
-// Context per worker to `serial`.
-void PrepareWorkers(const Problem& p, const ForwardPlan& plan, const Context& ctx,
-                    std::vector<Work>& work, std::vector<Context>& serial) {
-  work.resize(static_cast<std::size_t>(ctx.num_threads()));
-  serial.reserve(work.size());
-  const auto zeros = [](auto& buffer, std::int64_t n) {
-    buffer.assign(static_cast<std::size_t>(n), {});
-  };
-  for (Work& w : work) {
-    zeros(w.q, plan.bq * plan.D);
-    zeros(w.k, plan.bk * plan.D);
-    zeros(w.s, plan.bq * plan.ldk);
-    zeros(w.acc, plan.bq * plan.ldv);
-    zeros(w.m, plan.bq);
-    zeros(w.l, plan.bq);
-    zeros(w.alpha, plan.bq);
-    zeros(w.terms, plan.ldk);
-    zeros(w.qpos, plan.bq);
-    zeros(w.bias_rows, plan.bq);
-    zeros(w.q_pairs, plan.bf16 ? plan.bq * plan.D / 2 : 0);
-    zeros(w.v, plan.bf16_pv ? plan.bk * plan.Dv : 0);
-    zeros(w.p_pairs, plan.bf16_pv ? plan.bq * plan.ldk / 2 : 0);
-    w.tile_terms.Reset(*p.scheme, 4 * (plan.bq + plan.bk), plan.ldk);
-    serial.emplace_back(1, ctx.backend());
-  }
-}
-
-// What the groups of one RunSegments call share: its inputs, the kernels,
-// and the calling thread's packed tiles and per-worker buffers.
-struct SegmentsCall {
-  const Problem& p;
-  const std::vector<Segment>& segs;
-  const ForwardPlan& plan;
-  const TensorView& q;
-  const TensorView& k;
-  const TensorView& v;
-  const TensorView& out;
-  const Context& ctx;
-  const TileOps& ops;
-  const RowOps& rows;
-  std::vector<float>& packed;
-  std::vector<Work>& work;
-  std::vector<Context>& serial;
-};
-
-// One group of units: packs their key tiles (one task per tile), then runs
-// their query tiles over them (one task per query head and query tile).
-void RunGroup(const SegmentsCall& call, const std::vector<Unit>& units) {
-  const Problem& p = call.p;
-  const std::vector<Segment>& segs = call.segs;
-  const ForwardPlan& plan = call.plan;
-  const TensorView &q = call.q, &k = call.k, &v = call.v, &out = call.out;
-  const TileOps& ops = call.ops;
-  const RowOps& rows = call.rows;
-  std::vector<float>& packed = call.packed;
-  std::vector<Work>& work = call.work;
-  std::vector<Context>& serial = call.serial;
-  const std::int64_t group = p.dims.Group();
-  // Offsets of each unit's packed tiles, and task prefixes of both phases.
-  std::vector<std::int64_t> offset, pack_prefix{0}, query_prefix{0};
-  std::int64_t floats = 0;
-  for (const Unit& u : units) {
-    const Segment& s = segs[u.segment];
-    offset.push_back(floats);
-    floats += plan.KeyTiles(s) * plan.tile_floats;
-    pack_prefix.push_back(pack_prefix.back() + plan.KeyTiles(s));
-    query_prefix.push_back(query_prefix.back() + group * plan.QueryTiles(s));
-  }
-  call.ctx.ParallelFor(pack_prefix.back(), [&](std::int64_t task, int worker) {
-    const std::size_t ui = Locate(pack_prefix, task);
-    const Unit& u = units[ui];
-    const std::int64_t t = task - pack_prefix[ui];
-    const std::int64_t tile = plan.tile_base[u.segment] + t;
-    PackKeyTile(p, plan, segs[u.segment], tile, t, u.hk, k, v,
-                work[static_cast<std::size_t>(worker)], serial[static_cast<std::size_t>(worker)],
-                packed.data() + offset[ui] + t * plan.tile_floats);
-  });
-  call.ctx.ParallelFor(query_prefix.back(), [&](std::int64_t task, int worker) {
-    const std::size_t ui = Locate(query_prefix, task);
-    const Unit& u = units[ui];
-    const Segment& s = segs[u.segment];
-    const std::int64_t q_tiles = plan.QueryTiles(s), local = task - query_prefix[ui];
-    const std::int64_t h = u.hk * group + local / q_tiles;
-    // Last query tiles first: under a causal mask they see the most keys.
-    const std::int64_t i0 = (q_tiles - 1 - local % q_tiles) * plan.bq;
-    QueryTask qt{p,
-                 plan,
-                 s,
-                 static_cast<std::int64_t>(u.segment),
-                 h,
-                 i0,
-                 std::min(plan.bq, s.nq - i0),
-                 packed.data() + offset[ui],
-                 ops,
-                 rows,
-                 work[static_cast<std::size_t>(worker)],
-                 PositionRange{}};
-    RunQueryTile(qt, q, out, serial[static_cast<std::size_t>(worker)]);
-  });
-}
-
+using flash_internal::Problem;
+using flash_internal::Setup;
 }  // namespace
 
-void RunSegments(const Problem& p, const std::vector<Segment>& segs, const TensorView& q,
-                 const TensorView& k, const TensorView& v, const TensorView& out,
-                 const FlashAttentionOptions& options, const Context& ctx) {
-  // bfloat16 dot products need q and k that are bfloat16 values: inputs in
-  // bfloat16 and no rotation in float32.
-  // Under FlashPrecision::kBFloat16 rotated q and k are rounded to bfloat16.
-  const bool simd = ctx.backend() != Backend::kScalar;
-  const bool bf16 = simd && q.dtype == DType::kBFloat16 && k.dtype == DType::kBFloat16 &&
-                    (p.rope == nullptr || p.Bf16()) && p.dims.head_dim % 2 == 0 &&
-                    kernels::simd::FlashBf16DotAvailable();
-  const ForwardPlan plan = MakePlan(p, segs, options, bf16, simd);
-  // Units (segment, kv head) with queries, cut into groups under the budget.
-  const UnitGroups grouped = GroupUnits(p, segs, plan);
-  if (grouped.groups.empty()) return;
-  const TileOps ops{ctx.backend() != Backend::kScalar};
-  const RowOps rows{ctx.backend() != Backend::kScalar};
-  // The packed tiles and the workers' buffers: the calling thread's, kept
-  // between calls (ThreadBuffers), zeroed as fresh ones would be (memset,
-  // faster than assign()'s fill loop; docs/PERFORMANCE.md, "Design figures").
-  ThreadBuffers<ForwardBuffers> lease;
-  ForwardBuffers& buffers = lease.get();
-  std::vector<float>& packed = buffers.packed;
-  packed.resize(static_cast<std::size_t>(grouped.max_floats));
-  std::memset(packed.data(), 0, packed.size() * sizeof(float));
-  std::vector<Context> serial;
-  PrepareWorkers(p, plan, ctx, buffers.work, serial);
-  const SegmentsCall call{p,    segs,   plan,         q,     k, v, out, ctx, ops,
-                          rows, packed, buffers.work, serial};
-  for (const std::vector<Unit>& units : grouped.groups) RunGroup(call, units);
+void FlashAttention(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                    const TensorView& v, const TensorView& out,
+                    const FlashAttentionOptions& options, const Context& ctx) {
+  flash_internal::RunForward(Setup(params, q, k, v, out, options), q, k, v, out, options, ctx);
 }
 
-}  // namespace posenc::flash_internal
+void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& out, const TensorView& lse,
+                           const FlashAttentionOptions& options, const Context& ctx) {
+  Problem p = Setup(params, q, k, v, out, options);
+  flash_internal::SetLseOutput(p, lse, q, k, v, out);
+  flash_internal::RunForward(p, q, k, v, out, options, ctx);
+}
+
+}  // namespace posenc

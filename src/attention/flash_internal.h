@@ -1,5 +1,5 @@
 // Shared internals of the fused (flash) attention: the forward engine
-// (src/attention/flash_forward.cc, used by flash.cc and flash_varlen.cc) and
+// (src/attention/flash_forward_engine.cc, used by flash_forward.cc and flash_varlen.cc) and
 // the backward (src/attention/flash_backward.cc) both use these. Contract in
 // include/posenc/flash_attention.h.
 //
@@ -146,7 +146,7 @@ Problem SetupPaged(const PreparedDecode::State& plan, const TensorView& q,
 void SetLseOutput(Problem& p, const TensorView& lse, const TensorView& q, const TensorView& k,
                   const TensorView& v, const TensorView& out);
 
-// The forward over every (batch, head, query tile) task (src/attention/flash.cc).
+// The forward over every (batch, head, query tile) task (src/attention/flash_forward.cc).
 void RunForward(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const FlashAttentionOptions& options, const Context& ctx);
 

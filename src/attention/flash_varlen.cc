@@ -13,7 +13,7 @@
 //
 // Implementation: the rank-3 views become [1, total, H, D] bshd views and
 // every sequence one relative-position segment of the shared engine
-// (attention/flash_forward.cc). So the tasks over (sequence, head, query
+// (attention/flash_forward_engine.cc). So the tasks over (sequence, head, query
 // tile) of all sequences run in the same ParallelFor per group of packed
 // K/V (one group unless the packed float32 K/V exceed 16 MiB), and nothing
 // is copied per sequence: sequences share one validation, one scratch and
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/flash_forward.h"
+#include "attention/flash_forward_engine.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
 

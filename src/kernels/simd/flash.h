@@ -1,4 +1,4 @@
-// SIMD (Highway) tile kernels of the fused attention (src/attention/flash_forward.cc,
+// SIMD (Highway) tile kernels of the fused attention (src/attention/flash_forward_engine.cc,
 // contract in include/posenc/flash_attention.h): the q . k logits of a tile
 // (float32 FMAs, or AVX512_BF16 dot products in flash_bf16.cc), the scale +
 // position bias + max of a logit row, the exponentials of a softmax row, and

@@ -46,7 +46,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "attention/flash_backward.h"
+#include "attention/flash_backward_engine.h"
 #include "kernels/simd/flash.h"
 
 namespace posenc::flash_internal {

@@ -1,7 +1,7 @@
 // The engine of the fused attention backward (FlashAttentionBackward,
 // include/posenc/flash_attention.h): the validated call (built by
 // src/attention/flash_backward.cc) and the FlashAttention-2 work split that
-// runs it (src/attention/flash_backward_run.cc, design there). Internal to
+// runs it (src/attention/flash_backward_engine.cc, design there). Internal to
 // src/attention.
 #pragma once
 

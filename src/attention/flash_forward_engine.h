@@ -1,7 +1,7 @@
 // The forward engine of the fused attention, shared by FlashAttention
-// (dense batches, src/attention/flash.cc) and FlashAttentionVarlen (packed
+// (dense batches, src/attention/flash_forward.cc) and FlashAttentionVarlen (packed
 // sequences, src/attention/flash_varlen.cc). Contract and numerics:
-// include/posenc/flash_attention.h; design: src/attention/flash_forward.cc.
+// include/posenc/flash_attention.h; design: src/attention/flash_forward_engine.cc.
 // Internal to src/attention.
 #pragma once
 
