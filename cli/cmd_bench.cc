@@ -2,23 +2,11 @@
 // memory-bound kernels against the machine's bandwidth (STREAM-like kernels
 // of posenc/bandwidth.h over the same bytes, same threads) and against the
 // PyTorch-eager / numpy baselines (bench/torch_baseline.py run by
-// /usr/bin/python3 with jemalloc preloaded). Methodology: docs/PERFORMANCE.md.
-//  - Buffers are allocated and touched once (pre-faulted), then reused.
-//  - Each measurement: warm-up calls, then --reps timed calls; the median.
-//  - GB/s counts bytes read + written once: RoPE in place or out of place
-//    2 x bytes(q + k); tables and bias matrices (cmd_bench_bias.cc): bytes
-//    written.
-//  - fraction_of_bandwidth: GB/s over the matching ceiling measured in the
-//    same run: read-modify-write (RoPE in place), copy (out of place), write
-//    (tables).
-//  - Honest ceilings: the last-level cache size (LastLevelCache: sysfs, else
-//    sysconf) is printed and put under "machine"; every entry says
-//    cache_resident (the bytes it touches are < 4x the LLC); the RoPE
-//    headline case is DRAM-sized: besides S = 4096 and 16384, the smallest
-//    power-of-two S whose q + k bytes are >= 4x the LLC (no torch baseline
-//    there: its temporaries would need several times the buffers).
-//  - Compute ceilings (posenc/bandwidth.h RunComputeKernel, same threads)
-//    are measured in every run and listed under "machine".
+// /usr/bin/python3 with jemalloc preloaded). Methodology: docs/PERFORMANCE.md;
+// options: the --help text. Buffers are allocated and touched once
+// (pre-faulted), then reused; each measurement is warm-up calls, then --reps
+// timed calls, the median. Cases, bytes and ceilings: above BenchRope,
+// ResultJson and Run.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +39,11 @@
 namespace posenc::cli {
 namespace {
 
+// RoPE on q and k, in place (read-modify-write ceiling) and out of place
+// (copy ceiling). The headline case is DRAM-sized: besides S = 4096 and
+// 16384, the smallest power-of-two S whose q + k bytes are >= 4x the LLC (no
+// torch baseline there: its temporaries would need several times the
+// buffers).
 void BenchRope(const BenchOptions& o, const Context& ctx, std::vector<Result>& out) {
   const std::int64_t heads = 32, hd = 128;
   RopeParams params;
@@ -288,7 +281,12 @@ std::vector<nlohmann::json> RunAttention(const BenchOptions& o, int threads,
   return RunAttentionBench(ao, ceilings, machine);
 }
 
-// The JSON entry of one kernel result.
+// The JSON entry of one kernel result. GB/s counts bytes read + written
+// once: RoPE in place or out of place 2 x bytes(q + k); tables and bias
+// matrices (cmd_bench_bias.cc): bytes written. fraction_of_bandwidth: GB/s
+// over the matching ceiling measured in the same run: read-modify-write
+// (RoPE in place), copy (out of place), write (tables). cache_resident: the
+// bytes the entry touches are < 4x the LLC.
 nlohmann::json ResultJson(const Result& r, int threads, std::int64_t llc_bytes) {
   const double gbps = r.bytes / (r.ms * 1e6), bw = r.bytes / (r.ceiling_ms * 1e6);
   return {{"kernel", r.kernel},
@@ -353,6 +351,10 @@ void PrintResults(const std::vector<Result>& results, std::int64_t llc_bytes) {
   }
 }
 
+// Honest ceilings: the last-level cache size (LastLevelCache: sysfs, else
+// sysconf) is printed and put under "machine"; the compute ceilings
+// (posenc/bandwidth.h RunComputeKernel, same threads) are measured in every
+// run and listed under "machine" too.
 void Run(BenchOptions o) {
   ValidateOptions(o);
   const int threads =

@@ -1,33 +1,8 @@
 // `posenc bench attention`: the fused CPU attention (posenc::FlashAttention)
 // against PyTorch eager with the bias materialised and against the reference
-// attention (posenc::AttentionReference). Methodology (docs/PERFORMANCE.md):
-//  - Cases: schemes alibi, t5, rope, none; causal; batch 1, 8 heads,
-//    head_dim 64, bshd; S = 1024, 4096, 16384 (up to --max-seq; below 1024
-//    the single S = --max-seq, for smoke runs); posenc with float32 inputs
-//    and output, then with bfloat16 inputs and output; default tiles.
-//  - Every posenc case runs in a forked child: q, k, v, out are allocated
-//    and filled (every page touched) and the thread pool is started, then
-//    ru_maxrss (the high-water resident set) is read before and after the
-//    warm-up and timed calls: the difference is the peak extra memory of
-//    the call (packed K/V tiles, scratch, thread stacks touched), measured,
-//    not estimated. Time: median of min(--reps, 5) calls after
-//    min(--warmup, 1) warm-up calls (an S = 16384 call takes seconds).
-//  - For S <= 1024 the float32 child also times one AttentionReference call
-//    (float64 scalar loops, same threads) and reports the max |flash -
-//    reference| of the outputs: the benchmark checks what it times.
-//  - torch: bench/torch_attention.py, one fresh /usr/bin/python3 process
-//    per (scheme, S) with jemalloc preloaded and torch.set_num_threads(N);
-//    bfloat16 eager, bias + causal mask materialised; its own ru_maxrss
-//    delta. Skipped (null) when its [H, S, S] buffers would exceed 16 GiB
-//    (~12 bytes per score: bf16 bias, bf16 scores, float32 softmax, bf16
-//    probabilities), i.e. at S = 16384.
-//  - Compute: "gflops" counts the unmasked work only (2 (D + Dv) flops per
-//    visible (query, key) pair and head: S (S + 1) / 2 pairs under the
-//    causal mask); "fraction_of_compute" divides it by the compute ceiling
-//    of the inputs' dtype measured in the same run with the same threads
-//    (MeasureComputeCeilings: float32 FMA for float32 inputs; for bfloat16
-//    inputs the best 16-bit ceiling of the CPU, AMX, else AVX512_BF16 dot
-//    products, else float32 FMA), named in "compute_kernel".
+// attention (posenc::AttentionReference). Methodology: docs/PERFORMANCE.md;
+// the cases, the measurement and the JSON fields are described above
+// RunAttentionBench, MeasureInChild, RunTorchCase and kTorchLimitBytes.
 #include "bench_attention.h"
 
 #include <sys/resource.h>
@@ -62,6 +37,9 @@ using bench_attention::Median;
 using bench_attention::OrNull;
 
 constexpr std::int64_t kHeads = 8, kHeadDim = 64;
+// torch is skipped (null) when its [H, S, S] buffers would exceed this
+// (~12 bytes per score: bf16 bias, bf16 scores, float32 softmax, bf16
+// probabilities), i.e. at S = 16384.
 constexpr double kTorchLimitBytes = 16.0 * (1u << 30);
 
 struct ChildReply {
@@ -71,7 +49,16 @@ struct ChildReply {
   char error[240] = {};
 };
 
-// Runs in the forked child.
+// Runs in the forked child (MeasurePosenc): q, k, v, out are allocated and
+// filled (every page touched) and the thread pool is started, then ru_maxrss
+// (the high-water resident set) is read before and after the warm-up and
+// timed calls: the difference is the peak extra memory of the call (packed
+// K/V tiles, scratch, thread stacks touched), measured, not estimated. Time:
+// median of min(--reps, 5) calls after min(--warmup, 1) warm-up calls (an
+// S = 16384 call takes seconds). For S <= 1024 the float32 child also times
+// one AttentionReference call (float64 scalar loops, same threads) and
+// reports the max |flash - reference| of the outputs: the benchmark checks
+// what it times.
 ChildReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType dtype,
                           const AttentionBenchOptions& o) {
   ChildReply r;
@@ -125,6 +112,9 @@ ChildReply MeasurePosenc(const std::string& scheme, std::int64_t seq, DType dtyp
       fmt::format("{} S={} {}", scheme, seq, DTypeName(dtype)));
 }
 
+// bench/torch_attention.py, one fresh /usr/bin/python3 process per (scheme,
+// S) with jemalloc preloaded and torch.set_num_threads(N); bfloat16 eager,
+// bias + causal mask materialised; its own ru_maxrss delta.
 nlohmann::json RunTorchCase(const std::string& scheme, std::int64_t seq, int threads,
                             const AttentionBenchOptions& o) {
   const nlohmann::json spec = {{"mode", "forward"},
@@ -176,6 +166,17 @@ ComputeCeilings MeasureComputeCeilings(int threads, int /*reps*/, nlohmann::json
   return c;
 }
 
+// Cases: schemes alibi, t5, rope, none; causal; batch 1, 8 heads, head_dim
+// 64, bshd; S = 1024, 4096, 16384 (up to --max-seq; below 1024 the single
+// S = --max-seq, for smoke runs); posenc with float32 inputs and output, then
+// with bfloat16 inputs and output; default tiles.
+// Compute: "gflops" counts the unmasked work only (2 (D + Dv) flops per
+// visible (query, key) pair and head: S (S + 1) / 2 pairs under the causal
+// mask); "fraction_of_compute" divides it by the compute ceiling of the
+// inputs' dtype measured in the same run with the same threads
+// (MeasureComputeCeilings: float32 FMA for float32 inputs; for bfloat16
+// inputs the best 16-bit ceiling of the CPU, AMX, else AVX512_BF16 dot
+// products, else float32 FMA), named in "compute_kernel".
 std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o,
                                               const ComputeCeilings& ceilings,
                                               nlohmann::json& machine) {

@@ -1,28 +1,10 @@
 // `posenc bench attention --backward`: the fused attention's training step
 // (FlashAttentionWithLse + FlashAttentionBackward) against PyTorch eager
-// autograd (bench/torch_attention.py, mode "backward"). Methodology
-// (docs/PERFORMANCE.md):
-//  - Cases: schemes alibi, t5, rope, none; causal; batch 1, 8 heads,
-//    head_dim 64, bshd; S = 1024 and 4096 (up to --max-seq; below 1024 the
-//    single S = --max-seq); float32, then bfloat16 inputs, outputs and
-//    gradients; default tiles.
-//  - posenc, in a forked child: q, k, v, dout are allocated and filled,
-//    then out, lse and the gradients are allocated inside the measured
-//    window (torch's forward output and .grad tensors count in its peak
-//    too); "forward_ms" is the median of the forward-with-lse calls, "ms"
-//    the median of the backward calls (given lse), after a warm-up pair;
-//    "peak_extra_mib" is the ru_maxrss growth over the whole window (out,
-//    lse, gradients, packed tiles, scratch).
-//  - "gflops" counts the backward's unmasked work: 2 (3 D + 2 Dv) flops per
-//    visible pair and head (S, dP, dV, dK, dQ); "fraction_of_compute" is
-//    over the ceiling of the inputs' dtype (bench_attention_util.h).
-//  - torch: one fresh process per (scheme, S, dtype); HF's eager formula
-//    with the bias + causal mask materialised (built before timing, counted
-//    in memory), q, k, v requiring grad, out.backward(dout) with dout
-//    prepared before timing; "torch_ms" is forward + backward, its
-//    ru_maxrss growth "torch_peak_mib"; skipped (null) above ~8 GiB of
-//    [H, S, S] buffers (~32 bytes per score). "speedup_vs_torch" = torch_ms
-//    / (forward_ms + ms).
+// autograd (bench/torch_attention.py, mode "backward"), and the training step
+// through posenc.torch.attention (RunTrainStepBench). Methodology:
+// docs/PERFORMANCE.md; the cases, the measurement and the JSON fields are
+// described above RunAttentionBackwardBench, MeasureInChild and
+// kTorchLimitBytes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -46,6 +28,8 @@ using bench_attention::Median;
 using bench_attention::OrNull;
 
 constexpr std::int64_t kHeads = 8, kHeadDim = 64;
+// torch is skipped (null) above this many bytes of [H, S, S] buffers (~32
+// bytes per score).
 constexpr double kTorchLimitBytes = 8.0 * (1u << 30);
 
 struct BackwardReply {
@@ -55,6 +39,13 @@ struct BackwardReply {
   char error[240] = {};
 };
 
+// posenc, in a forked child: q, k, v, dout are allocated and filled, then
+// out, lse and the gradients are allocated inside the measured window
+// (torch's forward output and .grad tensors count in its peak too);
+// "forward_ms" is the median of the forward-with-lse calls, "ms" the median
+// of the backward calls (given lse), after a warm-up pair; "peak_extra_mib"
+// is the ru_maxrss growth over the whole window (out, lse, gradients, packed
+// tiles, scratch).
 BackwardReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType dtype,
                              const AttentionBenchOptions& o) {
   BackwardReply r;
@@ -150,6 +141,19 @@ std::vector<nlohmann::json> RunTrainStepBench(const AttentionBenchOptions& o) {
 
 }  // namespace
 
+// Cases: schemes alibi, t5, rope, none; causal; batch 1, 8 heads, head_dim
+// 64, bshd; S = 1024 and 4096 (up to --max-seq; below 1024 the single
+// S = --max-seq); float32, then bfloat16 inputs, outputs and gradients;
+// default tiles. posenc is measured by MeasureInChild.
+// "gflops" counts the backward's unmasked work: 2 (3 D + 2 Dv) flops per
+// visible pair and head (S, dP, dV, dK, dQ); "fraction_of_compute" is over
+// the ceiling of the inputs' dtype (bench_attention_util.h).
+// torch: one fresh process per (scheme, S, dtype); HF's eager formula with
+// the bias + causal mask materialised (built before timing, counted in
+// memory), q, k, v requiring grad, out.backward(dout) with dout prepared
+// before timing; "torch_ms" is forward + backward, its ru_maxrss growth
+// "torch_peak_mib"; skipped per kTorchLimitBytes. "speedup_vs_torch" =
+// torch_ms / (forward_ms + ms).
 std::vector<nlohmann::json> RunAttentionBackwardBench(const AttentionBenchOptions& o,
                                                       const ComputeCeilings& ceilings,
                                                       nlohmann::json& machine) {

@@ -1,38 +1,9 @@
 // `posenc bench attention --decode`: one decode step (FlashAttentionDecode)
 // against PyTorch eager (bench/torch_attention.py, mode "decode") and the
-// read-bandwidth ceiling. Methodology (docs/PERFORMANCE.md):
-//  - Cases: schemes none, alibi, rope (keys pre-rotated in the cache, as a
-//    RoPE KV cache holds them), t5 (causal); q [1, 1, 32, 128] bfloat16 at
-//    position Sk - 1 against a bfloat16 KV cache [1, Sk, 8, 128] (GQA 32/8),
-//    bshd; Sk = 32768 (the case) and the smallest power of two
-//    >= 32768 whose K + V bytes are >= 4x the last-level cache (DRAM-sized;
-//    at most 2^20); --max-seq below 16384 runs the single Sk = --max-seq
-//    (smoke runs).
-//  - posenc, in a forked child, on page-aligned buffers (bench_buffers.h):
-//    --reps decode calls alternating with --reps runs of the read ceiling,
-//    RunStreamKernel(kRead) over the same K and V buffers (the same bytes,
-//    read as float32), after the warm-up; the median of each.
-//    "bandwidth_gbps" = bytes of K + V / time; "fraction_of_bandwidth" =
-//    that over the ceiling's GB/s ("read_ceiling_gbps");
-//    "cache_resident": K + V < 4x the last-level cache (so repeated calls
-//    may be served from cache; the ceiling then is the cache's too).
-//  - torch: HF's eager decode formula in bfloat16 with grouped matmuls (q
-//    viewed as [1, 8, 4, 128] per kv head: HF's repeat_kv would first copy
-//    the cache 4x, so this baseline is faster than HF), bias materialised
-//    as [1, 32, 1, Sk] before timing; rope rotates q inside the call.
-//  - The C entry points ("attention_decode_c" entries, Sk = 1000, 4000 and
-//    32768, or --max-seq alone; none, alibi and rope with a typed scheme):
-//    the same shapes through posenc/c.h on a posenc_context. "ms": a step
-//    of a decode plan made once (posenc_decode_plan_run, what an engine
-//    calls per token and layer), alternating with the C++ call above
-//    ("c_over_cpp" = C ms / C++ ms); "unplanned_ms": posenc_attention_decode,
-//    which resolves its scheme on every call, alternating with the C++ call
-//    ("unplanned_over_cpp"); and the plan alternating with the prefill entry
-//    point posenc_flash_attention on one query ("prefill_c_ms": the only C
-//    path before the decode entry points; "speedup_vs_prefill_c"); and a
-//    paged cache (posenc_decode_plan_run_paged, pages of 16 and of 64
-//    tokens in reverse order in the pool) alternating with the dense plan
-//    run ("paged16_over_dense", "paged64_over_dense").
+// read-bandwidth ceiling (RunAttentionDecodeBench), and the C entry points of
+// posenc/c.h against the C++ call (RunAttentionDecodeCBench). Methodology:
+// docs/PERFORMANCE.md; the cases and the JSON fields are described above the
+// functions that measure and report them.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -65,6 +36,11 @@ struct DecodeReply {
   char error[240] = {};
 };
 
+// posenc, in a forked child, on page-aligned buffers (bench_buffers.h): --reps
+// decode calls alternating with --reps runs of the read ceiling,
+// RunStreamKernel(kRead) over the same K and V buffers (the same bytes, read
+// as float32), after the warm-up; the median of each. For scheme rope the
+// keys are pre-rotated in the cache, as a RoPE KV cache holds them.
 DecodeReply MeasureInChild(const std::string& scheme, std::int64_t seq,
                            const AttentionBenchOptions& o) {
   DecodeReply r;
@@ -183,8 +159,18 @@ std::pair<double, double> MeasurePaged(std::int64_t ps, std::int64_t seq,
   return MedianMsAlternating(run, dense, reps, warmup);
 }
 
-// posenc_attention_decode against FlashAttentionDecode (alternating), then
-// against posenc_flash_attention with one query (alternating).
+// The C entry points on the buffers and shapes of MeasureInChild, through
+// posenc/c.h on a posenc_context with a typed scheme. Each pair alternates:
+//  - a step of a decode plan made once (posenc_decode_plan_run, what an
+//    engine calls per token and layer) against the C++ call (c_ms, cpp_ms);
+//  - posenc_attention_decode, which resolves its scheme on every call,
+//    against the C++ call (unplanned_ms, cpp_ms2);
+//  - the plan against the prefill entry point posenc_flash_attention on one
+//    query (c_ms2, prefill_c_ms: the only C path before the decode entry
+//    points);
+//  - a paged cache (posenc_decode_plan_run_paged, pages of 16 and of 64
+//    tokens in reverse order in the pool) against the dense plan run
+//    (MeasurePaged).
 DecodeCReply MeasureCInChild(const std::string& scheme, std::int64_t seq,
                              const AttentionBenchOptions& o) {
   DecodeCReply r;
@@ -250,6 +236,12 @@ DecodeCReply MeasureCInChild(const std::string& scheme, std::int64_t seq,
 
 }  // namespace
 
+// "attention_decode_c" entries: schemes none, alibi and rope, Sk = 1000,
+// 4000 and 32768 (or --max-seq alone below 16384), measured by
+// MeasureCInChild. "ms" is the planned step; "c_over_cpp" = C ms / C++ ms;
+// "unplanned_over_cpp" the same for posenc_attention_decode;
+// "speedup_vs_prefill_c" = prefill_c_ms / planned ms; "paged16_over_dense",
+// "paged64_over_dense" = paged ms / dense plan ms.
 std::vector<nlohmann::json> RunAttentionDecodeCBench(const AttentionBenchOptions& o) {
   const std::vector<std::int64_t> seqs = o.max_seq < 16384
                                              ? std::vector<std::int64_t>{o.max_seq}
@@ -287,6 +279,21 @@ std::vector<nlohmann::json> RunAttentionDecodeCBench(const AttentionBenchOptions
   return entries;
 }
 
+// "attention_decode" entries. Cases: schemes none, alibi, rope (keys
+// pre-rotated in the cache), t5 (causal); q [1, 1, 32, 128] bfloat16 at
+// position Sk - 1 against a bfloat16 KV cache [1, Sk, 8, 128] (GQA 32/8),
+// bshd; Sk = 32768 and the smallest power of two >= 32768 whose K + V bytes
+// are >= 4x the last-level cache (DRAM-sized; at most 2^20); --max-seq below
+// 16384 runs the single Sk = --max-seq (smoke runs). posenc is measured by
+// MeasureInChild: "bandwidth_gbps" = bytes of K + V / time;
+// "fraction_of_bandwidth" = that over the ceiling's GB/s
+// ("read_ceiling_gbps"); "cache_resident": K + V < 4x the last-level cache
+// (so repeated calls may be served from cache; the ceiling then is the
+// cache's too).
+// torch: HF's eager decode formula in bfloat16 with grouped matmuls (q viewed
+// as [1, 8, 4, 128] per kv head: HF's repeat_kv would first copy the cache
+// 4x, so this baseline is faster than HF), bias materialised as
+// [1, 32, 1, Sk] before timing; rope rotates q inside the call.
 std::vector<nlohmann::json> RunAttentionDecodeBench(const AttentionBenchOptions& o,
                                                     nlohmann::json& machine) {
   const double bytes_per_key = 2.0 * kKvHeads * kHeadDim * 2.0;  // K + V, bfloat16

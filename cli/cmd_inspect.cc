@@ -1,23 +1,13 @@
 // `posenc inspect CONFIG.json|MODEL.gguf`: what a Hugging Face config (or a
-// llama.cpp GGUF file, read by posenc/gguf.h: metadata only) makes of RoPE.
+// llama.cpp GGUF file, read by posenc/gguf.h: metadata only) makes of RoPE
+// (or ALiBi). User-facing behaviour: the --help text and README.md.
 //
 //   posenc inspect CONFIG.json|MODEL.gguf [--seq-len L] [--layer-type T] [--json]
 //       [--numerics hf|accurate] [--longrope-switch seq_len|context|always_long]
 //       [--context-length N]
 //
-// Text: a model summary (rope type, head and rotary dims, theta, attention
-// factor, original and extended context, yarn correction range, longrope
-// factors in use, DeepSeek softmax correction, M-RoPE sections), then one
-// table row per frequency pair (index, inv_freq, wavelength in tokens, ratio
-// to the unscaled table, region). --json prints the same as one object with
-// at least rope_type, head_dim, rotary_dim, theta, attention_factor, inv_freq,
-// max_position_embeddings, original_max_position_embeddings and pairs, plus
-// position_encoding "rope" and format ("config.json" or "gguf"); freq_factors
-// when the model divides its frequencies (a GGUF `rope_freqs` tensor).
-// ALiBi models (BLOOM, MPT, ...) print position_encoding "alibi", num_heads,
-// max_bias and slopes instead of the RoPE fields.
-// Under --numerics hf (default) inv_freq holds float32 values, printed as the
-// shortest double that reads back to them. Loader warnings go to stderr.
+// Output: PrintText, PrintJson, or PrintAlibi for ALiBi models (what each
+// prints: above it). Loader warnings go to stderr.
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -58,6 +48,8 @@ std::string SourceLine(const ModelConfig& cfg) {
                      cfg.format == "gguf" ? " [GGUF]" : "");
 }
 
+// ALiBi models (BLOOM, MPT, ...): position_encoding "alibi", num_heads,
+// max_bias and slopes instead of the RoPE fields (text: one row per head).
 void PrintAlibi(const ModelConfig& cfg, const InspectArgs& a) {
   const ModelAlibi& al = *cfg.alibi;
   if (a.json) {
@@ -86,6 +78,11 @@ void PrintAlibi(const ModelConfig& cfg, const InspectArgs& a) {
   std::cout << out;
 }
 
+// Text: a model summary (rope type, head and rotary dims, theta, attention
+// factor, original and extended context, yarn correction range, longrope
+// factors in use, DeepSeek softmax correction, M-RoPE sections), then one
+// table row per frequency pair (index, inv_freq, wavelength in tokens, ratio
+// to the unscaled table, region).
 void PrintText(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling& s,
                const InspectArgs& a) {
   std::string out = SourceLine(cfg);
@@ -135,6 +132,13 @@ void PrintText(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling
   std::cout << out;
 }
 
+// --json: the same as PrintText as one object with at least rope_type,
+// head_dim, rotary_dim, theta, attention_factor, inv_freq,
+// max_position_embeddings, original_max_position_embeddings and pairs, plus
+// position_encoding "rope" and format ("config.json" or "gguf");
+// freq_factors when the model divides its frequencies (a GGUF `rope_freqs`
+// tensor). Under --numerics hf (default) inv_freq holds float32 values,
+// printed as the shortest double that reads back to them.
 void PrintJson(const ModelConfig& cfg, const LayerRope& layer, const RopeScaling& s,
                const InspectArgs& a) {
   nlohmann::json j;

@@ -11,9 +11,7 @@
 //
 // Columns [0, rotary_dim): cat(freqs, freqs) for half_split (HF
 // LlamaRotaryEmbedding's emb), each frequency in two adjacent columns for
-// interleaved (GPT-J's repeat_interleave). Values are float32: every number
-// printed is the float32 value written as the shortest double that reads back
-// to it, so parsing as double and casting to float is exact.
+// interleaved (GPT-J's repeat_interleave). Values are float32 (text: Num).
 #include <algorithm>
 #include <cstdint>
 #include <iostream>
@@ -98,6 +96,9 @@ std::vector<std::int64_t> ResolveRows(const RopeTableArgs& a, std::int64_t cols)
   return rows;
 }
 
+// Values are float32: every number printed is the float32 value written as
+// the shortest double that reads back to it, so parsing as double and
+// casting to float is exact.
 std::string Num(float v) { return fmt::format("{}", static_cast<double>(v)); }
 
 void AppendRow(std::string& line, const std::vector<float>& table, std::int64_t row,

@@ -8,14 +8,10 @@
 //  6. without positions word order is invisible: "dog bites man" vs "man
 //     bites dog" through one attention layer per scheme (posenc/demo.h);
 //  7. train short, test long: the numbers of the last `posenc experiment
-//     extrapolation` run (--experiment DIR, else the newest of ./my-run (the
-//     README's full run), ./experiment-quick (scripts/run.sh's quick run) and
-//     the repository's docs/experiments/extrapolation), or how to produce them;
+//     extrapolation` run (which one: SectionExtrapolation), or how to produce
+//     them;
 //  8. which encoding for which model: `posenc choose` on two requests.
-// The tour is a list of section functions (kTourSections below): to add a
-// section, write `void SectionXxx(TourSection& s)` and add one line to the
-// list. Text output prints each section's lines; --json prints
-// {"sections": [{"title", "lines", "values"}]} with the measured values.
+// Design: a list of section functions (kTourSections); output: RunTour.
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -354,6 +350,10 @@ void ExtrapolationLines(TourSection& s, const report::ExperimentResults& r, cons
   s.Value(key, values);
 }
 
+// The results of --experiment DIR, else of the newest of ./my-run (the
+// README's full run), ./experiment-quick (scripts/run.sh's quick run) and the
+// repository's docs/experiments/extrapolation; without any, how to produce
+// them.
 void SectionExtrapolation(TourSection& s) {
   s.Line(
       "The lesson says sinusoidal 'works for longer sequences', learned tables 'cannot "
@@ -421,7 +421,8 @@ void SectionChoose(TourSection& s) {
   s.Value("choose", values);
 }
 
-// The tour, in order. Add a section with one line here.
+// The tour, in order. To add a section, write `void SectionXxx(TourSection&
+// s)` and add one line here.
 struct TourEntry {
   const char* title;
   void (*run)(TourSection&);
@@ -437,6 +438,8 @@ const TourEntry kTourSections[] = {
     {"Which encoding for which model? (posenc choose)", SectionChoose},
 };
 
+// Runs every section; text output prints each section's lines, --json prints
+// {"sections": [{"title", "lines", "values"}]} with the measured values.
 void RunTour(const TourArgs& args) {
   std::vector<TourSection> sections;
   for (const TourEntry& e : kTourSections) {

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Size check of the test command (docs/ARCHITECTURE.md, "Layers"): no tracked source file under
 src/, cli/ or python/ has more than 600 lines, and no function in them more than 80 lines
-(signature, decorators and docstring included). Prints each offender and exits 1 if there is any.
+(signature, decorators and docstring included), and no C/C++ file there opens with a comment of
+more than 15 lines (a file header says what the file holds and where its contract is; the design
+sits above the code it explains). Public headers (include/posenc/) are exempt: their docblock is
+the home of the formula. Prints each offender and exits 1 if there is any.
 
 C and C++ functions are found as a line that ends a signature with `{` (not a control statement,
 a type or a namespace), back to the signature's first line and on to the brace that closes it,
@@ -16,6 +19,7 @@ import sys
 
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
+MAX_HEADER_LINES = 15
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KEYWORDS = (r"(if|for|while|switch|else|do|namespace|struct|class|enum|union|extern|return|try|"
             r"catch)")
@@ -55,6 +59,16 @@ def cxx_functions(text):
     return found
 
 
+def header_lines(text):
+    """Lines of the // comment block a C/C++ file opens with."""
+    count = 0
+    for line in text.split("\n"):
+        if not line.startswith("//"):
+            break
+        count += 1
+    return count
+
+
 def python_functions(text, name):
     found = []
     for node in ast.walk(ast.parse(text, name)):
@@ -79,6 +93,9 @@ def offenders(root=ROOT):
         lines = text.count("\n")
         if lines > MAX_FILE_LINES:
             out.append(f"{name}: {lines} lines (at most {MAX_FILE_LINES})")
+        if functions is cxx_functions and header_lines(text) > MAX_HEADER_LINES:
+            out.append(f"{name}: a header comment of {header_lines(text)} lines (at most "
+                       f"{MAX_HEADER_LINES})")
         args = (text,) if functions is cxx_functions else (text, name)
         for first, count, signature in functions(*args):
             if count > MAX_FUNCTION_LINES:
@@ -94,7 +111,8 @@ def main():
     if found:
         print(f"size: {len(found)} files or functions over the limits")
         return 1
-    print(f"size: no file over {MAX_FILE_LINES} lines, no function over {MAX_FUNCTION_LINES}")
+    print(f"size: no file over {MAX_FILE_LINES} lines, no function over {MAX_FUNCTION_LINES}, "
+          f"no file header over {MAX_HEADER_LINES}")
     return 0
 
 

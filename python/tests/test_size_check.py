@@ -29,5 +29,11 @@ def test_python_function_lengths_include_decorators_and_docstrings():
     assert check_size.python_functions(src, "m.py") == [(1, 14, "f")]
 
 
-def test_the_limits_are_80_and_600():
-    assert (check_size.MAX_FUNCTION_LINES, check_size.MAX_FILE_LINES) == (80, 600)
+def test_header_lines_count_the_opening_comment_only():
+    assert check_size.header_lines("// a\n// b\n#pragma once\n// c\n") == 2
+    assert check_size.header_lines("#include <x>\n") == 0
+
+
+def test_the_limits_are_80_600_and_15():
+    assert (check_size.MAX_FUNCTION_LINES, check_size.MAX_FILE_LINES,
+            check_size.MAX_HEADER_LINES) == (80, 600, 15)

@@ -1,28 +1,9 @@
-// posenc/choose.h, the --from part: reads an existing model and writes the
-// exact change that gives it another RoPE frequency scheme, then checks the
-// change with posenc's own loader before anyone sees it.
-//
-// config.json: the change is a JSON merge patch (RFC 7386, nlohmann's
-// merge_patch) on the text model's object (`text_config` when present), in
-// the file's own convention: `rope_parameters` (flat, or its full_attention
-// entry when nested per layer type) or the legacy `rope_scaling`. Per type,
-// following HF's modeling_rope_utils.py semantics:
-//  - linear: {rope_type linear, factor f}, max_position_embeddings T;
-//  - yarn: {rope_type yarn, factor f, original_max_position_embeddings L},
-//    max_position_embeddings T (a top-level original_max_position_embeddings,
-//    Phi-3's, takes priority in HF and is set to L too);
-//  - dynamic: {rope_type dynamic, factor f} with max_position_embeddings left
-//    at L: HF's dynamic base uses max_position_embeddings as the original
-//    length (b' = b (f n / max_pos - f + 1)^(d/(d-2)) at length n);
-//  - ntk (static NTK-aware): transformers has no static type, so the change is
-//    the rescaled base itself (rope_theta = b f^(d/(d-2)), posenc's ntk
-//    scaling) with no scaling block, which every engine reads;
-//  - default: no scaling block, max_position_embeddings T.
-// The patched text is parsed by ParseModelConfig and its frequencies at T are
-// computed by ModelRopeScaling; the answer shows both.
-// GGUF: the same parameters are applied to the loaded ModelConfig and checked
-// by posenc's scaling code; the answer gives the GGUF keys and the llama.cpp
-// options (llama.cpp has no dynamic NTK).
+// posenc/choose.h, the --from part: reads an existing model and writes the exact change that
+// gives it another RoPE frequency scheme, then checks the change with posenc's own loader before
+// anyone sees it. config.json: a JSON merge patch (RFC 7386, nlohmann's merge_patch) following
+// HF's modeling_rope_utils.py semantics (per type: ConfigJsonChange). GGUF: the same parameters
+// applied to the loaded ModelConfig, answered with the GGUF keys and the llama.cpp options
+// (GgufChange).
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -93,6 +74,9 @@ struct RopeSite {
   std::string nested_key;  // "full_attention" (or the first) when nested, else ""
 };
 
+// The text model's object (`text_config` when present) and the file's own
+// convention: `rope_parameters` (flat, or its full_attention entry when
+// nested per layer type) or the legacy `rope_scaling`.
 RopeSite FindSite(json& root) {
   RopeSite s;
   s.text_config = root.contains("text_config") && root["text_config"].is_object();
@@ -110,6 +94,23 @@ RopeSite FindSite(json& root) {
   return s;
 }
 
+// The config.json change: a JSON merge patch on the text model's object
+// (FindSite), in the file's own convention. Per type (factor f, train
+// length L, target length T, base b, rotary dim d), following HF's
+// modeling_rope_utils.py semantics:
+//  - linear: {rope_type linear, factor f}, max_position_embeddings T;
+//  - yarn: {rope_type yarn, factor f, original_max_position_embeddings L},
+//    max_position_embeddings T (a top-level original_max_position_embeddings,
+//    Phi-3's, takes priority in HF and is set to L too);
+//  - dynamic: {rope_type dynamic, factor f} with max_position_embeddings left
+//    at L: HF's dynamic base uses max_position_embeddings as the original
+//    length (b' = b (f n / max_pos - f + 1)^(d/(d-2)) at length n);
+//  - ntk (static NTK-aware): transformers has no static type, so the change is
+//    the rescaled base itself (rope_theta = b f^(d/(d-2)), posenc's ntk
+//    scaling) with no scaling block, which every engine reads;
+//  - default: no scaling block, max_position_embeddings T.
+// The patched text is parsed by ParseModelConfig and its frequencies at T are
+// computed by ModelRopeScaling; the answer shows both.
 json ConfigJsonChange(const FromModel& model, const std::string& type, double factor,
                       std::int64_t train, std::int64_t target, double ntk_theta) {
   json root = json::parse(model.json_text);
@@ -190,6 +191,9 @@ json ConfigJsonChange(const FromModel& model, const std::string& type, double fa
   return out;
 }
 
+// The GGUF change: the same parameters applied to the loaded ModelConfig and
+// checked by posenc's scaling code; the answer gives the GGUF keys and the
+// llama.cpp options (llama.cpp has no dynamic NTK).
 json GgufChange(const FromModel& model, const std::string& type, double factor, std::int64_t train,
                 std::int64_t target, double ntk_theta) {
   const LayerRope& layer = SelectLayerRope(model.config, "");

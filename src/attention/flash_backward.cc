@@ -1,55 +1,16 @@
-// Backward of the fused (flash) attention (include/posenc/flash_attention.h,
-// FlashAttentionBackward).
-//
-// Formula (logit_ij = scale * q_i . k_j + T_ij, the forward's contract, with
-// T_ij the scheme's terms: bias b_h(p, r) + scale * c(q_i, p, r); value
-// terms a_ij added to the output):
-//   P_ij  = exp(logit_ij - lse_i)                 (recomputed per tile)
-//   D_i   = dO_i . O_i                            (= sum_j P_ij dP_ij)
-//   dP_ij = dO_i . (v_j + a_ij)
-//   dS_ij = P_ij (dP_ij - D_i)                    (d logit_ij)
-//   dv_j  += P_ij dO_i;   dk_j += scale dS_ij q_i;
-//   dq_i  += scale sum_j dS_ij (k_j + dc/dq)
-// The scheme (attention/scheme_policy.h) supplies T_ij (TileTerms, the same
-// code as the forward), its value terms' dO_i . a_ij - D_i, and the
-// gradients of its parameters from dS and P (BackwardRow; for a bias that
-// depends on r - p only, dS is first summed per distance of the tile and
-// DistanceGrad runs once per distance). RoPE: q and k are rotated copies,
-// so dq and dk are rotated back with R(-p) (ApplyRope kInverse); with
-// pre-rotated keys dk stays as is.
-// Paper: FlashAttention-2 (Dao 2023, "FlashAttention-2: Faster Attention with
-// Better Parallelism and Work Partitioning", Alg. 2), backward by
-// recomputation from the row log-sum-exp. Matches the float64 oracle
-// AttentionReferenceBackward (src/attention/reference.cc): same shapes,
-// overwrite rules and table gradients.
-// Work split (race-free, no atomics): the FlashAttention-2 split, one pass
-// over the visible tile pairs per call (src/attention/flash_backward_engine.cc):
-// tasks over (batch, kv head, chunk of key tiles) loop the GQA group's query
-// heads and the visible query tiles, finish dk and dv of their key tiles and
-// add dS K into a per-chunk float32 partial of dq, summed in chunk order at
-// the end; the scheme's parameter gradients are per-worker float64 sums,
-// reduced at the end. When no lse is given, the forward engine recomputes
-// it first (into a scratch output).
-// Tiles hidden by the causal mask or the window are skipped (tile min/max
-// positions, exact for arbitrary positions).
-// Memory: the query side packed once (rotated q, dO, lse, D: float32 rows)
-// and the dq partials, O(B H Sq (D + Dv)) floats for the units in flight
-// (<= 64 MiB per group of units, or one unit if larger), plus per worker
-// O((Bq + Bk) (D + Dv) + Bq Bk) floats; a recomputed lse adds the forward's
-// scratch output; never an [Sq, Sk] array.
-// Numerics: float32 tiles, dot products and accumulation through the SIMD
-// tile kernels of kernels/simd/flash.h (q . k^T and dO . v^T as logits
-// tiles, AVX512_BF16 dot products when both operands are bfloat16 inputs
-// (exact products, float32 sums); P^T dO and dS^T q transposed
-// accumulations, dS k; P and dS in one row pass; Highway, or plain loops for
-// Backend::kScalar); D_i in float64 from out (so out's
-// dtype bounds its precision); a value term's dO . a_ij - D_i is rounded
-// once (the scheme combines it in float64); every gradient is rounded once
-// to its dtype. Error against the
-// float64 reference within 2x a plain float32 backward's error (tested in
-// tests/unit/flash_backward_test.cc). Positions [0, 2^24).
-// Inputs are validated at the boundary (FlashAttentionBackward); the pass
-// functions assume validated shapes.
+// Backward of the fused (flash) attention: FlashAttentionBackward's validation and entry point
+// (contract: include/posenc/flash_attention.h; the work split: flash_backward_engine.cc).
+// Paper: FlashAttention-2 (Dao 2023, "FlashAttention-2: Faster Attention with Better Parallelism
+// and Work Partitioning", Alg. 2), backward by recomputation from the row log-sum-exp.
+// Formula (logit_ij = scale * q_i . k_j + T_ij, the forward's contract, with T_ij the scheme's
+// terms: bias b_h(p, r) + scale * c(q_i, p, r); value terms a_ij added to the output):
+//   P_ij  = exp(logit_ij - lse_i) (recomputed per tile);  D_i = dO_i . O_i (= sum_j P_ij dP_ij)
+//   dP_ij = dO_i . (v_j + a_ij);   dS_ij = P_ij (dP_ij - D_i)   (d logit_ij)
+//   dv_j += P_ij dO_i;   dk_j += scale dS_ij q_i;   dq_i += scale sum_j dS_ij (k_j + dc/dq)
+// The scheme (attention/scheme_policy.h) supplies T_ij, its value terms and the gradients of its
+// parameters. RoPE: q and k are rotated copies, so dq and dk are rotated back with R(-p) (ApplyRope
+// kInverse); with pre-rotated keys dk stays as is.
+// Design: inputs are validated here, at the boundary; the engine assumes validated shapes.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -94,6 +55,9 @@ std::vector<PositionRange> TileRanges(const Positions& pos, Index batch, Index l
   return ranges;
 }
 
+// Validates a backward call against the float64 oracle's rules
+// (AttentionReferenceBackward, src/attention/reference.cc): same shapes,
+// overwrite rules and table gradients.
 BackwardCall Validate(const AttentionParams& params, const TensorView& q, const TensorView& k,
                       const TensorView& v, const TensorView& out, const TensorView& dout,
                       const TensorView& lse, const AttentionGrads& g,
@@ -173,7 +137,9 @@ void FlashAttentionBackward(const AttentionParams& params, const TensorView& q, 
   BackwardCall c = Validate(params, q, k, v, out, dout, lse, grads, options);
   const auto& d = c.p.dims;
   std::vector<float> lse_buffer, out_buffer;
-  if (c.lse.data == nullptr) {  // recompute the log-sum-exp with the forward engine
+  // No lse given: the forward engine recomputes it first, into a scratch
+  // output (extra memory: that output and the lse).
+  if (c.lse.data == nullptr) {
     lse_buffer.assign(Z(d.batch * d.heads * d.query_len), kNegInf);
     out_buffer.assign(Z(d.batch * d.query_len * d.heads * d.value_dim), 0.0f);
     c.lse =

@@ -1,46 +1,15 @@
-// The FlashAttention-2 backward on the CPU (Dao 2023, "FlashAttention-2:
-// Faster Attention with Better Parallelism and Work Partitioning", Alg. 2):
-// one pass over the visible (query tile, key tile) pairs that recomputes P
-// once per pair and produces all three gradients from it. Formulas and
-// numerics: src/attention/flash_backward.cc; contract:
-// include/posenc/flash_attention.h.
-//
-// Work split. A call is run in groups of units (batch b, kv head hk), cut so
-// that a group's packed buffers stay under kPackBudgetBytes (a unit larger
-// than that runs alone):
-//  1. Pack (ParallelFor over (unit, query head of the unit's GQA group,
-//     query tile)): q rows rotated by the scheme's rotation, dO rows, lse and
-//     D_i = dO_i . O_i (float64) are converted once per call into float32
-//     rows padded to a multiple of kFlashPad (and into bfloat16 pairs for
-//     the AVX512_BF16 dot products), so the key tiles' inner loop reads them
-//     in place instead of converting them once per key tile.
-//  2. Key tiles (ParallelFor over (unit, chunk of consecutive key tiles)):
-//     each task loads a key tile once (K^T, K rows, V^T), then loops the
-//     group's query heads and the query tiles not hidden by the mask:
-//       S = Q K^T, dP = dO V^T               (register-blocked SIMD tiles)
-//       P = exp(S scale + T - lse), dS = P (dP - D)   (one SIMD row pass)
-//       dV += P^T dO, dK += dS^T Q           (transposed SIMD accumulation)
-//       dQ_part += dS K                      (SIMD accumulation)
-//     dK and dV of the key tile are complete when the loop ends (the GQA
-//     group's heads are summed inside the task: no atomics). dQ rows get
-//     contributions from every chunk: each chunk owns a float32 partial dQ
-//     of its unit, so tasks never share memory; with chunks = 1 (enough
-//     units for the threads) the partial is the final sum. Chunks cut the
-//     key tiles by visible work (causal: later key tiles see fewer query
-//     tiles), so chunks of one unit take about the same time; their number
-//     depends on the shape only (>= kMinTasks tasks per call when the key
-//     tiles allow), never on the threads: gradients are bit-identical for
-//     any thread count.
-//  3. Reduce (ParallelFor over (unit, head, query tile)): dq = scale * sum
-//     of the chunk partials in chunk order (deterministic), rotated back by
-//     the inverse rotation for RoPE, stored in dq's dtype.
-// Position terms come from the scheme through TileTerms (the forward's
-// code), value terms through ValueGradRow, parameter gradients through
-// BackwardRow or, for a bias of r - p only, DistanceGrad of dS summed per
-// distance of the tile (SIMD row adds into a window of the distance row).
-// Memory: O(B H Sq (D + Dv) (1 + chunks)) float32 for the packed rows and
-// partials of the units in flight (bounded by the group budget), plus per
-// worker O(Bk (D + Dv) + Bq Bk) floats: never an [Sq, Sk] array.
+// The FlashAttention-2 backward on the CPU (Dao 2023, "FlashAttention-2: Faster Attention with
+// Better Parallelism and Work Partitioning", Alg. 2): one pass over the visible (query tile, key
+// tile) pairs that recomputes P once per pair and produces all three gradients from it.
+// Formula: src/attention/flash_backward.cc; contract and memory: include/posenc/flash_attention.h.
+// Work split: a call runs in groups of units (batch b, kv head hk) whose packed buffers stay under
+// kPackBudgetBytes (a larger unit runs alone), each group in three ParallelFor phases:
+//  1. Pack, over (unit, query head of its GQA group, query tile): PackQueryTile;
+//  2. Key tiles, over (unit, chunk of consecutive key tiles): KeyChunk and PairWork;
+//  3. Reduce, over (unit, query head, query tile): ReduceQueryTile.
+// Race-free without atomics: a key tile's dK and dV are finished inside one task and each chunk
+// owns a float32 partial of dQ, summed in chunk order; the chunks depend on the shape only, never
+// on the threads, so gradients are bit-identical for any thread count. Numerics: see PairWork.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -56,6 +25,9 @@ using attention_internal::SchemeGradSums;
 using attention_internal::SchemeRow;
 using Index = std::int64_t;
 
+// Packed bytes of one group of units: q, dO, lse, D and the dQ partials of
+// the units in flight, O(B H Sq (D + Dv) (1 + chunks)) floats in all for a
+// call, are bounded by it (a unit larger than that runs alone).
 constexpr std::int64_t kPackBudgetBytes = std::int64_t{64} << 20;
 constexpr std::int64_t kMinTasks = 4;  // key-tile tasks per call, at least (when key tiles allow)
 
@@ -115,7 +87,8 @@ UnitView ViewOf(const Layout& L, float* floats, double* deltas, std::uint32_t* p
   return u;
 }
 
-// Per-worker buffers.
+// Per-worker buffers: O((Bq + Bk) (D + Dv) + Bq Bk) floats, never an
+// [Sq, Sk] array.
 struct Scratch {
   std::vector<float> rows, kt, krows, vt, s, dp, bias, dk, dv, dist;
   std::vector<std::uint16_t> kt_pairs, vt_pairs;
@@ -194,7 +167,13 @@ void PackTransposedPairs(const float* kt, Index dim, Index ldk, std::uint16_t* o
   }
 }
 
-// Phase 1: query tile t of head h (local head hl of unit (b, hk)).
+// Phase 1: query tile t of head h (local head hl of unit (b, hk)). The q
+// rows rotated by the scheme's rotation, the dO rows, lse and
+// D_i = dO_i . O_i (float64, from out: out's dtype bounds its precision) are
+// converted once per call into float32 rows padded to a multiple of
+// kFlashPad (and into bfloat16 pairs for the AVX512_BF16 dot products), so
+// the key tiles' inner loop reads them in place instead of converting them
+// once per key tile.
 void PackQueryTile(const BackwardCall& c, const Layout& L, const UnitView& u, const TensorView& q,
                    const TensorView& out, const TensorView& dout, Index b, Index h, Index hl,
                    Index t, Scratch& w) {
@@ -263,7 +242,22 @@ void LoadKeyTile(const BackwardCall& c, const Layout& L, const TensorView& k, co
   if (L.bf16_dv) PackTransposedPairs(w.vt.data(), L.Dv, L.ldk, w.vt_pairs.data());
 }
 
-// One (query tile, key tile) pair of the key-tile task.
+// One (query tile, key tile) pair of the key-tile task:
+//   S = Q K^T, dP = dO V^T               (register-blocked SIMD tiles)
+//   P = exp(S scale + T - lse), dS = P (dP - D)   (one SIMD row pass)
+//   dV += P^T dO, dK += dS^T Q           (transposed SIMD accumulation)
+//   dQ_part += dS K                      (SIMD accumulation)
+// Position terms T come from the scheme through TileTerms (the forward's
+// code), value terms through ValueGradRow, parameter gradients through
+// SchemeGrads.
+// Numerics: float32 tiles, dot products and accumulation through the SIMD
+// tile kernels of kernels/simd/flash.h (Highway, or plain loops for
+// Backend::kScalar), with AVX512_BF16 dot products for S and dP when both
+// operands are bfloat16 inputs (exact products, float32 sums); a value
+// term's dO . a_ij - D_i is rounded once (the scheme combines it in
+// float64); every gradient is rounded once to its dtype. Error against the
+// float64 reference: within 2x a plain float32 backward's error
+// (tests/unit/flash_backward_test.cc).
 struct PairWork {
   const BackwardCall& c;
   const Layout& L;
@@ -373,7 +367,8 @@ struct PairWork {
   // The scheme's parameter gradients and content dq terms of the tile (dq
   // unscaled, like dS K). A bias of r - p only gets dS summed per distance
   // first: with consecutive positions row i is a window of the distance
-  // row (a SIMD add); otherwise one add per pair.
+  // row (a SIMD add); otherwise one add per pair; then DistanceGrad runs
+  // once per distance. Otherwise BackwardRow runs per query row.
   void SchemeGrads(Index row0, Index nq, Index nk, const Index* qpos, const Index* kpos,
                    const PositionRange& qr, const PositionRange& kr, float* dq) {
     const auto& scheme = *c.p.scheme;
@@ -403,7 +398,13 @@ struct PairWork {
   }
 };
 
-// Phase 2: key tiles [u0, u1) of unit (b, hk), chunk `chunk`.
+// Phase 2: key tiles [u0, u1) of unit (b, hk), chunk `chunk`. Each key tile
+// is loaded once (K^T, K rows, V^T), then the GQA group's query heads and
+// the query tiles not hidden by the causal mask or the window (tile min/max
+// positions, exact for arbitrary positions) run against it; its dK and dV
+// are complete when that loop ends (the group's heads summed inside the
+// task: no atomics). dQ rows get contributions from every chunk, each into
+// the chunk's own partial, so tasks never share memory.
 void KeyChunk(const BackwardCall& c, const Layout& L, const TileOps& ops, const UnitView& u,
               const TensorView& k, const TensorView& v, const AttentionGrads& g, Index b, Index hk,
               Index chunk, Index u0, Index u1, Scratch& w) {
@@ -435,7 +436,10 @@ void KeyChunk(const BackwardCall& c, const Layout& L, const TileOps& ops, const 
   }
 }
 
-// Phase 3: dq of query tile t of head h = scale * sum of the chunk partials.
+// Phase 3: dq of query tile t of head h = scale * sum of the chunk partials
+// in chunk order (deterministic; with chunks = 1, enough units for the
+// threads, the partial is the final sum), rotated back by the inverse rotation for RoPE, stored in
+// dq's dtype.
 void ReduceQueryTile(const BackwardCall& c, const Layout& L, const TileOps& ops, const UnitView& u,
                      const AttentionGrads& g, Index b, Index h, Index hl, Index t, Scratch& w) {
   const Problem& p = c.p;
@@ -454,7 +458,9 @@ void ReduceQueryTile(const BackwardCall& c, const Layout& L, const TileOps& ops,
 }
 
 // Chunk boundaries of the key tiles of batch b: `chunks` runs of about
-// equal visible work (query tiles not hidden from the key tile).
+// equal visible work (query tiles not hidden from the key tile; causal:
+// later key tiles see fewer query tiles), so the chunks of one unit take
+// about the same time.
 std::vector<Index> ChunkBounds(const BackwardCall& c, Index b, Index chunks) {
   std::vector<Index> work(Z(c.k_tiles + 1), 0);
   for (Index ku = 0; ku < c.k_tiles; ++ku) {
@@ -569,6 +575,8 @@ void RunBackward(const BackwardCall& c, const TensorView& q, const TensorView& k
                       scratch[Z(worker)]);
     });
   }
+  // The scheme's parameter gradients: per-worker float64 sums, reduced at
+  // the end.
   if (c.any_scheme_grad) {
     std::vector<const SchemeGradSums*> parts;
     for (const Scratch& w : scratch) parts.push_back(&w.sums);

@@ -1,58 +1,16 @@
-// Decode attention (FlashAttentionDecode, include/posenc/flash_attention.h):
-// a few query tokens (Sq <= 16) against a long KV cache, split-K
-// ("flash-decoding": Dao, Haziza, Massa, Sizov 2023, "Flash-Decoding for
-// long-context inference"; FlashAttention-2's online softmax per split).
-//
-// The prefill engine parallelises over query tiles; a decode step has one
-// query tile per head, so it would run on one thread and read the cache
-// once per query head. Here:
-//  1. Keys are cut into chunks whose size depends on the cache length only
-//     (>= 256 keys, <= kMaxChunks chunks), so results are bit-identical for
-//     any thread count. One task per (batch, chunk) reads the chunk's keys
-//     and values once, for every kv head, in 64-key blocks; all G * Sq
-//     query rows of a kv head's GQA group run against each block:
-//     - logits: for a bfloat16 cache whose keys are not rotated here (q as
-//       one bfloat16 part, or three where q is not bfloat16: RoPE, float32
-//       q; see DecodePlan::q_parts), FlashDecodeLogitsBf16 (AVX512_BF16
-//       dot products on key rows, each row loaded once for up to 4 query
-//       rows, one transposing lane sum per 16 keys) on the cache's
-//       bfloat16 rows in place; otherwise the block's keys are converted
-//       to float32 rows by a SIMD kernel (exact for 16-bit caches; rotated
-//       when the kernel rotates keys) for FlashDecodeLogits;
-//     - scale + the scheme's terms (TileTerms, per query head) + the online
-//       softmax update + exp: one FlashSoftmaxTile call for all rows when
-//       the block is fully visible and the scheme has no value terms, else
-//       row by row with the mask;
-//     - P . V with the rescale fused: the value rows are read in place in
-//       the cache's storage and converted in registers
-//       (FlashAccumulatePVStored) wherever their element stride is 1, else
-//       from float32 rows (FlashAccumulatePVRows).
-//     A bshd cache's block (every kv head of 64 keys: one contiguous run
-//     of K, one of V) is first read once in address order (FlashTouch, or
-//     the float32 conversion), so that the per-head kernels find it in
-//     cache (DecodePlan::block_rows).
-//     The chunk leaves its partial (running max m, sum l, unnormalised
-//     output).
-//  2. One task per (batch, query head, query) merges the chunks' partials
-//     with the log-sum-exp rule: M = max m_c, L = sum l_c e^(m_c - M),
-//     out = sum acc_c e^(m_c - M) / L, lse = M + log L.
-// A paged cache (FlashAttentionDecodePaged) changes only where a block's
-// keys are read (Locate): blocks are cut at page ends, so every block is
-// one run at one stride as in a dense cache, and each sequence's chunks end
-// at its own length (a task past it leaves an empty partial).
-// Position terms, value terms and masks go through the scheme's policy
-// exactly as in the prefill forward (attention/flash_internal.h).
-// Memory: per call B * chunks * H * Sq * (Dv + 2) floats of partials and
-// the query rows (B * H * Sq rows of D floats, and of D * q_parts bfloat16
-// parts for bf16_keys, loaded and rotated once per call); per thread that
-// runs a task, O(64 * Hkv * (D + Dv) + H * Sq * Dv) floats (the block
-// buffers only where K or V is converted to float32), kept from call to
-// call (the calling thread's, one per worker, see PrepareWork).
-// The plan, the query rows and the buffers are set up by
-// attention/flash_decode_plan.cc (declarations: flash_decode_internal.h).
-// Numerics: float32 tiles and sums like FlashAttention (same error rule:
-// within 2x a plain float32 attention's error against float64); the
-// partials are merged in float32 in chunk order. Positions [0, 2^24).
+// Decode attention (FlashAttentionDecode, FlashAttentionDecodePaged): Sq <= 16 query tokens
+// against a long KV cache, split-K. Contract, memory and numerics (FlashAttention's: float32 tiles
+// and sums): include/posenc/flash_attention.h. Follows flash-decoding (Dao, Haziza, Massa, Sizov
+// 2023, "Flash-Decoding for long-context inference") with FlashAttention-2's online softmax per
+// split. The algorithm: 1. one task per (batch, chunk of keys) reads the chunk's keys and values
+// once for every kv head, in blocks of kBlock keys, runs all G * Sq query rows of each kv head's
+// GQA group against each block and leaves a partial (running max m, sum l, unnormalised output):
+// RunChunk; 2. one task per (batch, query head, query) merges the chunks' partials with the
+// log-sum-exp rule: Merge. Position terms, value terms and masks go through the scheme's policy
+// exactly as in the prefill forward (attention/flash_internal.h). The plan, the query rows and the
+// buffers are set up by attention/flash_decode_plan.cc (declarations: flash_decode_internal.h).
+// Design: split-K, not the prefill engine's split over query tiles: a decode step has one query
+// tile per head, so that would run on one thread and read the cache once per query head.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -207,9 +165,12 @@ void RowByRow(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
   }
 }
 
-// P . V of the block for the R rows of kv head hk, with the rescale; P
+// P . V of the block for the R rows of kv head hk, with the rescale fused; P
 // rounded to bfloat16 first under FlashPrecision::kBFloat16 (the values are
-// bfloat16, so the products stay exact and only the sums are float32).
+// bfloat16, so the products stay exact and only the sums are float32). The
+// value rows are read in place in the cache's storage and converted in
+// registers (FlashAccumulatePVStored) wherever their element stride is 1
+// (plan.v_in_place), else from float32 rows (FlashAccumulatePVRows).
 void PV(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, const BlockRows& rows,
         Index nk, Index first, Work& w) {
   float* s = w.s.data();
@@ -228,6 +189,18 @@ void PV(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, const Bl
 
 // Keys [j0, j0 + nk) against the R query rows of kv head hk: logits, the
 // scheme's terms and the mask, the online softmax update and P . V.
+// Logits: for a bfloat16 cache whose keys are not rotated here (q as one
+// bfloat16 part, or three where q is not bfloat16: RoPE, float32 q; see
+// DecodePlan::q_parts), FlashDecodeLogitsBf16 (AVX512_BF16 dot products on
+// key rows, each row loaded once for up to 4 query rows, one transposing
+// lane sum per 16 keys) on the cache's bfloat16 rows in place; otherwise
+// the block's keys were converted to float32 rows by a SIMD kernel (exact
+// for 16-bit caches; rotated when the kernel rotates keys) for
+// FlashDecodeLogits.
+// Softmax: scale + the scheme's terms (TileTerms, per query head) + the
+// online softmax update + exp, in one FlashSoftmaxTile call for all rows
+// when the block is fully visible and the scheme has no value terms, else
+// row by row with the mask (RowByRow).
 void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, const BlockRows& rows,
               const std::vector<Index>& qpos, const PositionRange& queries,
               const PositionRange& keys, bool all_visible, Index b, Index hk, Index nk, Work& w) {
@@ -284,7 +257,9 @@ void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
 
 // Where keys [j0, j0 + n) of batch row b are stored: the row (dense) or
 // page (paged) and slot of key j0, and how many of the n follow it at one
-// stride (in a paged cache, up to the end of its page).
+// stride (in a paged cache, up to the end of its page). This is all a paged
+// cache (FlashAttentionDecodePaged) changes: blocks are cut at page ends, so
+// every block is one run at one stride as in a dense cache.
 struct Stored {
   Index b = 0, j = 0, n = 0;
 };
@@ -296,9 +271,11 @@ Stored Locate(const Problem& p, Index b, Index j0, Index n) {
           std::min(n, pages.page_size - slot)};
 }
 
-// One block of a bshd cache (plan.block_rows): reads the keys and values of
+// One block of a bshd cache (plan.block_rows; every kv head of the block's
+// keys is one contiguous run of K, one of V): reads the keys and values of
 // every kv head once in address order (FlashTouch, or the float32
-// conversion), then runs the block for each kv head on those rows.
+// conversion), so that the per-head kernels find them in cache, then runs
+// the block for each kv head on those rows.
 inline void RunBlockAllHeads(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
                              const TensorView& k, const TensorView& v,
                              const std::vector<Index>& qpos, const PositionRange& queries,
@@ -392,7 +369,11 @@ inline void StorePartials(const Problem& p, const DecodePlan& plan, Index b, Ind
 // One (batch, chunk) task: partials of every query head. Blocks of keys
 // outside, kv heads inside, so the cache is read in address order (a bshd
 // block holds the kv heads of each key side by side); the softmax state of
-// every query row of every kv head lives in the worker's buffers.
+// every query row of every kv head lives in the worker's buffers. The chunk
+// size depends on the cache length only (>= kMinChunk keys, <= kMaxChunks
+// chunks: MakeDecodePlan), so results are bit-identical for any thread
+// count. Each sequence's chunks end at its own length (paged cache): a task
+// past it leaves an empty partial.
 void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
               const Queries& queries_in, const TensorView& k, const TensorView& v,
               const std::vector<Index>& qpos, const std::vector<PositionRange>& qranges, Index b,
@@ -423,7 +404,10 @@ void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
   StorePartials(p, plan, b, c, w, part_ml, part_acc);
 }
 
-// Merges the chunks' partials of (b, h, i) into out (and lse).
+// Merges the chunks' partials of (b, h, i) into out (and lse) with the
+// log-sum-exp rule, in float32 in chunk order:
+//   M = max m_c, L = sum l_c e^(m_c - M), out = sum acc_c e^(m_c - M) / L,
+//   lse = M + log L.
 void Merge(const Problem& p, const DecodePlan& plan, const float* part_ml, const float* part_acc,
            const TensorView& out, const TensorView& lse, Index b, Index h, Index i, float* row) {
   const auto slot = [&](Index c) {
@@ -492,7 +476,10 @@ void Decode(Problem& p, const TensorView& q, const TensorView& k, const TensorVi
           "prefill)");
   if (lse.data != nullptr) flash_internal::SetLseOutput(p, lse, q, k, v, out);
   const DecodePlan plan = flash_decode_internal::MakeDecodePlan(p, q, k, v, ctx);
-  // The calling thread's buffers, kept between calls (DecodeBuffers).
+  // The calling thread's buffers, kept between calls (DecodeBuffers): the
+  // partials and query rows, and per worker that runs a task
+  // O(64 * Hkv * (D + Dv) + H * Sq * Dv) floats (the block buffers only
+  // where K or V is converted to float32; see PrepareWork).
   flash_internal::ThreadBuffers<DecodeBuffers> lease;
   DecodeBuffers& buffers = lease.get();
   flash_decode_internal::PrepareCall(p, plan, q, ctx, buffers);

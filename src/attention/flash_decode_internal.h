@@ -1,7 +1,7 @@
 // Internals of the decode attention (FlashAttentionDecode,
 // include/posenc/flash_attention.h), shared by src/attention/flash_decode.cc
-// (the chunk tasks and the merge; the algorithm and its contract are in that
-// file's header comment) and src/attention/flash_decode_plan.cc (the plan of
+// (the chunk tasks and the merge; the algorithm in that file, the contract in
+// the public header) and src/attention/flash_decode_plan.cc (the plan of
 // a call, and the query rows and buffers laid out before the tasks start).
 // Internal to src/attention.
 #pragma once

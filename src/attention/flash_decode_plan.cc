@@ -1,5 +1,5 @@
-// The set-up of a decode call (FlashAttentionDecode; algorithm and contract:
-// the header comment of src/attention/flash_decode.cc, declarations in
+// The set-up of a decode call (FlashAttentionDecode; algorithm:
+// src/attention/flash_decode.cc, contract: the public header, declarations in
 // attention/flash_decode_internal.h): the plan (tile sizes, chunking, kernel
 // choices), the query rows loaded and rotated once per call, and the
 // calling thread's buffers (partials, per-worker Work) laid out before the

@@ -1,19 +1,13 @@
-// Fused (flash) attention on the CPU (include/posenc/flash_attention.h).
-//
+// Fused (flash) attention on the CPU: the FlashAttention and FlashAttentionWithLse entry points,
+// the option names and checks (contract and error bound: include/posenc/flash_attention.h; tests:
+// tests/unit/flash_attention_test.cc).
 // FlashAttention-2 forward (Dao 2023, Alg. 1) through the segment engine of
-// attention/flash_forward_engine.cc (design there): K/V tiles converted, rotated
-// (RoPE) and transposed once per call into a packed float32 buffer of at
-// most 16 MiB per group of kv heads, then one task per (batch, head, query
-// tile) runs the online softmax (running max m_i, running sum l_i,
-// accumulator O_i rescaled by exp(m_old - m_new)) over the packed key tiles.
-// Position terms come from the scheme's policy (attention/scheme_policy.h)
-// for the (query, key) positions of the tile; RoPE rotates float32 tile
-// copies with posenc::ApplyRope. Tiles fully
-// hidden by the causal mask or the sliding window (from the tile's min/max
-// positions) are skipped; tiles where every pair is visible skip the
-// per-pair mask. Never an [Sq, Sk] array. Float32 arithmetic throughout.
-// Error bound: within 2x a plain float32 attention's error vs float64 (see
-// tests/unit/flash_attention_test.cc). Positions [0, 2^24).
+// attention/flash_forward_engine.cc (design there): K/V tiles converted, rotated (RoPE) and
+// transposed once per call into a packed float32 buffer of at most 16 MiB per group of kv heads
+// (or one unit's K/V if larger), then one task per (batch, head, query tile) runs the online
+// softmax (running max m_i, running sum l_i, accumulator O_i rescaled by exp(m_old - m_new)) over
+// the packed key tiles, with the position terms of the scheme's policy (attention/scheme_policy.h)
+// and the tiles hidden by the mask skipped. Never an [Sq, Sk] array; float32 throughout.
 #include "posenc/flash_attention.h"
 
 #include <algorithm>

@@ -1,31 +1,10 @@
-// The forward engine of the fused attention (FlashAttention-2, Dao 2023,
-// Alg. 1, on the CPU), shared by the dense and the packed varlen entry
-// points. Contract, formulas and error bound: include/posenc/flash_attention.h.
-//
-// A call is a list of segments (a dense batch row, or one packed sequence)
-// and is run in groups of (segment, kv head) units:
-//  1. Pack (one ParallelFor over the group's key tiles): every key tile of a
-//     unit is loaded once, converted to float32 (any input dtype), rotated
-//     by the scheme's rotation when the kernel rotates keys, transposed to
-//     [D, ldk] and stored next to its float32 [bk, ldv] value rows. Each K/V
-//     row is thus converted, rotated and transposed once per call instead
-//     of once per (query tile, key tile) pair. Groups are cut so that the
-//     packed tiles of one group stay under kPackBudgetBytes (16 MiB; a
-//     single unit larger than that is packed alone), so extra memory is
-//     O(min(total K/V, 16 MiB) + workers x tile scratch), never O(Sq x Sk).
-//  2. Queries (one ParallelFor over (unit, query head of the unit's kv
-//     group, query tile), largest causal tiles first for load balance): the
-//     online softmax over the packed key tiles. Tiles hidden by the causal
-//     mask / window are skipped from the per-tile min/max positions. The
-//     scheme's position terms of a tile come from TileTerms
-//     (attention/flash_internal.h: the scheme's code, a per-distance table
-//     when its bias depends on r - p only); scale, terms and the row max are
-//     one SIMD pass (FlashScaleRow) reading the terms in place on fully
-//     visible tiles, with the mask merged in (-inf) on partially visible
-//     ones. Value terms (Shaw) are added by the scheme after the
-//     online-softmax rescale; the rescale of the accumulator is otherwise
-//     fused into the P.V kernel (FlashAccumulatePVScaled).
-// Backend::kScalar runs plain loops with the same buffers and formulas.
+// The forward engine of the fused attention (FlashAttention-2, Dao 2023, Alg. 1, on the CPU),
+// shared by the dense and the packed varlen entry points. Contract, formulas, memory and error
+// bound: include/posenc/flash_attention.h.
+// A call is a list of segments (a dense batch row, or one packed sequence) run in groups of
+// (segment, kv head) units, each group in two ParallelFor phases (RunGroup): 1. pack every key
+// tile once (PackKeyTile); 2. the online softmax of every query tile over the packed key tiles
+// (QueryTask). Backend::kScalar runs plain loops with the same buffers and formulas.
 // Float32 throughout; positions [0, 2^24).
 #include "attention/flash_forward_engine.h"
 
@@ -43,6 +22,10 @@ namespace {
 
 using attention_internal::SchemeRow;
 
+// Groups of units are cut so that the packed tiles of one group stay under
+// this budget (a single unit larger than that is packed alone), so extra
+// memory is O(min(total K/V, 16 MiB) + workers x tile scratch), never
+// O(Sq x Sk).
 constexpr std::int64_t kPackBudgetBytes = std::int64_t{16} << 20;
 
 // Tile geometry and key positions of one forward call (positions do not
@@ -157,7 +140,12 @@ ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
   return plan;
 }
 
-// Packs key tile t of unit (segment s, kv head hk) at dst.
+// Packs key tile t of unit (segment s, kv head hk) at dst (phase 1): loaded
+// once, converted to float32 (any input dtype), rotated by the scheme's
+// rotation when the kernel rotates keys, transposed to [D, ldk] and stored
+// next to its float32 [bk, ldv] value rows (bfloat16 variants:
+// ForwardPlan). Each K/V row is thus converted, rotated and transposed once
+// per call instead of once per (query tile, key tile) pair.
 void PackKeyTile(const Problem& p, const ForwardPlan& plan, const Segment& s, std::int64_t tile,
                  std::int64_t t, std::int64_t hk, const TensorView& k, const TensorView& v, Work& w,
                  const Context& serial, float* dst) {
@@ -232,6 +220,10 @@ struct QueryTask {
   }
 
   // Scaled logits plus position terms and mask of row i into `row`; returns its max.
+  // The terms come from TileTerms (attention/flash_internal.h: the scheme's code, a
+  // per-distance table when its bias depends on r - p only); scale, terms and the row max are
+  // one SIMD pass (FlashScaleRow) reading the terms in place on fully visible tiles, with the
+  // mask merged in (-inf) on partially visible ones.
   float ScaledRow(std::int64_t i, float* row, const std::int64_t* kpos, std::int64_t nk,
                   bool all_visible) {
     const std::int64_t ldk = plan.ldk, qp = w.qpos[static_cast<std::size_t>(i)];
@@ -252,7 +244,11 @@ struct QueryTask {
     return rows.ScaleRow(row, nk, ldk, p.scale, bias);
   }
 
-  // One key tile: logits, online softmax update, P.V (+ value terms).
+  // One key tile: logits, online softmax update, P.V (+ value terms). A tile
+  // hidden by the causal mask / window is skipped from the per-tile min/max
+  // positions. Value terms (Shaw) are added by the scheme after the
+  // online-softmax rescale; the rescale of the accumulator is otherwise
+  // fused into the P.V kernel (FlashAccumulatePVScaled).
   void VisitKeyTile(std::int64_t t) {
     const std::int64_t tile = plan.tile_base[static_cast<std::size_t>(segment)] + t;
     const PositionRange& keys = plan.ranges[static_cast<std::size_t>(tile)];
@@ -448,7 +444,8 @@ struct SegmentsCall {
 };
 
 // One group of units: packs their key tiles (one task per tile), then runs
-// their query tiles over them (one task per query head and query tile).
+// their query tiles over them (one task per (unit, query head of the unit's
+// kv group, query tile), largest causal tiles first for load balance).
 void RunGroup(const SegmentsCall& call, const std::vector<Unit>& units) {
   const Problem& p = call.p;
   const std::vector<Segment>& segs = call.segs;

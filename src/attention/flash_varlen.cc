@@ -1,24 +1,10 @@
-// Packed variable-length fused attention (include/posenc/flash_attention.h,
-// FlashAttentionVarlen).
-//
-// Convention: flash-attn's varlen API (Dao et al., flash_attn_varlen_func,
-// github.com/Dao-AILab/flash-attention): sequences concatenated along the
-// token axis, described by cumulative offsets cu_seqlens_q / cu_seqlens_k
-// (batch + 1 entries, first 0, last = total tokens), each sequence attended
-// independently; with Sk_b > Sq_b the queries are bottom-right aligned
-// (query i at Sk_b - Sq_b + i, key j at j), the convention of flash-attn
-// >= 2.1 for causal masks. Formula, schemes and numerics: exactly those of
-// FlashAttention (float32 tiles and accumulation; error within 2x a plain
-// float32 attention against the float64 reference; positions < 2^24).
-//
-// Implementation: the rank-3 views become [1, total, H, D] bshd views and
-// every sequence one relative-position segment of the shared engine
-// (attention/flash_forward_engine.cc). So the tasks over (sequence, head, query
-// tile) of all sequences run in the same ParallelFor per group of packed
-// K/V (one group unless the packed float32 K/V exceed 16 MiB), and nothing
-// is copied per sequence: sequences share one validation, one scratch and
-// one thread-pool dispatch. A sequence with no queries is skipped (its keys
-// are never packed).
+// Packed variable-length fused attention (FlashAttentionVarlen; contract and convention:
+// include/posenc/flash_attention.h). Convention: flash-attn's varlen API (Dao et al.,
+// flash_attn_varlen_func, github.com/Dao-AILab/flash-attention), queries bottom-right aligned as
+// in flash-attn >= 2.1 for causal masks. Formula, schemes and numerics: exactly FlashAttention's.
+// Design: every sequence is one relative-position segment of the shared forward engine
+// (attention/flash_forward_engine.cc), so nothing is copied per sequence: sequences share one
+// validation, one scratch and one thread-pool dispatch.
 #include <string>
 #include <vector>
 
@@ -90,6 +76,10 @@ void FlashAttentionVarlen(const AttentionParams& params, const TensorView& q, co
   if (k.shape[0] > kMaxPosition + 1) {
     FailArgument("k", k.Describe(), "at most 2^24 key tokens in total (positions are < 2^24)");
   }
+  // One relative-position segment per sequence: the tasks over (sequence, head, query tile) of
+  // all sequences run in the same ParallelFor per group of packed K/V (one group unless the
+  // packed float32 K/V exceed 16 MiB). The engine skips a sequence with no queries (its keys are
+  // never packed).
   std::vector<flash_internal::Segment> segments;
   for (std::size_t b = 0; b + 1 < cu_seqlens_q.size(); ++b) {
     flash_internal::Segment s;
@@ -109,6 +99,7 @@ void FlashAttentionVarlen(const AttentionParams& params, const TensorView& q, co
     s.q_pos0 = s.nk - s.nq;
     segments.push_back(s);
   }
+  // The rank-3 views become [1, total, H, D] bshd views of the same memory.
   AttentionParams p4 = params;
   p4.layout = AttentionLayout::kBSHD;
   const TensorView q4 = AddBatchAxis(q), k4 = AddBatchAxis(k), v4 = AddBatchAxis(v),

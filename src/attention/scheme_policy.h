@@ -6,20 +6,8 @@
 // position terms of a tile, never a switch over schemes inside a kernel.
 // Public declarations: include/posenc/scheme.h; the recipe for adding a
 // scheme: docs/ARCHITECTURE.md ("Adding a positional scheme").
-//
-// What a scheme supplies (all per row of a tile: query row i at position p
-// against keys j < nk at positions r_j), by the terms it declares:
-//   rotation: rotation() — the RoPE parameters the kernels rotate q/k with;
-//   bias / logit: LogitRow — out[j] = b_h(p, r_j) + scale * c_h(q_i, k_j, p, r_j);
-//     bias schemes write only BiasAt(h, p, r) and get LogitRow, the
-//     distance fast path (DistanceOnly / DistanceBias: the bias of a tile
-//     as a function of r - p, one value per distance) and the backward
-//     (BiasGradAt, DistanceGrad) derived by SchemeImpl below;
-//   value: AddValues (acc += sum_j P_ij a_ij) and ValueGradRow
-//     (dP_ij += dO_i . a_ij - D_i);
-//   backward: BackwardRow — the gradients of the terms w.r.t. q (and k in
-//     the reference) and the scheme's trainable tensors (float64 sums per
-//     worker, SchemeGradSums, reduced and stored by StoreSchemeGrads).
+// What a scheme supplies follows the terms it declares (rotation, bias /
+// logit, value; all per query row of a tile): see SchemePolicy's members.
 // Internal to src/attention.
 #pragma once
 
@@ -43,7 +31,8 @@ struct SchemeCall {
   AttentionMask mask = AttentionMask::kCausal;
 };
 
-// One query row against a run of keys.
+// One query row against a run of keys: query row i at position p against
+// keys j < nk at positions r_j.
 template <typename T>
 struct SchemeRow {
   std::int64_t head = 0;               // query head h
@@ -80,20 +69,26 @@ class SchemePolicy {
   bool Has(SchemeTerm term) const { return info_->Has(term); }
   bool HasLogitTerms() const { return Has(SchemeTerm::kBias) || Has(SchemeTerm::kLogit); }
 
-  // RoPE: the rotation applied to q and k before the dot products.
+  // Rotation term (RoPE): the parameters the kernels rotate q and k with
+  // before the dot products.
   virtual const RopeParams* rotation() const { return nullptr; }
 
   // Throws InvalidArgument when the visible pair (p, r) cannot be
   // represented by the scheme's tables (Transformer-XL); reference only.
   virtual void CheckPair(std::int64_t /*p*/, std::int64_t /*r*/) const {}
 
-  // Position terms of the logit of row i: out[j], j < nk (see the header).
+  // Bias / logit terms: the position terms of the logit of row i,
+  //   out[j] = b_h(p, r_j) + scale * c_h(q_i, k_j, p, r_j),  j < nk.
+  // Bias schemes write only BiasAt(h, p, r) and get LogitRow, the distance
+  // fast path (DistanceOnly / DistanceBias below) and the backward
+  // (BiasGradAt, DistanceGrad) derived by SchemeImpl.
   virtual void LogitRow(const SchemeRow<float>& row, float scale, float* out) const;
   virtual void LogitRow(const SchemeRow<double>& row, double scale, double* out) const;
 
   // True when the bias depends only on (h, r - p) for every query position
   // in [pmin, pmax]; DistanceBias then fills out[t] = b_h(p, p + d0 + t),
-  // t < n, for any such p. Bias-only schemes.
+  // t < n, for any such p (the bias of a tile as a function of r - p, one
+  // value per distance). Bias-only schemes.
   virtual bool DistanceOnly(std::int64_t /*pmin*/, std::int64_t /*pmax*/) const { return false; }
   virtual void DistanceBias(std::int64_t h, std::int64_t pmin, std::int64_t d0, std::int64_t n,
                             float* out) const;
@@ -114,7 +109,9 @@ class SchemePolicy {
   // Backward of the terms of row i: ds[j] = d logit_ij (0 where masked),
   // probs[j] = P_ij, dout = dO_i. Adds scale-weighted content gradients to
   // dq (D entries) and, for terms that read k, to dk rows (like row.k;
-  // null in the fused kernels), and the parameter gradients to sums.
+  // null in the fused kernels), and the gradients of the scheme's trainable
+  // tensors to sums (float64 sums per worker, reduced and stored by
+  // StoreSchemeGrads).
   virtual void BackwardRow(const SchemeRow<float>& row, const float* probs, const float* ds,
                            const float* dout, float scale, float* dq, float* dk,
                            SchemeGradSums& sums) const;

@@ -11,9 +11,8 @@
 //    (kInterleaved). cos/sin within 1 ulp of torch for the same inv_freq.
 //  - kAccurate: the same rotations with float64 angles (error vs float64
 //    truth <= 3e-9 before the final rounding to the storage dtype).
-// Valid positions: [0, 2^24) forward, [-(2^24 - 1), 2^24) inverse.
-// Work split: (position tile [x batch row] x head group) tasks; cos/sin are
-// computed once per token of a tile and reused by every head of q and k.
+// Valid positions: [0, 2^24) forward, [-(2^24 - 1), 2^24) inverse. Work
+// split: above RunApply.
 #include "posenc/rope.h"
 
 #include <algorithm>
@@ -210,8 +209,11 @@ Target MakeTarget(const RopePlan& plan, RopeMath math, const TensorView& in, con
   return t;
 }
 
-// cache (ApplyRopeWithCache): non-null data replaces the frequencies as the
-// source of cos/sin (positions already validated against its rows).
+// Rotates every target. Work split: (position tile [x batch row] x head
+// group) tasks; cos/sin are computed once per token of a tile and reused by
+// every head of q and k. cache (ApplyRopeWithCache): non-null data replaces
+// the frequencies as the source of cos/sin (positions already validated
+// against its rows).
 void RunApply(const RopePlan& plan, const Targets& targets, const Positions& positions,
               RopeDirection direction, const Context& ctx,
               const kernels::simd::RopeCacheSource& cache = {}) {

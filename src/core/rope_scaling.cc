@@ -6,18 +6,8 @@
 // Reference implementation matched: HF transformers modeling_rope_utils.py
 // (_compute_*_parameters, dynamic_rope_update) at commit c49429ed
 // (tests/golden/rope_init.json, rope_apply.json). Under RopeNumerics::kHF each
-// step is computed in the dtype HF uses for it, so that:
-//  - float32 steps: torch tensor ops (`base ** (arange(0,d,2)/d)` with the
-//    base rounded to float32, `1.0 / x`, `x / factor`, `factor * x`, the yarn
-//    ramp, llama3 wavelengths and the smoothing band, longrope's `ext * p`,
-//    the dynamic base in forward where seq_len is an int64 tensor). A tensor op
-//    with a Python scalar rounds the scalar to float32 first.
-//  - float64 steps: Python floats (yarn correction range, llama3 wavelength
-//    bounds, get_mscale and every attention factor, the dynamic base at init).
-// Error vs HF: inv_freq within 1e-6 relative (the float32 pow is computed here
-// as a correctly rounded double pow of the float32 arguments; torch's is
-// within ~1 ulp of that). Attention factors: same double operations in the
-// same order, so within 1e-15 relative. kAccurate: float64 throughout.
+// step is computed in the dtype HF uses for it (which dtype for which step:
+// above Hf() below); kAccurate: float64 throughout.
 #include "posenc/rope_scaling.h"
 
 #include <algorithm>
@@ -37,7 +27,10 @@ constexpr double kPi = std::numbers::pi;
 // Python's `int(x)` for a finite double (truncation toward zero).
 std::int64_t PyInt(double x) { return static_cast<std::int64_t>(x); }
 
-// torch: `base ** (arange(0, d, 2, float32) / d)`, element `two_j`.
+// torch: `base ** (arange(0, d, 2, float32) / d)`, element `two_j`. The
+// float32 pow is computed here as a correctly rounded double pow of the
+// float32 arguments; torch's is within ~1 ulp of that, so kHF inv_freq is
+// within 1e-6 relative of HF's.
 float Pow32(double base, std::int64_t two_j, std::int64_t dim) {
   const float e = static_cast<float>(two_j) / static_cast<float>(dim);
   return static_cast<float>(
@@ -61,6 +54,16 @@ std::vector<double> PlainInvFreq(double base, std::int64_t pairs, std::int64_t e
   return inv;
 }
 
+// Under kHF each step is computed in the dtype HF uses for it:
+//  - float32 steps: torch tensor ops (`base ** (arange(0,d,2)/d)` with the
+//    base rounded to float32, `1.0 / x`, `x / factor`, `factor * x`, the yarn
+//    ramp, llama3 wavelengths and the smoothing band, longrope's `ext * p`,
+//    the dynamic base in forward where seq_len is an int64 tensor). A tensor
+//    op with a Python scalar rounds the scalar to float32 first.
+//  - float64 steps: Python floats (yarn correction range, llama3 wavelength
+//    bounds, get_mscale and every attention factor, the dynamic base at
+//    init). Attention factors: same double operations in the same order as
+//    HF, so within 1e-15 relative.
 bool Hf(const RopeScalingParams& p) { return p.numerics == RopeNumerics::kHF; }
 
 std::int64_t OriginalMax(const RopeScalingParams& p) {

@@ -1,37 +1,11 @@
-// GGUF reader: header, metadata and tensor directory of llama.cpp model files
-// (the public contract is include/posenc/gguf.h).
-//
-// Format (ggml docs/gguf.md, https://github.com/ggml-org/ggml/blob/master/
-// docs/gguf.md; ggml's reader is src/gguf.cpp), all little-endian:
-//   magic "GGUF" (4 bytes) | version u32 (2 or 3; v1 had 32-bit counts) |
-//   tensor_count u64 | kv_count u64 |
-//   kv_count x { key: string | value type u32 | value } |
-//   tensor_count x { name: string | n_dims u32 (<= 4) | n_dims x dim u64 |
-//                    ggml type u32 | offset u64 (from the data section, a
-//                    multiple of the alignment) } |
-//   padding to `general.alignment` (u32, a power of two; default 32) |
-//   tensor data.
-//   string = length u64 | bytes (no terminator); value = one scalar of the
-//   type (u8 i8 u16 i16 u32 i32 f32 bool(1 byte) u64 i64 f64), a string, or
-//   an array: element type u32 | count u64 | count x value (arrays of arrays
-//   are not used by ggml and rejected here).
-//
-// Hand-written because no Debian-packaged library reads GGUF (ggml's own
-// gguf.cpp is not packaged for Debian 12). Robustness rules, so that corrupt
-// or hostile files (the fuzzer feeds ParseGguf) give an IoError and never a
-// huge allocation or an out-of-bounds read:
-//  - every read is checked against the bytes left in the file first;
-//  - kv_count / tensor_count are checked against the smallest encoding of an
-//    entry (13 / 24 bytes) times the bytes left before any loop, and nothing
-//    is reserved from a count;
-//  - a string's length is checked against the bytes left and against
-//    kGgufMaxStringBytes before it is allocated; array counts against the
-//    bytes left divided by the element size (strings: 8);
-//  - duplicate or empty keys, unknown value types, nested arrays, more than 4
-//    dimensions, negative dimensions, element-count overflow, a misaligned
-//    tensor offset and a bad general.alignment are errors, as in ggml.
-// Files are read through a 1 MiB window that moves forward with the parser,
-// so only the metadata is read, never the tensor data.
+// GGUF reader: header, metadata and tensor directory of llama.cpp model files (the public
+// contract is include/posenc/gguf.h). Format: ggml docs/gguf.md
+// (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md; ggml's reader is src/gguf.cpp), all
+// little-endian; the layout is summarised above Parse, the limits above each reader.
+// Hand-written because no Debian-packaged library reads GGUF (ggml's own gguf.cpp is not packaged
+// for Debian 12). Design: corrupt or hostile files (the fuzzer feeds ParseGguf) give an IoError and
+// never a huge allocation or an out-of-bounds read: every read is checked against the bytes left
+// in the file first (Cursor), and no count or length sizes an allocation before it is checked.
 #include "posenc/gguf.h"
 
 #include <algorithm>
@@ -81,7 +55,8 @@ class SpanSource final : public Source {
 };
 
 // A file read through a window of kWindow bytes (reads that do not fit go
-// straight to the stream).
+// straight to the stream) that moves forward with the parser, so only the
+// metadata is read, never the tensor data.
 class FileSource final : public Source {
  public:
   explicit FileSource(const std::string& path) : path_(path), in_(path, std::ios::binary) {
@@ -164,6 +139,8 @@ class Cursor {
     pos_ += n;
   }
 
+  // A string's length is checked against the bytes left and against
+  // max_bytes before it is allocated.
   std::string String(const std::string& field, std::uint64_t max_bytes) {
     const auto len = Scalar<std::uint64_t>(field + " length");
     if (len > left()) {
@@ -288,6 +265,10 @@ void ReadNumber(Cursor& c, GgufType t, const std::string& field, double& number,
   number = static_cast<double>(integer);
 }
 
+// One value of `type`: a scalar, a string, or an array (arrays of arrays
+// are not used by ggml and rejected here), whose count is checked against
+// the bytes left divided by the element size (strings: 8) before any
+// element is read.
 GgufValue ReadValue(Cursor& c, GgufType type, const std::string& field) {
   GgufValue v;
   v.type = type;
@@ -357,7 +338,8 @@ std::uint32_t ReadVersion(Cursor& c) {
 }
 
 // Reads n_kv metadata entries into f.metadata (keys non-empty and unique), taking
-// general.alignment, a u32 power of two, into f.alignment.
+// general.alignment, a u32 power of two, into f.alignment; duplicate or empty keys, unknown value
+// types and a bad general.alignment are errors, as in ggml.
 void ReadKeyValues(Cursor& c, std::uint64_t n_kv, GgufFile& f) {
   std::set<std::string, std::less<>> keys;
   for (std::uint64_t i = 0; i < n_kv; ++i) {
@@ -383,7 +365,7 @@ void ReadKeyValues(Cursor& c, std::uint64_t n_kv, GgufFile& f) {
 }
 
 // Reads the tensor info `at` (name unique among names, at most 4 dims >= 0 whose product fits
-// in int64, offset a multiple of alignment).
+// in int64, offset a multiple of alignment; anything else is an error, as in ggml).
 GgufTensorInfo ReadTensorInfo(Cursor& c, const std::string& at,
                               std::set<std::string, std::less<>>& names, std::uint64_t alignment) {
   GgufTensorInfo t;
@@ -413,6 +395,21 @@ GgufTensorInfo ReadTensorInfo(Cursor& c, const std::string& at,
   return t;
 }
 
+// The layout (all little-endian):
+//   magic "GGUF" (4 bytes) | version u32 (2 or 3; v1 had 32-bit counts) |
+//   tensor_count u64 | kv_count u64 |
+//   kv_count x { key: string | value type u32 | value } |
+//   tensor_count x { name: string | n_dims u32 (<= 4) | n_dims x dim u64 |
+//                    ggml type u32 | offset u64 (from the data section, a
+//                    multiple of the alignment) } |
+//   padding to `general.alignment` (u32, a power of two; default 32) |
+//   tensor data.
+//   string = length u64 | bytes (no terminator); value = one scalar of the
+//   type (u8 i8 u16 i16 u32 i32 f32 bool(1 byte) u64 i64 f64), a string, or
+//   an array: element type u32 | count u64 | count x value.
+// Before any loop, kv_count / tensor_count times the smallest encoding of
+// an entry (13 / 24 bytes) must fit in the bytes left; nothing is reserved
+// from a count.
 GgufFile Parse(Source& src, std::string_view source) {
   GgufFile f;
   f.source = std::string(source);

@@ -1,39 +1,11 @@
-// GGUF metadata -> ModelConfig (the contract: include/posenc/gguf.h), read as
-// llama.cpp reads it (src/llama-model.cpp llama_model::load_hparams at
-// 00342301, llama_model_rope_type; key names of gguf-py/gguf/constants.py
-// and the converter convert_hf_to_gguf.py at 0024aa74; see
-// tests/golden/gguf/README.md):
-//  - head count `{arch}.attention.head_count` (an array of per-layer counts
-//    takes its first non-zero entry, with a warning), head dim
-//    `{arch}.attention.key_length` else embedding_length / head_count; MLA
-//    models (`{arch}.attention.kv_lora_rank`, DeepSeek-V2/V3) take the rope
-//    dim as head dim, as HF's qk_rope_head_dim;
-//  - rotary dim `{arch}.rope.dimension_count` (default: head dim), theta
-//    `{arch}.rope.freq_base` (default 10000), context `{arch}.context_length`;
-//  - scaling `{arch}.rope.scaling.type`: absent or "none" -> default;
-//    "linear" -> linear with `.factor` (absent or 0: 1, llama.cpp's
-//    ropescale 0); the legacy `{arch}.rope.scale_linear` likewise; "yarn" ->
-//    yarn with `.factor`, `.original_context_length` (default: context),
-//    `.yarn_beta_fast` / `.yarn_beta_slow` (default 32 / 1, HF's too),
-//    `.yarn_attn_factor` (HF's explicit attention_factor, which is what the
-//    converter writes there), `.yarn_log_multiplier` m (DeepSeek: 0.1 *
-//    mscale_all_dim, so mscale = mscale_all_dim = 10 m: cos/sin factor 1 and
-//    the softmax factor get_mscale(factor, 10 m)^2); `.yarn_ext_factor` other
-//    than 1 has no HF equivalent and is ignored with a warning; "longrope" ->
-//    longrope with the `rope_factors_short.weight` / `rope_factors_long.weight`
-//    tensors, `.original_context_length` and `.attn_factor`;
-//  - `rope_freqs.weight` (Llama 3: the converter writes no scaling keys, only
-//    this F32 tensor of per-pair divisors) -> RopeScalingParams::freq_factors;
-//  - `{arch}.rope.freq_base_swa` -> a second layer type, sliding_attention,
-//    default rope with that base (as Gemma 3's rope_local_base_freq);
-//  - `{arch}.rope.dimension_sections` -> mrope_section (t, h, w; the 4th
-//    entry must be 0), interleaved for qwen3vl / qwen3vlmoe (IMROPE);
-//  - ALiBi architectures (bloom, jais, refact, jina-bert-v2: llama.cpp's fixed
-//    max bias 8; mpt, and any file with `{arch}.attention.max_alibi_bias`,
-//    that value) -> ModelConfig::alibi, slopes as ggml_soft_max_ext.
-// Everything is numerics kHF, like the config.json loader: the frequencies of
-// a GGUF file and of the HF config.json it was converted from agree within
-// float32 rounding (tests/unit/gguf_test.cc).
+// GGUF metadata -> ModelConfig (contract: include/posenc/gguf.h), read as llama.cpp reads it
+// (src/llama-model.cpp llama_model::load_hparams at 00342301, llama_model_rope_type; key names of
+// gguf-py/gguf/constants.py and the converter convert_hf_to_gguf.py at 0024aa74; see
+// tests/golden/gguf/README.md). The keys and tensors each step reads, with their defaults, are
+// listed above the function that reads them: ReadSizes, ReadRopeDims, ReadScaling (SetYarn,
+// SetLongRope), FromGguf (rope_freqs.weight), ReadSections, AddLayers, SetAlibi.
+// Everything is numerics kHF, like the config.json loader: the frequencies of a GGUF file and of
+// the HF config.json it was converted from agree within float32 rounding (tests/unit/gguf_test.cc).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -240,7 +212,9 @@ struct GgufSizes {
 };
 
 // Reads the head counts, embedding and context lengths, setting cfg's head counts and contexts;
-// warns when the kv head count does not divide the head count.
+// warns when the kv head count does not divide the head count. Keys: `{arch}.attention.head_count`
+// (an array of per-layer counts takes its first non-zero entry, with a warning: Meta::Int),
+// `.head_count_kv`, `{arch}.embedding_length`, context `{arch}.context_length`.
 GgufSizes ReadSizes(Meta& m, const ArchKeys& key, ModelConfig& cfg) {
   const auto heads = m.Int(key("attention.head_count"), 1, "an integer >= 1");
   const auto kv_heads = m.Int(key("attention.head_count_kv"), 1, "an integer >= 1");
@@ -259,7 +233,9 @@ GgufSizes ReadSizes(Meta& m, const ArchKeys& key, ModelConfig& cfg) {
 }
 
 // Sets cfg.alibi (and cfg.head_dim when the embedding splits evenly) for an ALiBi model, whose
-// max bias is max_alibi, else llama.cpp's fixed 8.
+// max bias is max_alibi, else llama.cpp's fixed 8: ALiBi architectures (bloom, jais, refact,
+// jina-bert-v2: the fixed 8; mpt, and any file with `{arch}.attention.max_alibi_bias`: that
+// value). Slopes as ggml_soft_max_ext.
 void SetAlibi(const Meta& m, const ArchKeys& key, const GgufSizes& sizes,
               const std::optional<double>& max_alibi, ModelConfig& cfg) {
   if (!sizes.heads)
@@ -302,7 +278,10 @@ struct RopeDims {
 };
 
 // Reads and checks the head dim (key_length, else embedding / heads; MLA: the rope dim), the
-// rotary dim (default: head dim) and the base (default 10000).
+// rotary dim (default: head dim) and the base (default 10000). Keys: head dim
+// `{arch}.attention.key_length`, else embedding_length / head_count; MLA models
+// (`{arch}.attention.kv_lora_rank`, DeepSeek-V2/V3) take the rope dim as head dim, as HF's
+// qk_rope_head_dim; rotary dim `{arch}.rope.dimension_count`; theta `{arch}.rope.freq_base`.
 RopeDims ReadRopeDims(const GgufFile& f, Meta& m, const ArchKeys& key, const GgufSizes& sizes) {
   RopeDims d;
   d.key_length = m.Int(key("attention.key_length"), 2, "an integer >= 2");
@@ -338,7 +317,7 @@ struct ScalingKeys {
 };
 
 // Reads the scaling type and factor (else the legacy `rope.scale_linear`) and the original
-// context; fails for a factor below 1.
+// context; fails for a factor below 1. A factor of 0 is llama.cpp's ropescale 0: no factor.
 ScalingKeys ReadScalingKeys(Meta& m, const ArchKeys& key) {
   std::string type = m.Text(key("rope.scaling.type")).value_or("none");
   auto factor = m.Number(key("rope.scaling.factor"), "a number >= 1");
@@ -355,6 +334,12 @@ ScalingKeys ReadScalingKeys(Meta& m, const ArchKeys& key) {
 }
 
 // Sets p to yarn from the `rope.scaling.yarn_*` keys; warns for an ext factor other than 1.
+// Keys of `{arch}.rope.scaling`: `.factor`, `.original_context_length` (default: context),
+// `.yarn_beta_fast` / `.yarn_beta_slow` (default 32 / 1, HF's too), `.yarn_attn_factor` (HF's
+// explicit attention_factor, which is what the converter writes there), `.yarn_log_multiplier` m
+// (DeepSeek: 0.1 * mscale_all_dim, so mscale = mscale_all_dim = 10 m: cos/sin factor 1 and the
+// softmax factor get_mscale(factor, 10 m)^2); `.yarn_ext_factor` other than 1 has no HF
+// equivalent and is ignored with a warning.
 void SetYarn(Meta& m, const ArchKeys& key, const ScalingKeys& s, ModelConfig& cfg,
              RopeScalingParams& p) {
   p.type = RopeScalingType::kYarn;
@@ -378,7 +363,9 @@ void SetYarn(Meta& m, const ArchKeys& key, const ScalingKeys& s, ModelConfig& cf
   }
 }
 
-// Sets p to longrope with the short/long factor tensors of rot/2 values each.
+// Sets p to longrope with the short/long factor tensors of rot/2 values each
+// (`rope_factors_short.weight` / `rope_factors_long.weight`), `{arch}.rope.scaling`'s
+// `.original_context_length` and `.attn_factor`.
 void SetLongRope(const GgufFile& f, const TensorReader& read, const Meta& m, const ArchKeys& key,
                  const ScalingKeys& s, std::int64_t rot, RopeScalingParams& p) {
   p.type = RopeScalingType::kLongRope;
@@ -393,7 +380,10 @@ void SetLongRope(const GgufFile& f, const TensorReader& read, const Meta& m, con
   p.attention_factor = m.Number(key("rope.scaling.attn_factor"), "a number > 0");
 }
 
-// Sets p's scaling type and its parameters from the `rope.scaling.*` keys.
+// Sets p's scaling type and its parameters from the `rope.scaling.*` keys:
+// `{arch}.rope.scaling.type` absent or "none" -> default; "linear" -> linear with `.factor`
+// (absent or 0: 1), the legacy `{arch}.rope.scale_linear` likewise; "yarn" -> SetYarn;
+// "longrope" -> SetLongRope.
 void ReadScaling(const GgufFile& f, const TensorReader& read, Meta& m, const ArchKeys& key,
                  std::int64_t rot, ModelConfig& cfg, RopeScalingParams& p) {
   const ScalingKeys s = ReadScalingKeys(m, key);
@@ -411,8 +401,9 @@ void ReadScaling(const GgufFile& f, const TensorReader& read, Meta& m, const Arc
   }
 }
 
-// Sets layer's mrope_section (and the interleaved layout for IMROPE architectures) from
-// `rope.dimension_sections`, whose first 3 entries must sum to rot/2.
+// Sets layer's mrope_section (and the interleaved layout for IMROPE architectures: qwen3vl,
+// qwen3vlmoe) from `rope.dimension_sections` (t, h, w; a 4th entry must be 0), whose first 3
+// entries must sum to rot/2.
 void ReadSections(const GgufFile& f, const Meta& m, const ArchKeys& key, const ArchInfo* info,
                   std::int64_t rot, LayerRope& layer) {
   const GgufValue* sec = f.Find(key("rope.dimension_sections"));
@@ -449,7 +440,7 @@ void ValidateScaling(const GgufFile& f, const RopeScalingParams& p) {
 }
 
 // Appends layer to cfg.layers; with `rope.freq_base_swa`, as full_attention followed by a
-// sliding_attention copy with default rope at that base.
+// sliding_attention copy with default rope at that base (as Gemma 3's rope_local_base_freq).
 void AddLayers(Meta& m, const ArchKeys& key, LayerRope layer, ModelConfig& cfg) {
   const auto swa_theta = m.Number(key("rope.freq_base_swa"), "a number > 1");
   if (swa_theta) {
@@ -496,6 +487,7 @@ ModelConfig FromGguf(const GgufFile& f, const TensorReader& read) {
   p.theta = dims.theta;
   p.max_position_embeddings = cfg.max_position_embeddings;
   ReadScaling(f, read, m, key, dims.rot, cfg, p);
+  // Llama 3: the converter writes no scaling keys, only this F32 tensor of per-pair divisors.
   if (f.FindTensor("rope_freqs.weight") != nullptr) {
     p.freq_factors = PairTensor(f, read, "rope_freqs.weight", dims.rot / 2);
   }

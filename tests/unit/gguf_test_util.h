@@ -1,5 +1,5 @@
 // A tiny GGUF writer for tests (and fuzz seeds): the format of
-// src/io/gguf.cc's docblock, little-endian, version 3 by default, metadata
+// src/io/gguf.cc (the comment above Parse), little-endian, version 3 by default, metadata
 // in call order, F32 tensors laid out after the infos at the alignment. Raw
 // setters (Version, RawKv) let a test build malformed files on purpose.
 #pragma once

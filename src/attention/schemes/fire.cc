@@ -10,12 +10,7 @@
 // the paper's reference code (its appendix): positions are 0-based token
 // positions, the normaliser is max(p, |L|) of the query's position ("progressive
 // interpolation"), torch.maximum's gradient at a tie is split in half, and
-// relu'(0) = abs'(0) = 0 as in torch. For query positions below |L| the
-// normaliser is the constant psi(|L|) and the bias depends on r - p only:
-// the fused kernels then evaluate f_theta once per distance of a tile
-// (DistanceOnly) and sum d logit per distance before its backward.
-// Gradients: w1, b1, w2, c and L (float64 sums per worker); b2's is exactly
-// 0 (a per-head shift of every logit of a row: softmax ignores it).
+// relu'(0) = abs'(0) = 0 as in torch.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -110,6 +105,10 @@ class FireScheme final : public SchemeImpl<FireScheme> {
     }
   }
 
+  // For query positions below |L| the normaliser is the constant psi(|L|)
+  // and the bias depends on r - p only: the fused kernels then evaluate
+  // f_theta once per distance of a tile and sum d logit per distance before
+  // its backward.
   bool DistanceOnly(std::int64_t /*pmin*/, std::int64_t pmax) const override {
     return static_cast<double>(pmax) < std::abs(d_[Threshold()]);
   }
@@ -182,7 +181,8 @@ class FireScheme final : public SchemeImpl<FireScheme> {
     return b;
   }
 
-  // Gradient of b_h(p, p - distance) with upstream g, in float64.
+  // Gradient of b_h(p, p - distance) with upstream g, in float64 (summed per
+  // worker): w1, b1, w2, c and L; b2's is exactly 0 (below).
   void PairGrad(std::int64_t h, std::int64_t p, std::int64_t distance, double g,
                 SchemeGradSums& sums) const {
     const double* w = d_.data();

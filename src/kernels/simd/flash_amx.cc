@@ -1,17 +1,10 @@
 // AMX bfloat16 logits of the fused attention (kernels/simd/flash.h,
-// FlashTileLogitsAmx): TDPBF16PS (Intel SDM, "Intel AMX") multiplies a
-// 16 x 32 bfloat16 A tile by a 16 x (16 x 2) bfloat16 B tile in VNNI pair
-// layout and adds into a 16 x 16 float32 C tile: 8192 multiply-adds per
-// instruction. The packed operands of the AVX512_BF16 kernel already have
-// AMX's layouts: q_pairs rows are A rows (16 pairs = 64 bytes per tile row,
-// row stride ldq * 4 bytes) and kt_pairs [dim / 2, ld, 2] rows are B rows
-// (16 keys x 2 = 64 bytes, stride ld * 4 bytes), so no repacking is needed.
-// Blocking: per 16 query rows, 32 keys at a time in two C tiles (tmm0,
-// tmm1) sharing one A tile (tmm4) per 16 pairs, B tiles tmm6 / tmm7.
-// A tail of fewer than 16 query rows goes through a zero-padded 16-row
-// copy. Hand-written intrinsics (Highway 1.0.3 has no AMX); compiled for
-// amx-tile + amx-bf16 and called only when AmxAvailable()
-// (kernels/simd/x86_features.h: CPUID and the Linux permission request).
+// FlashTileLogitsAmx) with TDPBF16PS (Intel SDM, "Intel AMX"): a 16 x 32
+// bfloat16 A tile times a 16 x (16 x 2) bfloat16 B tile in VNNI pair layout,
+// added into a 16 x 16 float32 C tile. Hand-written intrinsics (Highway 1.0.3
+// has no AMX); compiled for amx-tile + amx-bf16 and called only when
+// AmxAvailable() (kernels/simd/x86_features.h: CPUID and the Linux
+// permission request). Tile layouts and blocking: above AmxRows16.
 // Numerics: products of bfloat16 values are exact; TDPBF16PS accumulates in
 // float32 (round to nearest even, denormal inputs and outputs flushed to
 // zero), so results equal the float32 kernel's within the float32 rounding
@@ -37,6 +30,13 @@ struct AmxTail {
 };
 
 // 16 query rows (q rows at stride ldq pairs) against ld keys, dim = 32 * k.
+// Each TDPBF16PS does 8192 multiply-adds. The packed operands of the
+// AVX512_BF16 kernel already have AMX's layouts: q_pairs rows are A rows
+// (16 pairs = 64 bytes per tile row, row stride ldq * 4 bytes) and kt_pairs
+// [dim / 2, ld, 2] rows are B rows (16 keys x 2 = 64 bytes, stride ld * 4
+// bytes), so no repacking is needed. Blocking: 32 keys at a time in two C
+// tiles (tmm0, tmm1) sharing one A tile (tmm4) per 16 pairs, B tiles tmm6 /
+// tmm7.
 __attribute__((target("amx-tile,amx-bf16"))) void AmxRows16(const std::uint32_t* q,
                                                             std::int64_t ldq,
                                                             const std::uint16_t* kt,
@@ -73,6 +73,8 @@ __attribute__((target("amx-tile"))) void ReleaseTiles() { _tile_release(); }
 
 }  // namespace
 
+// AmxRows16 per 16 query rows; a tail of fewer than 16 query rows goes
+// through a zero-padded 16-row copy (AmxTail).
 void FlashTileLogitsAmx(const std::uint32_t* q_pairs, std::int64_t ldq,
                         const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
                         std::int64_t ld, float* s) {

@@ -1,14 +1,11 @@
 // bfloat16 dot-product logits of the fused attention (kernels/simd/flash.h,
-// FlashTileLogitsBf16, which runs the AMX kernel of flash_amx.cc instead
-// where AmxAvailable() and dim % 32 == 0): AVX512_BF16's VDPBF16PS (Intel SDM; Cooper Lake,
+// FlashTileLogitsBf16): AVX512_BF16's VDPBF16PS (Intel SDM; Cooper Lake,
 // Zen 4/5) computes, per float32 lane, acc + a[2i] * b[2i] + a[2i+1] *
-// b[2i+1] from 32 bfloat16 pairs, twice the multiply-adds per instruction
-// of a float32 FMA. Highway 1.0.3 has no target that emits it (no
-// AVX3_ZEN4; ReorderWidenMulAccumulate for bf16 is emulated with two float32
-// FMAs), so this one kernel is written with GCC intrinsics in a function
-// compiled for avx512f+avx512bf16 and is called only when the CPU has
-// AVX512_BF16 and Highway's dispatch currently selects an AVX-512 target (so
-// forcing a narrower target in tests also disables it).
+// b[2i+1] from 32 bfloat16 pairs, twice the multiply-adds per instruction of
+// a float32 FMA. Highway 1.0.3 has no target that emits it (no AVX3_ZEN4;
+// ReorderWidenMulAccumulate for bf16 is emulated with two float32 FMAs), so
+// this one kernel is written with GCC intrinsics in a function compiled for
+// avx512f+avx512bf16 (when it is called: FlashBf16DotAvailable).
 //
 // Numerics: the products of two bfloat16 values are exact in float32 and
 // the instruction rounds once per pair-sum (round to nearest even; inputs
@@ -256,6 +253,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void FlashDecodeLogitsBf1
   }
 }
 
+// Called only when the CPU has AVX512_BF16 and Highway's dispatch currently
+// selects an AVX-512 target (so forcing a narrower target in tests also
+// disables it).
 bool FlashBf16DotAvailable() {
   if (!CpuHasAvx512Bf16()) return false;
   const std::string_view target = DispatchedTargetName();
@@ -264,6 +264,8 @@ bool FlashBf16DotAvailable() {
 
 bool FlashAmxLogitsAvailable(std::int64_t dim) { return dim % 32 == 0 && AmxAvailable(); }
 
+// Runs the AMX kernel of flash_amx.cc instead where AmxAvailable() and
+// dim % 32 == 0 (FlashAmxLogitsAvailable).
 void FlashTileLogitsBf16(const std::uint32_t* q_pairs, std::int64_t ldq,
                          const std::uint16_t* kt_pairs, std::int64_t nq, std::int64_t dim,
                          std::int64_t ld, float* s) {

@@ -2,34 +2,15 @@
 //
 // Same formulas, pairings and conventions as the scalar reference
 // (kernels/scalar/rope.h, the executable spec; paper and conventions in
-// include/posenc/rope.h). kAccurate numerics:
-//  - cos/sin: angle p * inv_freq[j] in float64, SinCos of simd_math-inl.h
-//    (range-reduced in float64, within 4e-16 of the float64 angle's sin/cos),
-//    times attention_factor in float64, then rounded to float32. So every
-//    cos/sin the rotation uses is within 2^-25 + 1e-15 of float64 truth (the
-//    accurate bound is 1e-6) for every |p| < 2^24. Runs of consecutive
-//    positions use exact-to-1e-15 angle addition (simd_math-inl.h).
-//  - rotation: float32 arithmetic (FMA where the target has it), storage
-//    float32 / bfloat16 / float16, rounded once (round to nearest even).
-//    Versus the float64 reference: |error| <= (|x| + |y|) * 2^-23 before
-//    the storage rounding, so float32 results are within a few ulp and
-//    16-bit results within 1 ulp of the storage type.
-// kHF numerics (apply only): the scalar kHF recipe step for step, float32
-// angle float32(p) * inv_freq, cos/sin of it by SinCos (float64, 4e-16)
-// rounded to float32, times the factor in float32, rounded to the storage
-// type; each product and the sum rounded to it, no FMA (-ffp-contract=off).
-// Bit-identical to the scalar kernel unless a float64 cos/sin lies within
-// 4e-16 of a float32 rounding boundary (~1e-8 of values: then 1 ulp of
-// float32 in that cos/sin). Tested bit for bit on every target.
-// Cache source (RopeApplySpec::cache, kAccurate): cos/sin read from the
-// cache rows, rounded to float32, then the kAccurate rotation.
-// Pairings: kHalfSplit (j, j + d/2) and kInterleaved (2j, 2j+1); partial
-// rotary (dims >= rotary_dim copied or left in place); both layouts (any
-// batch/seq/head strides, unit stride along head_dim); several tensors (q and
-// k) in one pass sharing the per-token cos/sin; in place or out of place;
-// forward or inverse (sin_sign = -1). Valid positions: |p| <= 2^24 - 1 with
-// max inv_freq <= kMaxFastInvFreq (else the caller uses the scalar kernel).
-// Arguments are validated by src/core/rope.cc; this layer only asserts.
+// include/posenc/rope.h). Numerics: above RopeApplySpec and its math and
+// cache fields. Pairings: kHalfSplit (j, j + d/2) and kInterleaved (2j, 2j+1);
+// partial rotary (dims >= rotary_dim copied or left in place); both layouts
+// (any batch/seq/head strides, unit stride along head_dim); several tensors
+// (q and k) in one pass sharing the per-token cos/sin; in place or out of
+// place; forward or inverse (sin_sign = -1). Valid positions: |p| <= 2^24 - 1
+// with max inv_freq <= kMaxFastInvFreq (else the caller uses the scalar
+// kernel). Arguments are validated by src/core/rope.cc; this layer only
+// asserts.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +45,18 @@ struct RopeCacheSource {
   std::int64_t row_stride = 0, col_stride = 0;  // elements
 };
 
+// kAccurate numerics of RopeApply:
+//  - cos/sin: angle p * inv_freq[j] in float64, SinCos of simd_math-inl.h
+//    (range-reduced in float64, within 4e-16 of the float64 angle's sin/cos),
+//    times attention_factor in float64, then rounded to float32. So every
+//    cos/sin the rotation uses is within 2^-25 + 1e-15 of float64 truth (the
+//    accurate bound is 1e-6) for every |p| < 2^24. Runs of consecutive
+//    positions use exact-to-1e-15 angle addition (simd_math-inl.h).
+//  - rotation: float32 arithmetic (FMA where the target has it), storage
+//    float32 / bfloat16 / float16, rounded once (round to nearest even).
+//    Versus the float64 reference: |error| <= (|x| + |y|) * 2^-23 before
+//    the storage rounding, so float32 results are within a few ulp and
+//    16-bit results within 1 ulp of the storage type.
 struct RopeApplySpec {
   const double* inv_freq = nullptr;  // half frequencies (unused with a cache)
   std::int64_t half = 0;             // rotary_dim / 2
@@ -75,9 +68,17 @@ struct RopeApplySpec {
   Positions positions;  // validated for [batch, seq]
   // Non-null data: cos/sin of position p are cache row p (validated rows),
   // times sin_sign; attention_factor is not applied (the cache holds it).
+  // The cached cos/sin are rounded to float32, then rotated as kAccurate.
   RopeCacheSource cache;
   // kHF: HF's float32 recipe (scalar::RopeTrig / RopeRotateRow kHF); not
   // combined with a cache (the caller keeps that case on the scalar kernel).
+  // The scalar kHF recipe step for step: float32 angle float32(p) * inv_freq,
+  // cos/sin of it by SinCos (float64, 4e-16) rounded to float32, times the
+  // factor in float32, rounded to the storage type; each product and the sum
+  // rounded to it, no FMA (-ffp-contract=off). Bit-identical to the scalar
+  // kernel unless a float64 cos/sin lies within 4e-16 of a float32 rounding
+  // boundary (~1e-8 of values: then 1 ulp of float32 in that cos/sin).
+  // Tested bit for bit on every target. Applies to RopeApply only.
   scalar::RopeMath math = scalar::RopeMath::kAccurate;
 };
 

@@ -1,27 +1,12 @@
 // Shared per-target building blocks of the SIMD kernels (Highway, included
 // once per target from the kernel .cc files; toggle include guard):
-//
-//  - SinCos: sin and cos of float64 angles |a| <= 5e7 rad (the kernels use
-//    |a| <= 2^24 * max inv_freq, routed here only when that is <= 5e7).
-//    Cody-Waite reduction by pi/2 in three parts (C1, C2 with 28 significant
-//    bits, so k*C1 and k*C2 are exact for |k| < 2^25 with or without FMA,
-//    and a - k*C1 is exact by Sterbenz), then fdlibm's __kernel_sin /
-//    __kernel_cos minimax polynomials on [-pi/4, pi/4]. Absolute error
-//    < 4e-16 for the float64 angle given (measured in simd_tables_test). We
-//    do not use hwy::Sin/Cos: valid only for |x| <= 39000 and float32-grade.
-//  - TrigRows: rows of out0[c] = wc0[c]*cos(p*f[c]) + ws0[c]*sin(p*f[c]) (and
-//    a second output with weights wc1/ws1) for a run of positions. Runs of
-//    consecutive positions use one angle addition per element from a base
-//    row computed directly every kSmallRows rows:
-//      cos(p0+t) = cos p0 cos t - sin p0 sin t, sin(p0+t) = sin p0 cos t +
-//      cos p0 sin t
-//    (each factor within 4e-16, so the sum stays within ~1e-15: this is not a
-//    recurrence, errors do not accumulate). Any other positions: direct.
+//  - SinCos: sin and cos of float64 angles |a| <= 5e7 rad (Cody-Waite
+//    reduction, then fdlibm's __kernel_sin / __kernel_cos polynomials);
+//  - TrigRows: rows of weighted cos/sin of p * freq[c] for a run of
+//    positions (angle addition for consecutive positions);
 //  - LoadF / StoreF: float32 vectors from/to float32, bfloat16, float16
-//    storage. Rounding is round-to-nearest-even with NaN kept quiet, bit for
-//    bit the scalar conversions of posenc/dtype.h (Highway 1.0.3's
-//    DemoteTo(bf16) truncates and its software f16 paths mishandle overflow,
-//    so only F16C (AVX2 and up) is used from Highway; the rest is here).
+//    storage, bit for bit the scalar conversions of posenc/dtype.h.
+// Numerics and design: above each one.
 
 #if defined(POSENC_KERNELS_SIMD_MATH_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef POSENC_KERNELS_SIMD_MATH_INL_H_
@@ -53,6 +38,14 @@ inline constexpr std::int64_t kSmallRows = 8;
 // ---------------------------------------------------------------------------
 // sin/cos in float64
 
+// sin and cos of float64 angles |a| <= 5e7 rad (the kernels use
+// |a| <= 2^24 * max inv_freq, routed here only when that is <= 5e7).
+// Cody-Waite reduction by pi/2 in three parts (C1, C2 with 28 significant
+// bits, so k*C1 and k*C2 are exact for |k| < 2^25 with or without FMA, and
+// a - k*C1 is exact by Sterbenz), then fdlibm's __kernel_sin / __kernel_cos
+// minimax polynomials on [-pi/4, pi/4]. Absolute error < 4e-16 for the
+// float64 angle given (measured in simd_tables_test). We do not use
+// hwy::Sin/Cos: valid only for |x| <= 39000 and float32-grade.
 template <class DD, class VD = hn::Vec<DD>>
 HWY_INLINE void SinCos(DD dd, VD a, VD& sin_out, VD& cos_out) {
   const VD k = hn::Round(hn::Mul(a, hn::Set(dd, 0.63661977236758134308)));
@@ -134,6 +127,15 @@ inline void AttachSmallTable(TrigCols& cols, std::vector<double>& small_cos,
   cols.small_sin = small_sin.data();
 }
 
+// Rows of out0[c] = wc0[c]*cos(p*f[c]) + ws0[c]*sin(p*f[c]) (and a second
+// output with weights wc1/ws1) for a run of positions. Runs of consecutive
+// positions use one angle addition per element from a base row computed
+// directly every kSmallRows rows:
+//   cos(p0+t) = cos p0 cos t - sin p0 sin t, sin(p0+t) = sin p0 cos t +
+//   cos p0 sin t
+// (each factor within 4e-16, so the sum stays within ~1e-15: this is not a
+// recurrence, errors do not accumulate). Any other positions: direct.
+//
 // Calls sink(row, col, v0, v1) for rows [0, n) and every column chunk
 // col = 0, Lanes, 2*Lanes, ... < pad (the last chunk may pass ncols). Row r
 // is position pos_of(r); `consecutive` promises pos_of(r) = pos_of(0) + r.
@@ -193,6 +195,12 @@ HWY_INLINE void TrigRows(const TrigCols& cols, std::int64_t n, bool consecutive,
 
 // ---------------------------------------------------------------------------
 // Storage conversions (float32 arithmetic)
+
+// LoadF / StoreF (below) move float32 vectors from/to float32, bfloat16,
+// float16 storage. Rounding is round-to-nearest-even with NaN kept quiet, bit
+// for bit the scalar conversions of posenc/dtype.h (Highway 1.0.3's
+// DemoteTo(bf16) truncates and its software f16 paths mishandle overflow, so
+// only F16C (AVX2 and up) is used from Highway; the rest is here).
 
 // Storage kinds of the fast kernels.
 enum class Store : int { kF32, kBF16, kF16 };
