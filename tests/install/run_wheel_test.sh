@@ -29,6 +29,10 @@ step() {  # prints the seconds the previous step took
 }
 
 cd "$source"
+# setuptools packs everything under its build/lib into the wheel: files a
+# previous build left there (a module since moved or removed) would ship and
+# hide a package missing from pyproject.toml. Start from an empty one.
+rm -rf "$source"/build/setuptools/lib.* "$source"/build/setuptools/bdist.*
 "$py" -m build --wheel --no-isolation --outdir "$tmp/dist" >"$tmp/build.log" 2>&1 || {
   cat "$tmp/build.log"; exit 1; }
 wheel=$(ls "$tmp"/dist/posenc-"$version"-*.whl)
@@ -44,8 +48,9 @@ mkdir -p "$tmp/python/tests" "$tmp/run"
 cp -r "$source/python/examples" "$tmp/python/examples"
 cp "$source/python/tests/conftest.py" "$source/python/tests/test_examples.py" "$tmp/python/tests/"
 cd "$tmp/run"
-check='import posenc, sys
+check='import posenc, posenc.torch, posenc.torch.distributed, sys
 assert posenc.__file__.startswith(sys.argv[1]), posenc.__file__
+assert posenc.torch.__file__.startswith(sys.argv[1]), posenc.torch.__file__
 assert posenc.__version__ == sys.argv[2], posenc.__version__
 print("imported", posenc.__file__, posenc.__version__)'
 env -u PYTHONPATH "$tmp/venv/bin/python" -c "$check" "$tmp/venv/" "$version"
