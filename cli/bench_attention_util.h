@@ -85,17 +85,17 @@ inline BenchScheme MakeBenchScheme(const std::string& name, std::int64_t heads,
                                    std::int64_t head_dim) {
   BenchScheme b;
   if (name == "alibi") {
-    b.scheme = PositionScheme::FromAlibi(BenchSlopes(heads));
+    b.scheme = AlibiScheme(BenchSlopes(heads));
   } else if (name == "t5") {
     T5BucketParams tp;
     tp.direction = T5Direction::kCausal;
     b.t5 = std::make_unique<T5BiasTable>(tp, heads);
     b.t5->InitNormal(7, 1.0);
-    b.scheme = PositionScheme::FromT5(*b.t5);
+    b.scheme = T5Scheme(*b.t5);
   } else if (name == "rope") {
     RopeParams rp;
     rp.head_dim = head_dim;
-    b.scheme = PositionScheme::FromRope(rp);
+    b.scheme = RopeScheme(rp);
   } else if (name != "none") {
     throw InvalidArgument("scheme: got '" + name + "', expected none, alibi, t5 or rope");
   }

@@ -108,7 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 0:
         break;
       case 1:
-        params.scheme = PositionScheme::Absolute();
+        params.scheme = AbsoluteScheme();
         break;
       case 2: {
         RopeParams rp;
@@ -117,7 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         rp.rotary_dim = fdp.ConsumeBool() ? 0 : Times(2, pairs, 2);
         rp.pairing = fdp.ConsumeBool() ? RopePairing::kHalfSplit : RopePairing::kInterleaved;
         rp.numerics = fdp.ConsumeBool() ? RopeNumerics::kAccurate : RopeNumerics::kHF;
-        params.scheme = PositionScheme::FromRope(rp);
+        params.scheme = RopeScheme(rp);
         break;
       }
       case 3: {
@@ -127,7 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           slopes.push_back(fdp.ConsumeBool() ? fdp.ConsumeProbability<double>()
                                              : fdp.ConsumeFloatingPoint<double>());
         }
-        params.scheme = PositionScheme::FromAlibi(std::move(slopes));
+        params.scheme = AlibiScheme(std::move(slopes));
         break;
       }
       case 4: {
@@ -136,7 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             fdp.ConsumeBool() ? T5Direction::kCausal : T5Direction::kBidirectional};
         t5.emplace(tp, fdp.ConsumeBool() ? H : Small(fdp, vm, 1, 5));
         t5->InitNormal(7, 0.5);
-        params.scheme = PositionScheme::FromT5(*t5);
+        params.scheme = T5Scheme(*t5);
         break;
       }
       case 5: {
@@ -145,14 +145,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         a_key = vm.Make(std::array<std::int64_t, 2>{rows, D},
                         fdp.ConsumeBool() ? DType::kFloat32 : vm.PickDType());
         a_value = vm.Make(std::array<std::int64_t, 2>{rows, Dv}, a_key.dtype);
-        params.scheme = PositionScheme::FromShaw(sp, a_key, a_value);
+        params.scheme = ShawScheme(sp, a_key, a_value);
         break;
       }
       case 6:
-        params.scheme.kind = PositionScheme::Kind::kTransformerXL;
+        params.scheme = PositionScheme::Registered("transformer_xl");
         break;
       default:
-        params.scheme.kind = PositionScheme::Kind::kDeBERTa;
+        params.scheme = PositionScheme::Registered("deberta");
         break;
     }
   } catch (const InvalidArgument&) {
@@ -175,7 +175,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const TensorView out = vm.Make(shape(B, Sq, H, Dv), pick());
   // forward, with lse, backward, decode (lse optional)
   const int call = fdp.ConsumeIntegralInRange<int>(0, 3);
-  TensorView lse, dout;
+  TensorView lse, dout, g_table, g_a_key, g_a_value;
   AttentionGrads grads;
   std::vector<const TensorView*> outputs = {&out};
   if (call >= 1) {
@@ -191,17 +191,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     grads.dv = vm.Make(shape(B, Sk, Hkv, Dv), pick());
     outputs = {&grads.dq, &grads.dk, &grads.dv};
     if (kind == 4 && fdp.ConsumeBool()) {
-      grads.t5_table =
+      g_table =
           vm.Make(std::array<std::int64_t, 2>{t5->num_buckets(), t5->heads()}, DType::kFloat32);
-      outputs.push_back(&grads.t5_table);
+      grads.scheme.Set("table", g_table);
+      outputs.push_back(&g_table);
     }
     if (kind == 5 && fdp.ConsumeBool()) {
-      grads.shaw_a_key =
-          vm.Make(std::array<std::int64_t, 2>{a_key.shape[0], a_key.shape[1]}, pick());
-      grads.shaw_a_value =
-          vm.Make(std::array<std::int64_t, 2>{a_value.shape[0], a_value.shape[1]}, pick());
-      outputs.push_back(&grads.shaw_a_key);
-      outputs.push_back(&grads.shaw_a_value);
+      g_a_key = vm.Make(std::array<std::int64_t, 2>{a_key.shape[0], a_key.shape[1]}, pick());
+      g_a_value = vm.Make(std::array<std::int64_t, 2>{a_value.shape[0], a_value.shape[1]}, pick());
+      grads.scheme.Set("a_key", g_a_key).Set("a_value", g_a_value);
+      outputs.push_back(&g_a_key);
+      outputs.push_back(&g_a_value);
     }
   }
 

@@ -23,7 +23,6 @@ set(POSENC_LIBRARY_SOURCES
   attention/schemes/shaw.cc
   attention/schemes/t5.cc
   attention/schemes/transformer_xl.cc
-  attention/typed_schemes.cc
   advice/choose.cc
   advice/choose_config.cc
   advice/choose_rank.cc
@@ -52,6 +51,7 @@ set(POSENC_LIBRARY_SOURCES
   io/model_config.cc
   io/model_config_layer.cc
   io/npy.cc
+  kernels/scalar/flash.cc
   kernels/scalar/rope.cc
   kernels/scalar/sinusoidal.cc
   kernels/simd/bias.cc

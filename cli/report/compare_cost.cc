@@ -97,23 +97,23 @@ void SetUpMethod(const std::string& method, const CompareSetup& s, const CostSha
   } else if (method == "RoPE") {
     RopeParams rp;
     rp.head_dim = d;
-    w.params.scheme = PositionScheme::FromRope(rp);
+    w.params.scheme = RopeScheme(rp);
   } else if (method == "ALiBi") {
     AlibiParams ap;
     ap.num_heads = h;
-    w.params.scheme = PositionScheme::FromAlibi(AlibiSlopes(ap));
+    w.params.scheme = AlibiScheme(AlibiSlopes(ap));
   } else if (method == "T5 buckets") {
     w.t5_table.emplace(T5BucketParams{}, h);
     w.t5_table->InitNormal(11, 0.1);
-    w.params.scheme = PositionScheme::FromT5(*w.t5_table);
+    w.params.scheme = T5Scheme(*w.t5_table);
   } else if (method == "Shaw") {
     ShawParams sp;
     sp.clip = kShawClip;  // the page's one k
     sp.head_dim = d;
     w.t1 = Random(rng, sp.TableRows() * d, 0.02);
     w.t2 = Random(rng, sp.TableRows() * d, 0.02);
-    w.params.scheme = PositionScheme::FromShaw(sp, View(w.t1, {sp.TableRows(), d}),
-                                               View(w.t2, {sp.TableRows(), d}));
+    w.params.scheme =
+        ShawScheme(sp, View(w.t1, {sp.TableRows(), d}), View(w.t2, {sp.TableRows(), d}));
   } else if (method == "FIRE") {
     w.fire = FireInit(h, 32, 11);
     w.params.scheme = FireScheme(w.fire.View());
@@ -122,8 +122,8 @@ void SetUpMethod(const std::string& method, const CompareSetup& s, const CostSha
     w.t1 = Random(rng, h * d, 0.1);      // u
     w.t2 = Random(rng, h * d, 0.1);      // v
     w.t3 = Random(rng, n * h * d, 0.1);  // RW = W_R R, [klen, H, D]
-    w.params.scheme = PositionScheme::FromTransformerXL(View(w.t1, {h, d}), View(w.t2, {h, d}),
-                                                        View(w.t3, {n, h, d}));
+    w.params.scheme =
+        TransformerXLScheme(View(w.t1, {h, d}), View(w.t2, {h, d}), View(w.t3, {n, h, d}));
   } else if (method == "DeBERTa") {
     w.fused = false;
     DebertaParams dp;
@@ -131,8 +131,7 @@ void SetUpMethod(const std::string& method, const CompareSetup& s, const CostSha
     const std::int64_t rows = 2 * dp.AttSpan();
     w.t1 = Random(rng, rows * h * d, 0.1);
     w.t2 = Random(rng, rows * h * d, 0.1);
-    w.params.scheme =
-        PositionScheme::FromDeBERTa(dp, View(w.t1, {rows, h, d}), View(w.t2, {rows, h, d}));
+    w.params.scheme = DebertaScheme(dp, View(w.t1, {rows, h, d}), View(w.t2, {rows, h, d}));
   } else {
     FailArgument("method", method,
                  "a method of the comparison table: sinusoidal, learned, RoPE, ALiBi, T5 buckets, "

@@ -157,22 +157,23 @@ void AddToQK(const std::vector<double>& code, std::vector<double>& q, std::vecto
 }
 
 // Shaw's scheme with random key and value tables of clip `s.shaw_clip`, drawn from `rng`.
-PositionScheme ShawScheme(const AttentionMapSetup& s, std::mt19937_64& rng, SchemeTables& tables) {
+PositionScheme RandomShawScheme(const AttentionMapSetup& s, std::mt19937_64& rng,
+                                SchemeTables& tables) {
   const std::int64_t d = s.dim;
   ShawParams sp;
   sp.clip = s.shaw_clip;
   sp.head_dim = d;
   tables.t1 = Normal(rng, sp.TableRows() * d, 1.0);
   tables.t2 = Normal(rng, sp.TableRows() * d, 1.0);
-  return PositionScheme::FromShaw(
+  return posenc::ShawScheme(
       sp, TensorView::Contiguous(tables.t1.data(), DType::kFloat64, {sp.TableRows(), d}),
       TensorView::Contiguous(tables.t2.data(), DType::kFloat64, {sp.TableRows(), d}));
 }
 
 // Transformer-XL's scheme: the sinusoidal R projected by a random W_R, and
 // random u and v, all drawn from `rng` in that order.
-PositionScheme TransformerXLScheme(const AttentionMapSetup& s, std::mt19937_64& rng,
-                                   SchemeTables& tables) {
+PositionScheme RandomTransformerXLScheme(const AttentionMapSetup& s, std::mt19937_64& rng,
+                                         SchemeTables& tables) {
   const std::int64_t n = s.tokens, d = s.dim;
   TransformerXLParams xp;
   xp.dim = d;
@@ -191,22 +192,22 @@ PositionScheme TransformerXLScheme(const AttentionMapSetup& s, std::mt19937_64& 
   }
   tables.t1 = Normal(rng, d, 1.0);  // u
   tables.t2 = Normal(rng, d, 1.0);  // v
-  return PositionScheme::FromTransformerXL(
+  return posenc::TransformerXLScheme(
       TensorView::Contiguous(tables.t1.data(), DType::kFloat64, {1, d}),
       TensorView::Contiguous(tables.t2.data(), DType::kFloat64, {1, d}),
       TensorView::Contiguous(tables.t3.data(), DType::kFloat64, {n, 1, d}));
 }
 
 // DeBERTa's scheme with random key and query tables drawn from `rng`.
-PositionScheme DebertaScheme(const AttentionMapSetup& s, std::mt19937_64& rng,
-                             SchemeTables& tables) {
+PositionScheme RandomDebertaScheme(const AttentionMapSetup& s, std::mt19937_64& rng,
+                                   SchemeTables& tables) {
   const std::int64_t d = s.dim;
   DebertaParams dp;
   dp.head_dim = d;
   const std::int64_t rows = 2 * dp.AttSpan();
   tables.t1 = Normal(rng, rows * d, 1.0);
   tables.t2 = Normal(rng, rows * d, 1.0);
-  return PositionScheme::FromDeBERTa(
+  return posenc::DebertaScheme(
       dp, TensorView::Contiguous(tables.t1.data(), DType::kFloat64, {rows, 1, d}),
       TensorView::Contiguous(tables.t2.data(), DType::kFloat64, {rows, 1, d}));
 }
@@ -240,25 +241,25 @@ void SetPanelScheme(AttentionPanel panel, const AttentionMapSetup& s, std::mt199
     case K::kRope: {
       RopeParams rp;
       rp.head_dim = d;
-      params.scheme = PositionScheme::FromRope(rp);
+      params.scheme = RopeScheme(rp);
       break;
     }
     case K::kAlibi:
-      params.scheme = PositionScheme::FromAlibi({s.alibi_slope});
+      params.scheme = AlibiScheme({s.alibi_slope});
       break;
     case K::kT5:
       tables.t5.emplace(T5BucketParams{}, 1);
       tables.t5->InitNormal(s.seed, 1.0);
-      params.scheme = PositionScheme::FromT5(*tables.t5);
+      params.scheme = T5Scheme(*tables.t5);
       break;
     case K::kShaw:
-      params.scheme = ShawScheme(s, rng, tables);
+      params.scheme = RandomShawScheme(s, rng, tables);
       break;
     case K::kTransformerXL:
-      params.scheme = TransformerXLScheme(s, rng, tables);
+      params.scheme = RandomTransformerXLScheme(s, rng, tables);
       break;
     case K::kDeBERTa:
-      params.scheme = DebertaScheme(s, rng, tables);
+      params.scheme = RandomDebertaScheme(s, rng, tables);
       break;
   }
 }

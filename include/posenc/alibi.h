@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "posenc/context.h"
+#include "posenc/scheme.h"
 #include "posenc/tensor.h"
 
 namespace posenc {
@@ -113,5 +114,10 @@ void AlibiBiasMatrix(const std::vector<double>& slopes, const AlibiGeometry& geo
 // kBloomFloat32 slopes and float32 output it is Bloom's tensor bit for bit.
 void BloomAlibiTensor(const std::vector<double>& slopes, const std::int64_t* attention_mask,
                       std::int64_t batch, std::int64_t seq, const TensorView& out);
+
+// The attention scheme "alibi": bias -slope[h] * |p - r| (unscaled), one
+// slope per query head (finite, >= 0), e.g. AlibiSlopes(params). The scheme
+// owns its copy of the slopes.
+PositionScheme AlibiScheme(std::vector<double> slopes);
 
 }  // namespace posenc

@@ -21,25 +21,14 @@
 // A query that sees no key (possible with explicit positions) gets an output
 // of zeros and a probability row of zeros; never NaN.
 //
-// Position schemes (PositionScheme::Kind):
-//   kNone, kAbsolute: no term (for kAbsolute the caller has already added
-//     sinusoidal/learned encodings to the inputs before the projections);
-//   kRope: copies of q and k are rotated by their positions (posenc::ApplyRope)
-//     before the dot products; v is not rotated;
-//   kAlibi: bias -slope[h] * |p - r| (unscaled), one slope per query head;
-//   kT5: bias table[bucket(r - p), h] (unscaled; T5 itself uses scale = 1);
-//   kShaw: q_i . a^K[idx] inside the scaled logit, a^V[idx] added to v_j;
-//   kTransformerXL: (q_i + u_h) . k_j + (q_i + v_h) . RW[row(p - r), h], scaled;
-//   kDeBERTa: q_i . Kr[c2p] + k_j . Qr[p2c], scaled; the default scale is
-//     DebertaScale(params) = 1/sqrt(D * (1 + [c2p] + [p2c])).
-//   kRegistered: any scheme of the registry by name with named arguments
-//     (posenc/scheme.h), e.g. "fire" (posenc/fire.h); the built-in names
-//     above work this way too (the Python module and the C API use it).
-// Formulas, papers and index conventions of the relative schemes are in
-// posenc/t5.h, shaw.h, transformer_xl.h, deberta.h and fire.h; this file
-// applies them with the positions above. Every scheme is declared in the
-// registry (RegisteredSchemes()); the kinds and typed members below are the
-// typed C++ front door of the built-in schemes and map onto it.
+// Position schemes: params.scheme names a registered scheme with its
+// arguments (posenc/scheme.h), usually built by a family's factory; the
+// formula, paper and index conventions of each are in its family header
+// (sinusoidal.h for "absolute", whose terms the caller added to the inputs;
+// rope.h: q and k are rotated by their positions before the dot products;
+// alibi.h, t5.h, shaw.h, transformer_xl.h, deberta.h, fire.h). This file
+// applies them with the positions above. "deberta" has its own default
+// scale, DebertaScale(params) = 1/sqrt(D * (1 + [c2p] + [p2c])).
 //
 // Numerics: the result is the float64 value of the formula up to rounding of
 // float64 sums (relative error ~1e-15 against exact arithmetic), rounded once
@@ -52,92 +41,23 @@
 #include <string_view>
 #include <vector>
 
+#include "posenc/alibi.h"
 #include "posenc/context.h"
 #include "posenc/deberta.h"
 #include "posenc/positions.h"
 #include "posenc/rope.h"
 #include "posenc/scheme.h"
 #include "posenc/shaw.h"
+#include "posenc/sinusoidal.h"
 #include "posenc/t5.h"
 #include "posenc/tensor.h"
+#include "posenc/transformer_xl.h"
 
 namespace posenc {
 
 enum class AttentionMask : std::uint8_t { kCausal, kBidirectional };
 std::string_view AttentionMaskName(AttentionMask mask);  // "causal", "bidirectional"
 AttentionMask ParseAttentionMask(std::string_view text, std::string_view arg = "mask");
-
-// Parameters of one positional scheme; only the member named by `kind` is
-// read (kRegistered: `name` and `args`).
-struct PositionScheme {
-  enum class Kind : std::uint8_t {
-    kNone,
-    kAbsolute,
-    kRope,
-    kAlibi,
-    kT5,
-    kShaw,
-    kTransformerXL,
-    kDeBERTa,
-    kRegistered
-  };
-  Kind kind = Kind::kNone;
-
-  RopeParams rope;  // kRope: head_dim must equal D
-
-  struct Alibi {
-    std::vector<double> slopes;  // one per query head, finite, >= 0
-  } alibi;
-
-  struct T5 {
-    const T5BiasTable* table = nullptr;  // [num_buckets, H]; heads must equal H
-  } t5;
-
-  struct Shaw {
-    ShawParams params;   // head_dim must equal D (and Dv)
-    TensorView a_key;    // [2 clip + 1, D], float32 or float64
-    TensorView a_value;  // [2 clip + 1, Dv]
-  } shaw;
-
-  struct TransformerXL {
-    TensorView r_w_bias;  // u: [H, D]
-    TensorView r_r_bias;  // v: [H, D]
-    // RW = W_R R: [R, H, D], HF order: row r encodes distance R - 1 - r
-    // (R = klen in HF). Every visible pair with p >= r needs p - r < R;
-    // pairs with p < r (bidirectional) get the u . k term only.
-    TensorView rw;
-  } transformer_xl;
-
-  struct DeBERTa {
-    DebertaParams params;  // head_dim must equal D
-    TensorView pos_key;    // Kr [2 att_span, H, D]; data null when c2p is off
-    TensorView pos_query;  // Qr [2 att_span, H, D]; data null when p2c is off
-  } deberta;
-
-  // kRegistered: the registered scheme `name` with its named arguments
-  // (validated against its declaration when a call resolves it).
-  std::string name;
-  SchemeArgs args;
-
-  static PositionScheme None() { return {}; }
-  static PositionScheme Registered(std::string_view name, SchemeArgs args);
-  static PositionScheme Absolute();
-  static PositionScheme FromRope(const RopeParams& params);
-  static PositionScheme FromAlibi(std::vector<double> slopes);
-  static PositionScheme FromT5(const T5BiasTable& table);
-  static PositionScheme FromShaw(const ShawParams& params, const TensorView& a_key,
-                                 const TensorView& a_value);
-  static PositionScheme FromTransformerXL(const TensorView& r_w_bias, const TensorView& r_r_bias,
-                                          const TensorView& rw);
-  static PositionScheme FromDeBERTa(const DebertaParams& params, const TensorView& pos_key,
-                                    const TensorView& pos_query);
-};
-
-// "none", "absolute", "rope", "alibi", "t5", "shaw", "transformer_xl",
-// "deberta" ("registered" for kRegistered; the scheme's name is in `name`).
-std::string_view PositionSchemeKindName(PositionScheme::Kind kind);
-PositionScheme::Kind ParsePositionSchemeKind(std::string_view text,
-                                             std::string_view arg = "scheme");
 
 struct AttentionParams {
   AttentionLayout layout = AttentionLayout::kBSHD;  // of q, k, v, out and their grads
@@ -161,21 +81,18 @@ void AttentionReference(const AttentionParams& params, const TensorView& q, cons
 
 // Gradients of the reference attention given dOut (same shape as out).
 // dq, dk, dv have the shapes of q, k, v (any float dtype) and are
-// overwritten. A table gradient is computed when its view has non-null data
-// (overwritten, shape of the table, any float dtype):
-//   t5_table [num_buckets, H]; shaw_a_key / shaw_a_value like the tables;
-//   xl_r_w_bias / xl_r_r_bias [H, D], xl_rw [R, H, D];
-//   deberta_pos_key / deberta_pos_query [2 att_span, H, D].
+// overwritten. The gradient of a trainable tensor argument of the scheme is
+// computed when grads.scheme holds a view under the argument's name with
+// non-null data (overwritten, the argument's shape, any float dtype), e.g.
+// "table" of t5, "a_key" / "a_value" of shaw, "r_w_bias" / "r_r_bias" / "rw"
+// of transformer_xl, "pos_key" / "pos_query" of deberta, "w1" ... of fire
+// (`posenc schemes` lists them).
 // Recomputes P in float64: dP = dO . V^T (+ dO . a^V), dS = P o (dP -
 // rowsum(dP o P)), then dS flows to q, k and the tables; RoPE gradients are
 // rotated back with ApplyRope(kInverse). Runs on one thread (the reference).
 struct AttentionGrads {
   TensorView dq, dk, dv;
-  TensorView t5_table;
-  TensorView shaw_a_key, shaw_a_value;
-  TensorView xl_r_w_bias, xl_r_r_bias, xl_rw;
-  TensorView deberta_pos_key, deberta_pos_query;
-  NamedTensors scheme;
+  NamedTensors scheme;  // by trainable argument name
 };
 
 void AttentionReferenceBackward(const AttentionParams& params, const TensorView& q,

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "posenc/relative.h"
+#include "posenc/scheme.h"
 #include "posenc/tensor.h"
 
 namespace posenc {
@@ -154,5 +155,12 @@ class DebertaRelative {
   std::int64_t span_;
   double scale_;
 };
+
+// The attention scheme "deberta": q_i . Kr[c2p] + k_j . Qr[p2c], scaled;
+// its default scale is DebertaScale(params). pos_key (Kr) and pos_query
+// (Qr) are [2 att_span, H, D] views the caller keeps alive, data null when
+// their term is off; params.head_dim must equal D.
+PositionScheme DebertaScheme(const DebertaParams& params, const TensorView& pos_key,
+                             const TensorView& pos_query);
 
 }  // namespace posenc

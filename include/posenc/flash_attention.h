@@ -22,10 +22,9 @@
 // Contract: the same formula, shapes, layouts, positions, masks, GQA/MQA and
 // validation as AttentionReference (posenc/attention.h): read that header for
 //   logits(i, j) = scale * (q_i . k_j + content term) + bias term.
-// Supported schemes: the registry's fused ones (SchemeInfo::Fused(),
-// SchemeNames(/*fused_only=*/true), `posenc schemes`: none, absolute, rope,
-// alibi, t5, shaw, fire today); the others (transformer_xl, deberta) are
-// rejected with InvalidArgument naming the fused ones.
+// Supported schemes: the registry's fused ones (SchemeInfo::Fused(); listed
+// by SchemeNames(/*fused_only=*/true) and `posenc schemes`); a reference-only
+// scheme is rejected with InvalidArgument naming the fused ones.
 // Position terms are computed per tile from the positions (i, j):
 //   ALiBi: -slope[h] * |p - r| (slopes only); T5: table[bucket(r - p), h]
 //   through T5Bucketer; Shaw: q_i . a^K[idx] and a^V[idx] with idx =
@@ -171,9 +170,9 @@ void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, c
 // Gradients: the same semantics, shapes and rules as
 // AttentionReferenceBackward (posenc/attention.h): grads.dq, dk, dv have the
 // shapes of q, k, v (any float dtype, layout params.layout) and are
-// overwritten; grads.t5_table ([num_buckets, H], kT5) and grads.shaw_a_key /
-// shaw_a_value (the table shapes, kShaw) are overwritten when their data is
-// non-null; the tables of other schemes are ignored, as in the reference.
+// overwritten; the gradient of a trainable scheme argument (grads.scheme:
+// "table" of t5, "a_key" / "a_value" of shaw, FIRE's tensors) is
+// overwritten when its view's data is non-null, as in the reference.
 // ALiBi slopes are fixed (no gradient). RoPE: dq and dk are gradients with
 // respect to the unrotated q and k (rotated back by the inverse rotation);
 // with rope_keys == kPreRotated dk is with respect to the given (rotated)

@@ -50,6 +50,7 @@
 
 #include "posenc/context.h"
 #include "posenc/positions.h"
+#include "posenc/scheme.h"
 #include "posenc/tensor.h"
 
 namespace posenc {
@@ -173,5 +174,11 @@ void ApplyRopeWithCache(const RopeParams& params, const TensorView& x, Attention
 // and numerics (RopeCosSin's values, cos half | sin half).
 void RopeCosSinCache(const RopeParams& params, const TensorView& cos_sin_cache,
                      const Context& ctx = Context{});
+
+// The attention scheme "rope": copies of q and k are rotated by their
+// positions (ApplyRope) before the dot products; v is not rotated.
+// params.head_dim must equal D. The frequencies (params.frequencies, e.g. a
+// context-extension schedule) are copied into the scheme.
+PositionScheme RopeScheme(const RopeParams& params);
 
 }  // namespace posenc

@@ -24,11 +24,19 @@
 // declaration when a call resolves the scheme: an unknown name, a wrong type
 // or a missing required tensor is an InvalidArgument naming
 // "scheme.<scheme>.<argument>". Tensor arguments are views the caller keeps
-// alive for the call; a declared scalar-shaped tensor ("[]") is a view of
-// one element (rank 1, shape [1]).
+// alive for the call (SchemeArgs::Vector owns its values instead); a declared
+// scalar-shaped tensor ("[]") is a view of one element (rank 1, shape [1]).
+//
+// A call names its scheme with a PositionScheme (below). Each family header
+// has a factory that fills one from typed parameters: AbsoluteScheme
+// (sinusoidal.h), RopeScheme (rope.h), AlibiScheme (alibi.h), T5Scheme
+// (t5.h), ShawScheme (shaw.h), TransformerXLScheme (transformer_xl.h),
+// DebertaScheme (deberta.h), FireScheme (fire.h); a scheme added later is
+// reached the same way, or by name with PositionScheme::Registered.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -124,9 +132,15 @@ class SchemeArgs {
     std::int64_t integer = 0;
     std::string text;
     bool flag = false;
+    // Vector(): the values `tensor` points into (shared by copies).
+    std::shared_ptr<const std::vector<double>> owned;
   };
 
   SchemeArgs& Tensor(std::string_view name, const TensorView& view);
+  // A rank-1 float64 tensor argument whose values the arguments own, so that
+  // a scheme built from temporaries (e.g. AlibiScheme(AlibiSlopes(H))) stays
+  // valid; an empty vector is a tensor of shape [0].
+  SchemeArgs& Vector(std::string_view name, std::vector<double> values);
   SchemeArgs& Number(std::string_view name, double value);
   SchemeArgs& Integer(std::string_view name, std::int64_t value);
   SchemeArgs& Text(std::string_view name, std::string_view value);
@@ -152,6 +166,19 @@ class NamedTensors {
 
  private:
   std::vector<std::pair<std::string, TensorView>> entries_;
+};
+
+// The positional scheme of one attention call: a registered scheme by name
+// with its named arguments, validated against the declaration when the call
+// resolves it. The family factories listed above build one; the default is
+// "none" (no positional term).
+struct PositionScheme {
+  std::string name = "none";
+  SchemeArgs args;
+
+  static PositionScheme None() { return {}; }
+  // Throws InvalidArgument naming "scheme.name" when `name` is not registered.
+  static PositionScheme Registered(std::string_view name, SchemeArgs args = {});
 };
 
 }  // namespace posenc

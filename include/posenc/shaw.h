@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "posenc/relative.h"
+#include "posenc/scheme.h"
 #include "posenc/tensor.h"
 
 namespace posenc {
@@ -116,5 +117,12 @@ void ShawValueOutputMatrix(const ShawParams& params, const TensorView& a_value,
 // idx(query_offset + i, j) for every pair, row-major [query_len, key_len].
 std::vector<std::int64_t> ShawIndexMatrix(const ShawParams& params, std::int64_t query_len,
                                           std::int64_t key_len, std::int64_t query_offset = 0);
+
+// The attention scheme "shaw": q_i . a^K[idx] inside the scaled logit and
+// a^V[idx] added to v_j, idx = ShawIndex(clip, p, r). a_key [2 clip + 1, D]
+// and a_value [2 clip + 1, Dv] (float32 or float64) are views the caller
+// keeps alive; params.head_dim must equal D (and Dv).
+PositionScheme ShawScheme(const ShawParams& params, const TensorView& a_key,
+                          const TensorView& a_value);
 
 }  // namespace posenc

@@ -26,6 +26,7 @@
 
 #include "posenc/context.h"
 #include "posenc/positions.h"
+#include "posenc/scheme.h"
 #include "posenc/tensor.h"
 
 namespace posenc {
@@ -61,5 +62,10 @@ void SinusoidalTableAt(const SinusoidalParams& params, const std::int64_t* posit
 // x[b, s, :] += PE(pos(b, s)) in place; x is [batch, seq, dim].
 void AddSinusoidal(const SinusoidalParams& params, const TensorView& x, const Positions& positions,
                    const Context& ctx = Context{});
+
+// The attention scheme of absolute encodings ("absolute"): sinusoidal or
+// learned encodings were added to the inputs before the projections, so
+// attention adds no positional term.
+PositionScheme AbsoluteScheme();
 
 }  // namespace posenc

@@ -33,6 +33,7 @@
 #include "posenc/context.h"
 #include "posenc/positions.h"
 #include "posenc/relative.h"
+#include "posenc/scheme.h"
 #include "posenc/tensor.h"
 
 namespace posenc {
@@ -155,5 +156,10 @@ class T5BiasTable {
   std::int64_t heads_;
   std::vector<float> table_;
 };
+
+// The attention scheme "t5": bias table[bucket(r - p), h] (unscaled; T5
+// itself uses scale = 1) with the table's bucketing. The scheme views the
+// table's values: `table` must outlive the calls. table.heads() must equal H.
+PositionScheme T5Scheme(const T5BiasTable& table);
 
 }  // namespace posenc

@@ -33,6 +33,7 @@
 #include <string_view>
 
 #include "posenc/relative.h"
+#include "posenc/scheme.h"
 #include "posenc/tensor.h"
 
 namespace posenc {
@@ -97,5 +98,13 @@ void TransformerXLRelShift(const TensorView& x, const TensorView& out);
 void TransformerXLScores(const TensorView& q, const TensorView& k, const TensorView& rw,
                          const TensorView& u, const TensorView& v, double scale,
                          TransformerXLMethod method, const TensorView& out);
+
+// The attention scheme "transformer_xl": (q_i + u_h) . k_j + (q_i + v_h) .
+// RW[row(p - r), h], scaled. u = r_w_bias [H, D], v = r_r_bias [H, D];
+// rw = W_R R [R, H, D] in HF order: row r encodes distance R - 1 - r (R =
+// klen in HF). Every visible pair with p >= r needs p - r < R; pairs with
+// p < r (bidirectional) get the u . k term only. Views the caller keeps alive.
+PositionScheme TransformerXLScheme(const TensorView& r_w_bias, const TensorView& r_r_bias,
+                                   const TensorView& rw);
 
 }  // namespace posenc

@@ -117,7 +117,7 @@ def test_flash_attention_numpy_matches_reference(scheme, args, mask):
 
 def test_flash_attention_numpy_rejects_reference_only_scheme():
     q = np.zeros((1, 4, 2, 8), np.float32)
-    with pytest.raises(ValueError, match="scheme.kind"):
+    with pytest.raises(ValueError, match="scheme.name"):
         posenc.flash_attention(q, q, q, scheme="deberta")
 
 

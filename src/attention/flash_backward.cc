@@ -94,10 +94,7 @@ BackwardCall Validate(const AttentionParams& params, const TensorView& q, const 
   std::vector<std::pair<TensorView, std::string>> outputs = {
       {g.dq, "grads.dq"}, {g.dk, "grads.dk"}, {g.dv, "grads.dv"}};
   // The scheme's tensors are inputs; their requested gradients are outputs.
-  const SchemeArgs args = params.scheme.kind == PositionScheme::Kind::kRegistered
-                              ? params.scheme.args
-                              : attention_internal::TypedSchemeArgs(params.scheme);
-  for (const auto& [name, value] : args.entries()) {
+  for (const auto& [name, value] : params.scheme.args.entries()) {
     if (value.type == SchemeArgType::kTensor && value.tensor.data != nullptr) {
       inputs.emplace_back(value.tensor, "scheme." + name);
     }

@@ -18,6 +18,7 @@
 
 #include "attention/flash_decode_internal.h"
 #include "attention/flash_internal.h"
+#include "kernels/scalar/flash.h"
 #include "kernels/simd/flash.h"
 #include "posenc/error.h"
 #include "posenc/flash_attention.h"
@@ -51,7 +52,7 @@ struct BlockRows {
   Index v_stride = 0;
 };
 
-// Row kernels: Highway, or plain loops for Backend::kScalar.
+// Row kernels: Highway, or kernels/scalar/flash.h for Backend::kScalar.
 struct DecodeOps {
   bool simd = true;
   flash_internal::TileOps tile{true};
@@ -59,32 +60,18 @@ struct DecodeOps {
   void Logits(const float* q, Index ldq, Index rows, const float* k, Index ldk_rows, Index nk,
               Index dim, float* s, Index lds) const {
     if (simd) return kernels::simd::FlashDecodeLogits(q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
-    for (Index r = 0; r < rows; ++r) {
-      std::fill(s + r * lds, s + r * lds + lds, 0.0f);
-      for (Index j = 0; j < nk; ++j)
-        s[r * lds + j] = flash_internal::Dot(q + r * ldq, k + j * ldk_rows, dim);
-    }
+    kernels::scalar::FlashDecodeLogits(q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
   }
   float ScaleRow(float* row, Index nk, Index ld, float scale, const float* bias) const {
-    if (simd) return kernels::simd::FlashScaleRow(row, nk, ld, scale, bias);
-    float mx = kNegInf;
-    for (Index j = 0; j < ld; ++j) {
-      row[j] = j < nk ? row[j] * scale + (bias ? bias[j] : 0.0f) : kNegInf;
-      mx = std::max(mx, row[j]);
-    }
-    return mx;
+    return simd ? kernels::simd::FlashScaleRow(row, nk, ld, scale, bias)
+                : kernels::scalar::FlashScaleRow(row, nk, ld, scale, bias);
   }
   void PVRows(const float* p, Index ldp, const float* v, Index ldvr, Index rows, Index nk,
               Index ldv, const float* alpha, float* acc) const {
     if (simd) {
       return kernels::simd::FlashAccumulatePVRows(p, ldp, v, ldvr, rows, nk, ldv, alpha, acc);
     }
-    for (Index i = 0; i < rows; ++i) {
-      for (Index x = 0; x < ldv; ++x) acc[i * ldv + x] *= alpha[i];
-      for (Index j = 0; j < nk; ++j) {
-        for (Index x = 0; x < ldv; ++x) acc[i * ldv + x] += p[i * ldp + j] * v[j * ldvr + x];
-      }
-    }
+    kernels::scalar::FlashAccumulatePVRows(p, ldp, v, ldvr, rows, nk, ldv, alpha, acc);
   }
 };
 
@@ -271,16 +258,30 @@ Stored Locate(const Problem& p, Index b, Index j0, Index n) {
           std::min(n, pages.page_size - slot)};
 }
 
+// One block of keys [at.j, at.j + nk) of batch row b, for the two block
+// strategies below.
+struct BlockCall {
+  const Problem& p;
+  const DecodePlan& plan;
+  const DecodeOps& ops;
+  const TensorView& k;
+  const TensorView& v;
+  const std::vector<Index>& qpos;
+  const PositionRange& queries;
+  const PositionRange& keys;
+  bool all_visible;
+  Index b;
+  const Stored& at;
+  Index nk;
+};
+
 // One block of a bshd cache (plan.block_rows; every kv head of the block's
 // keys is one contiguous run of K, one of V): reads the keys and values of
 // every kv head once in address order (FlashTouch, or the float32
 // conversion), so that the per-head kernels find them in cache, then runs
 // the block for each kv head on those rows.
-inline void RunBlockAllHeads(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
-                             const TensorView& k, const TensorView& v,
-                             const std::vector<Index>& qpos, const PositionRange& queries,
-                             const PositionRange& keys, bool all_visible, Index b, const Stored& at,
-                             Index nk, Work& w) {
+inline void RunBlockAllHeads(const BlockCall& call, Work& w) {
+  const auto& [p, plan, ops, k, v, qpos, queries, keys, all_visible, b, at, nk] = call;
   const Index Hkv = p.dims.kv_heads;
   const auto kbase = at.b * p.kd.stride_batch + at.j * p.kd.stride_seq;
   const auto vbase = at.b * p.vd.stride_batch + at.j * p.vd.stride_seq;
@@ -319,11 +320,8 @@ inline void RunBlockAllHeads(const Problem& p, const DecodePlan& plan, const Dec
 
 // One block of any other layout: one kv head at a time, its keys read in
 // place (bfloat16) or loaded as float32 rows, its values likewise.
-inline void RunBlockPerHead(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
-                            const TensorView& k, const TensorView& v,
-                            const std::vector<Index>& qpos, const PositionRange& queries,
-                            const PositionRange& keys, bool all_visible, Index b, const Stored& at,
-                            Index nk, Work& w) {
+inline void RunBlockPerHead(const BlockCall& call, Work& w) {
+  const auto& [p, plan, ops, k, v, qpos, queries, keys, all_visible, b, at, nk] = call;
   const Index Hkv = p.dims.kv_heads;
   for (Index hk = 0; hk < Hkv; ++hk) {
     BlockRows rows;
@@ -395,10 +393,11 @@ void RunChunk(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
     const PositionRange keys = flash_internal::RangeOf(w.kpos.data(), nk);
     if (p.TileHidden(queries.min, queries.max, keys.min, keys.max)) continue;
     const bool all_visible = p.TileVisible(queries.min, queries.max, keys.min, keys.max);
+    const BlockCall call{p, plan, ops, k, v, qpos, queries, keys, all_visible, b, at, nk};
     if (plan.block_rows) {  // every kv head's rows of the block, in address order
-      RunBlockAllHeads(p, plan, ops, k, v, qpos, queries, keys, all_visible, b, at, nk, w);
+      RunBlockAllHeads(call, w);
     } else {
-      RunBlockPerHead(p, plan, ops, k, v, qpos, queries, keys, all_visible, b, at, nk, w);
+      RunBlockPerHead(call, w);
     }
   }
   StorePartials(p, plan, b, c, w, part_ml, part_acc);

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/scalar/flash.h"
 #include "kernels/simd/flash.h"
 
 namespace posenc::flash_internal {
@@ -67,7 +68,7 @@ struct ForwardBuffers {
   std::vector<Work> work;     // per worker
 };
 
-// The row kernels, Highway or (Backend::kScalar) plain loops.
+// The row kernels, Highway or (Backend::kScalar) kernels/scalar/flash.h.
 struct RowOps {
   bool simd = true;
 
@@ -75,28 +76,13 @@ struct RowOps {
   // the padding; returns the row max.
   float ScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale,
                  const float* bias) const {
-    if (simd) return kernels::simd::FlashScaleRow(row, nk, ld, scale, bias);
-    float mx = kNegInf;
-    for (std::int64_t j = 0; j < ld; ++j) {
-      row[j] = j < nk ? row[j] * scale + (bias ? bias[j] : 0.0f) : kNegInf;
-      mx = std::max(mx, row[j]);
-    }
-    return mx;
+    return simd ? kernels::simd::FlashScaleRow(row, nk, ld, scale, bias)
+                : kernels::scalar::FlashScaleRow(row, nk, ld, scale, bias);
   }
   void PVScaled(const float* p, std::int64_t ldp, const float* v, std::int64_t nq, std::int64_t nk,
                 std::int64_t ldv, const float* alpha, float* acc) const {
     if (simd) return kernels::simd::FlashAccumulatePVScaled(p, ldp, v, nq, nk, ldv, alpha, acc);
-    for (std::int64_t i = 0; i < nq; ++i) {
-      float* a = acc + i * ldv;
-      if (alpha != nullptr) {
-        for (std::int64_t x = 0; x < ldv; ++x) a[x] *= alpha[i];
-      }
-      for (std::int64_t j = 0; j < nk; ++j) {
-        const float pj = p[i * ldp + j];
-        if (pj == 0.0f) continue;
-        for (std::int64_t x = 0; x < ldv; ++x) a[x] += pj * v[j * ldv + x];
-      }
-    }
+    kernels::scalar::FlashAccumulatePVScaled(p, ldp, v, nq, nk, ldv, alpha, acc);
   }
 };
 

@@ -87,7 +87,7 @@ Problem SetupInputs(const AttentionParams& params, const TensorView& q, const Te
       if (!s->Fused())
         reference_only += (reference_only.empty() ? "" : ", ") + std::string(s->name);
     }
-    throw InvalidArgument(ArgMessage("scheme.kind", std::string(info.name),
+    throw InvalidArgument(ArgMessage("scheme.name", std::string(info.name),
                                      "one of " + SchemeNames(/*fused_only=*/true) +
                                          " (flash attention; use AttentionReference for " +
                                          reference_only + ")"));

@@ -27,6 +27,7 @@
 
 #include "attention/call_shape.h"
 #include "attention/scheme_policy.h"
+#include "kernels/scalar/flash.h"
 #include "kernels/simd/flash.h"
 #include "kernels/thread_scratch.h"
 #include "posenc/flash_attention.h"
@@ -248,15 +249,10 @@ class TileTerms {
   bool keys_consecutive_ = false;
 };
 
-inline float Dot(const float* a, const float* b, std::int64_t n) {
-  float s = 0.0f;
-  for (std::int64_t x = 0; x < n; ++x) s += a[x] * b[x];
-  return s;
-}
-
 // The tile kernels: Highway (kernels/simd/flash.h) unless the context asks
-// for the scalar backend, in which case these plain loops (same padded
-// buffers, same formulas, sequential sums) run.
+// for the scalar backend, in which case the plain loops of
+// kernels/scalar/flash.h (same padded buffers, same formulas, sequential
+// sums) run.
 struct TileOps {
   bool simd = true;
 
@@ -264,64 +260,35 @@ struct TileOps {
   void Logits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq, std::int64_t dim,
               std::int64_t ld, float* s) const {
     if (simd) return kernels::simd::FlashTileLogits(q, ldq, kt, nq, dim, ld, s);
-    for (std::int64_t i = 0; i < nq; ++i) {
-      float* row = s + i * ld;
-      std::fill(row, row + ld, 0.0f);
-      const float* qi = q + i * ldq;
-      for (std::int64_t x = 0; x < dim; ++x) {
-        const float a = qi[x];
-        const float* kx = kt + x * ld;
-        for (std::int64_t j = 0; j < ld; ++j) row[j] += a * kx[j];
-      }
-    }
+    kernels::scalar::FlashTileLogits(q, ldq, kt, nq, dim, ld, s);
   }
   // row[j] = exp(row[j] - max) (-inf -> 0); returns the row sum.
   float ExpRow(float* row, std::int64_t n, float max) const {
-    if (simd) return kernels::simd::FlashExpRow(row, n, max);
-    float sum = 0.0f;
-    for (std::int64_t j = 0; j < n; ++j) {
-      row[j] = row[j] == kNegInf ? 0.0f : std::exp(row[j] - max);
-      sum += row[j];
-    }
-    return sum;
+    return simd ? kernels::simd::FlashExpRow(row, n, max)
+                : kernels::scalar::FlashExpRow(row, n, max);
   }
   // acc[i, :] += sum_j P[i, j] V[j, :].
   void PV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq, std::int64_t nk,
           std::int64_t ldv, float* acc) const {
     if (simd) return kernels::simd::FlashAccumulatePV(p, ldp, v, nq, nk, ldv, acc);
-    for (std::int64_t i = 0; i < nq; ++i)
-      for (std::int64_t j = 0; j < nk; ++j) {
-        const float pj = p[i * ldp + j];
-        if (pj == 0.0f) continue;
-        for (std::int64_t x = 0; x < ldv; ++x) acc[i * ldv + x] += pj * v[j * ldv + x];
-      }
+    kernels::scalar::FlashAccumulatePV(p, ldp, v, nq, nk, ldv, acc);
   }
   // acc[j, :] += sum_i P[i, j] V[i, :] (P read in place, [nq, ldp]).
   void PTV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq, std::int64_t nk,
            std::int64_t ldv, float* acc) const {
     if (simd) return kernels::simd::FlashAccumulatePTV(p, ldp, v, nq, nk, ldv, acc);
-    for (std::int64_t i = 0; i < nq; ++i)
-      for (std::int64_t j = 0; j < nk; ++j) {
-        const float pij = p[i * ldp + j];
-        if (pij == 0.0f) continue;
-        for (std::int64_t x = 0; x < ldv; ++x) acc[j * ldv + x] += pij * v[i * ldv + x];
-      }
+    kernels::scalar::FlashAccumulatePTV(p, ldp, v, nq, nk, ldv, acc);
   }
   // The backward row pass (kernels/simd/flash.h FlashBackwardRow): P into
   // s, dS = P (dp - delta) into dp.
   void BackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
                    const float* bias, float lse, float delta) const {
     if (simd) return kernels::simd::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta);
-    for (std::int64_t j = 0; j < ld; ++j) {
-      const float x = j < nk ? s[j] * scale + (bias ? bias[j] : 0.0f) : kNegInf;
-      const float p = x == kNegInf ? 0.0f : std::exp(x - lse);
-      s[j] = p;
-      dp[j] = p * (dp[j] - delta);
-    }
+    kernels::scalar::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta);
   }
   void AddRow(float* dst, const float* src, std::int64_t n) const {
     if (simd) return kernels::simd::FlashAddRow(dst, src, n);
-    for (std::int64_t j = 0; j < n; ++j) dst[j] += src[j];
+    kernels::scalar::FlashAddRow(dst, src, n);
   }
 };
 

@@ -26,7 +26,7 @@ PreparedDecode::PreparedDecode(const AttentionParams& params, std::int64_t heads
   ValidateFlashAttentionOptions(options);
   const SchemeInfo& info = FindScheme(attention_internal::SchemeName(params.scheme), "scheme.name");
   if (!info.Fused()) {
-    FailArgument("scheme.kind", std::string(info.name),
+    FailArgument("scheme.name", std::string(info.name),
                  "one of " + SchemeNames(/*fused_only=*/true) + " (flash attention)");
   }
   if (params.sliding_window.has_value() && *params.sliding_window < 1) {

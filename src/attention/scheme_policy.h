@@ -292,9 +292,8 @@ class SchemeArgReader {
   const SchemeArgs& args_;
 };
 
-// Resolves the scheme of `params` for one call: the registered scheme for
-// PositionScheme::Kind::kRegistered, else the built-in kind through its
-// typed members (TypedSchemeArgs). Validates the mask against the
+// Resolves the scheme of `params` for one call: the registered scheme of
+// that name with its arguments. Validates the mask against the
 // declaration. Throws InvalidArgument naming the argument.
 std::unique_ptr<SchemePolicy> ResolveScheme(const PositionScheme& scheme, const SchemeCall& call);
 
@@ -302,19 +301,13 @@ std::unique_ptr<SchemePolicy> ResolveScheme(const PositionScheme& scheme, const 
 // own default (DeBERTa: 1 / sqrt(D (1 + #terms))), else 1 / sqrt(D).
 double SchemeDefaultScale(const PositionScheme& scheme, std::int64_t head_dim);
 
-// The registered name of a scheme (the kind's name for built-in kinds).
+// The registered name of a scheme.
 std::string_view SchemeName(const PositionScheme& scheme);
 
-// The named arguments equivalent to a built-in kind's typed members
-// (src/attention/typed_schemes.cc). Views point into `scheme`.
-SchemeArgs TypedSchemeArgs(const PositionScheme& scheme);
-
-// The gradient view of trainable argument `arg` of the scheme named
-// `scheme`: grads.scheme[arg] if set, else the built-in typed member
-// (t5_table, shaw_a_key, ...). Null data: not requested. `label` receives
-// the argument name for messages ("grads.t5_table", "grads.scheme.w1").
-TensorView SchemeGradView(const AttentionGrads& grads, std::string_view scheme,
-                          std::string_view arg, std::string* label);
+// The gradient view of trainable argument `arg`: grads.scheme[arg] if set.
+// Null data: not requested. `label` receives the argument name for messages
+// ("grads.scheme.table").
+TensorView SchemeGradView(const AttentionGrads& grads, std::string_view arg, std::string* label);
 
 // Checks every requested gradient view of the policy's trainable tensors
 // (shape of the argument, writable); returns the views (null data: not

@@ -217,10 +217,7 @@ std::vector<double> SchemeArgReader::Table(std::string_view arg,
 
 // ---- Resolution ----
 
-std::string_view SchemeName(const PositionScheme& scheme) {
-  return scheme.kind == PositionScheme::Kind::kRegistered ? std::string_view(scheme.name)
-                                                          : PositionSchemeKindName(scheme.kind);
-}
+std::string_view SchemeName(const PositionScheme& scheme) { return scheme.name; }
 
 std::unique_ptr<SchemePolicy> ResolveScheme(const PositionScheme& scheme, const SchemeCall& call) {
   const SchemeEntry& entry = FindEntry(SchemeName(scheme), "scheme.name");
@@ -232,62 +229,23 @@ std::unique_ptr<SchemePolicy> ResolveScheme(const PositionScheme& scheme, const 
           "causal (scheme " + std::string(info.name) + " is defined for keys r <= p only)");
     }
   }
-  if (scheme.kind == PositionScheme::Kind::kRegistered) return entry.resolve(scheme.args, call);
-  return entry.resolve(TypedSchemeArgs(scheme), call);
+  return entry.resolve(scheme.args, call);
 }
 
 double SchemeDefaultScale(const PositionScheme& scheme, std::int64_t head_dim) {
   const SchemeEntry& entry = FindEntry(SchemeName(scheme), "scheme.name");
   if (entry.default_scale != nullptr) {
-    return entry.default_scale(
-        scheme.kind == PositionScheme::Kind::kRegistered ? scheme.args : TypedSchemeArgs(scheme),
-        head_dim);
+    return entry.default_scale(scheme.args, head_dim);
   }
   return 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
 // ---- Gradients of the schemes' trainable tensors ----
 
-namespace {
-
-// The typed AttentionGrads member holding the gradient of a built-in
-// scheme's table (the typed C++ front door; new schemes use grads.scheme).
-const TensorView* TypedGradMember(const AttentionGrads& g, std::string_view scheme,
-                                  std::string_view arg, std::string* label) {
-  struct Member {
-    std::string_view scheme, arg, label;
-    const TensorView AttentionGrads::*view;
-  };
-  static constexpr Member kMembers[] = {
-      {"t5", "table", "grads.t5_table", &AttentionGrads::t5_table},
-      {"shaw", "a_key", "grads.shaw_a_key", &AttentionGrads::shaw_a_key},
-      {"shaw", "a_value", "grads.shaw_a_value", &AttentionGrads::shaw_a_value},
-      {"transformer_xl", "r_w_bias", "grads.xl_r_w_bias", &AttentionGrads::xl_r_w_bias},
-      {"transformer_xl", "r_r_bias", "grads.xl_r_r_bias", &AttentionGrads::xl_r_r_bias},
-      {"transformer_xl", "rw", "grads.xl_rw", &AttentionGrads::xl_rw},
-      {"deberta", "pos_key", "grads.deberta_pos_key", &AttentionGrads::deberta_pos_key},
-      {"deberta", "pos_query", "grads.deberta_pos_query", &AttentionGrads::deberta_pos_query},
-  };
-  for (const Member& m : kMembers) {
-    if (m.scheme == scheme && m.arg == arg) {
-      if (label != nullptr) *label = std::string(m.label);
-      return &(g.*(m.view));
-    }
-  }
-  return nullptr;
-}
-
-}  // namespace
-
-TensorView SchemeGradView(const AttentionGrads& grads, std::string_view scheme,
-                          std::string_view arg, std::string* label) {
-  if (const TensorView* v = grads.scheme.Find(arg); v != nullptr && v->data != nullptr) {
-    if (label != nullptr) *label = "grads.scheme." + std::string(arg);
-    return *v;
-  }
-  if (const TensorView* v = TypedGradMember(grads, scheme, arg, label); v != nullptr) return *v;
+TensorView SchemeGradView(const AttentionGrads& grads, std::string_view arg, std::string* label) {
   if (label != nullptr) *label = "grads.scheme." + std::string(arg);
-  return TensorView{};
+  const TensorView* v = grads.scheme.Find(arg);
+  return v != nullptr ? *v : TensorView{};
 }
 
 std::vector<TensorView> CheckSchemeGrads(const SchemePolicy& policy, const AttentionGrads& grads,
@@ -303,7 +261,7 @@ std::vector<TensorView> CheckSchemeGrads(const SchemePolicy& policy, const Atten
   std::vector<TensorView> views;
   for (const TrainableTensor& t : policy.trainable()) {
     std::string label;
-    TensorView v = SchemeGradView(grads, scheme, t.name, &label);
+    TensorView v = SchemeGradView(grads, t.name, &label);
     if (v.data != nullptr) {
       ValidateView(v, label, static_cast<int>(t.shape.size()), /*writable=*/true);
       for (std::size_t d = 0; d < t.shape.size(); ++d) {
@@ -404,6 +362,18 @@ SchemeArgs& SchemeArgs::Tensor(std::string_view name, const TensorView& view) {
   v.tensor = view;
   return *this;
 }
+SchemeArgs& SchemeArgs::Vector(std::string_view name, std::vector<double> values) {
+  auto owned = std::make_shared<const std::vector<double>>(std::move(values));
+  Value& v = Slot(name);
+  v.type = SchemeArgType::kTensor;
+  v.tensor.data = const_cast<double*>(owned->data());
+  v.tensor.dtype = DType::kFloat64;
+  v.tensor.rank = 1;
+  v.tensor.shape[0] = static_cast<std::int64_t>(owned->size());
+  v.tensor.strides[0] = 1;
+  v.owned = std::move(owned);
+  return *this;
+}
 SchemeArgs& SchemeArgs::Number(std::string_view name, double value) {
   Value& v = Slot(name);
   v.type = SchemeArgType::kNumber;
@@ -434,6 +404,14 @@ const SchemeArgs::Value* SchemeArgs::Find(std::string_view name) const {
     if (n == name) return &v;
   }
   return nullptr;
+}
+
+PositionScheme PositionScheme::Registered(std::string_view name, SchemeArgs args) {
+  FindScheme(name, "scheme.name");
+  PositionScheme s;
+  s.name = std::string(name);
+  s.args = std::move(args);
+  return s;
 }
 
 NamedTensors& NamedTensors::Set(std::string_view name, const TensorView& view) {

@@ -144,7 +144,7 @@ Scheme SchemeOf(const posenc_scheme* c) {
       return s;
     case POSENC_SCHEME_ROPE:
       RequirePointer(c->rope, "scheme.rope", "the RoPE params (posenc_rope_from_config)");
-      s.scheme = PositionScheme::FromRope(RopeParamsOf(c->rope));
+      s.scheme = RopeScheme(RopeParamsOf(c->rope));
       s.rope_keys = EnumOf<FlashRopeKeys>(
           static_cast<int>(c->rope_keys), 2, "scheme.rope_keys",
           "POSENC_ROPE_KEYS_ROTATE (0) or POSENC_ROPE_KEYS_PRE_ROTATED (1): whether the kernel "
@@ -155,8 +155,8 @@ Scheme SchemeOf(const posenc_scheme* c) {
               c->num_alibi_slopes, "one slope per query head, in [1, 4096]");
       RequirePointer(c->alibi_slopes, "scheme.alibi_slopes",
                      "num_alibi_slopes slopes (posenc_alibi_slopes)");
-      s.scheme = PositionScheme::FromAlibi(
-          std::vector<double>(c->alibi_slopes, c->alibi_slopes + c->num_alibi_slopes));
+      s.scheme =
+          AlibiScheme(std::vector<double>(c->alibi_slopes, c->alibi_slopes + c->num_alibi_slopes));
       return s;
     case POSENC_SCHEME_T5: {
       RequirePointer(c->t5_table, "scheme.t5_table", "the table [num_buckets, H]");

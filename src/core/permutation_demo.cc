@@ -152,24 +152,24 @@ void SetScheme(const PermutationDemoParams& p, std::string_view scheme, std::int
   if (scheme == "none") {
     ap.scheme = PositionScheme::None();
   } else if (scheme == "sinusoidal" || scheme == "learned") {
-    ap.scheme = PositionScheme::Absolute();
+    ap.scheme = AbsoluteScheme();
   } else if (scheme == "rope") {
     RopeParams rope;
     rope.head_dim = D;  // theta 10000, half-split pairing, full rotary dim
-    ap.scheme = PositionScheme::FromRope(rope);
+    ap.scheme = RopeScheme(rope);
   } else if (scheme == "alibi") {
     AlibiParams alibi;
     alibi.num_heads = H;
-    ap.scheme = PositionScheme::FromAlibi(AlibiSlopes(alibi));
+    ap.scheme = AlibiScheme(AlibiSlopes(alibi));
   } else if (scheme == "t5") {
     tables.t5.emplace(T5BucketParams{32, 128, T5Direction::kBidirectional}, H);
     tables.t5->InitNormal(p.seed + 5, 1.0 / std::sqrt(static_cast<double>(d)));
-    ap.scheme = PositionScheme::FromT5(*tables.t5);
+    ap.scheme = T5Scheme(*tables.t5);
   } else if (scheme == "shaw") {
     const ShawParams sp{4, D};
     tables.a_key = UniformVector(p.seed + 6, sp.TableRows() * D, 1.0 / static_cast<double>(D));
     tables.a_value = UniformVector(p.seed + 7, sp.TableRows() * D, 1.0 / static_cast<double>(D));
-    ap.scheme = PositionScheme::FromShaw(
+    ap.scheme = ShawScheme(
         sp, TensorView::Contiguous(tables.a_key.data(), DType::kFloat64, {sp.TableRows(), D}),
         TensorView::Contiguous(tables.a_value.data(), DType::kFloat64, {sp.TableRows(), D}));
   } else if (scheme == "transformer_xl") {
@@ -180,10 +180,10 @@ void SetScheme(const PermutationDemoParams& p, std::string_view scheme, std::int
                                    TensorView::Contiguous(r.data(), DType::kFloat64, {S, d}));
     tables.rw =
         Project(r, UniformVector(p.seed + 10, d * d, 1.0 / static_cast<double>(d)), S, d, d);
-    ap.scheme = PositionScheme::FromTransformerXL(
-        TensorView::Contiguous(tables.u.data(), DType::kFloat64, {H, D}),
-        TensorView::Contiguous(tables.vb.data(), DType::kFloat64, {H, D}),
-        TensorView::Contiguous(tables.rw.data(), DType::kFloat64, {S, H, D}));
+    ap.scheme =
+        TransformerXLScheme(TensorView::Contiguous(tables.u.data(), DType::kFloat64, {H, D}),
+                            TensorView::Contiguous(tables.vb.data(), DType::kFloat64, {H, D}),
+                            TensorView::Contiguous(tables.rw.data(), DType::kFloat64, {S, H, D}));
   } else if (scheme == "deberta") {
     DebertaParams dp;  // v3 defaults: 256 buckets, max 512, c2p|p2c
     dp.head_dim = D;
@@ -191,9 +191,9 @@ void SetScheme(const PermutationDemoParams& p, std::string_view scheme, std::int
     const auto rel = UniformVector(p.seed + 11, rows * d, 1.0);
     tables.kr = Project(rel, wk, rows, d, d);
     tables.qr = Project(rel, wq, rows, d, d);
-    ap.scheme = PositionScheme::FromDeBERTa(
-        dp, TensorView::Contiguous(tables.kr.data(), DType::kFloat64, {rows, H, D}),
-        TensorView::Contiguous(tables.qr.data(), DType::kFloat64, {rows, H, D}));
+    ap.scheme =
+        DebertaScheme(dp, TensorView::Contiguous(tables.kr.data(), DType::kFloat64, {rows, H, D}),
+                      TensorView::Contiguous(tables.qr.data(), DType::kFloat64, {rows, H, D}));
   } else {
     std::string allowed = "one of";
     for (const auto& s : PermutationDemoSchemes()) allowed += " " + s;

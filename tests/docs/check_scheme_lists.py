@@ -21,7 +21,6 @@ SKIP = ("tests/", "docs/experiments/", "docs/evidence/")
 CHOICES = {
     "cli/report/section_attention.cc": "the report's attention panels (absolute codes included)",
     "python/posenc/experiments/extrapolation/__init__.py": "the experiment's scheme table",
-    "src/attention/typed_schemes.cc": "the typed kinds of PositionScheme::Kind (the typed path)",
 }
 
 

@@ -179,7 +179,7 @@ TEST(AttentionReference, GqaEqualsRepeatedKvHeads) {
       }
   rep.q = in.q;
   AttentionParams p;
-  p.scheme = PositionScheme::FromAlibi({0.5, 0.25, 0.125, 0.0625});
+  p.scheme = AlibiScheme({0.5, 0.25, 0.125, 0.0625});
   EXPECT_EQ(Attend(p, in), Attend(p, rep));
 }
 
@@ -196,7 +196,7 @@ TEST(AttentionReference, CausalNeverLooksAhead) {
         changed.v[(b * s.Sk + j) * s.Hkv * s.Dv + x] -= 2.0;
     }
   AttentionParams p;
-  p.scheme = PositionScheme::FromRope(Rope(s.D, 10000.0));
+  p.scheme = RopeScheme(Rope(s.D, 10000.0));
   const auto a = Attend(p, in), c = Attend(p, changed);
   for (std::int64_t b = 0; b < s.B; ++b)
     for (std::int64_t i = 0; i < s.Sq; ++i)
@@ -223,8 +223,7 @@ TEST(AttentionReference, DecodeWithOffsetEqualsLastRowsOfFullAttention) {
     for (std::int64_t i = 0; i < 2; ++i)
       for (std::int64_t x = 0; x < full.H * full.D; ++x)
         last.q[(b * 2 + i) * full.H * full.D + x] = in.q[(b * 7 + 5 + i) * full.H * full.D + x];
-  for (auto scheme : {PositionScheme::FromRope(Rope(full.D, 10000.0)),
-                      PositionScheme::FromAlibi({0.5, 0.25, 0.125, 0.0625})}) {
+  for (auto scheme : {RopeScheme(Rope(full.D, 10000.0)), AlibiScheme({0.5, 0.25, 0.125, 0.0625})}) {
     AttentionParams p;
     p.scheme = scheme;
     const auto a = Attend(p, in), d = Attend(p, last);
@@ -252,7 +251,7 @@ TEST(AttentionReference, BshdEqualsBhsdAndFloat32OutputRoundsOnce) {
   const auto q = to_bhsd(in.q, s.B, s.Sq, s.H, s.D), k = to_bhsd(in.k, s.B, s.Sk, s.Hkv, s.D),
              v = to_bhsd(in.v, s.B, s.Sk, s.Hkv, s.Dv);
   AttentionParams p;
-  p.scheme = PositionScheme::FromRope(Rope(s.D, 10000.0));
+  p.scheme = RopeScheme(Rope(s.D, 10000.0));
   const auto ref = Attend(p, in);
   p.layout = AttentionLayout::kBHSD;
   std::vector<float> out(ref.size());
@@ -268,7 +267,7 @@ TEST(AttentionReference, RopeSchemeEqualsRotatingFirst) {
   const Inputs in(Shape{});
   const RopeParams rope = Rope(in.s.D, 500.0, RopePairing::kInterleaved);
   AttentionParams p;
-  p.scheme = PositionScheme::FromRope(rope);
+  p.scheme = RopeScheme(rope);
   const auto out = Attend(p, in);
   Inputs rotated = in;
   ApplyRope(rope, rotated.Q(), AttentionLayout::kBSHD, Positions::Offset(in.s.Sk - in.s.Sq));
@@ -288,7 +287,7 @@ TEST(AttentionReference, AlibiScoresDependOnlyOnDistance) {
   const auto slopes = AlibiSlopes(alibi);
   AttentionParams p;
   p.mask = AttentionMask::kBidirectional;
-  p.scheme = PositionScheme::FromAlibi(slopes);
+  p.scheme = AlibiScheme(slopes);
   std::vector<double> probs, shifted;
   Attend(p, in, &probs);
   const auto want = Naive(
@@ -333,7 +332,7 @@ TEST(AttentionSchemes, T5MatchesFillBias) {
                  TensorView::Contiguous(bias.data(), DType::kFloat64, {in.s.H, in.s.Sq, in.s.Sk}));
   AttentionParams p;
   p.scale = 1.0;
-  p.scheme = PositionScheme::FromT5(table);
+  p.scheme = T5Scheme(table);
   EXPECT_LT(test::MaxAbsDiff(Attend(p, in),
                              Naive(in, 1.0, CausalBottomRight(in.s),
                                    [&](auto, std::int64_t h, std::int64_t i, std::int64_t j) {
@@ -351,7 +350,7 @@ TEST(AttentionSchemes, ShawMatchesMatrixHelpers) {
   const auto av_v = TensorView::Contiguous(av.data(), DType::kFloat64, {5, 5});
   AttentionParams p;
   p.mask = AttentionMask::kBidirectional;
-  p.scheme = PositionScheme::FromShaw(sp, ak_v, av_v);
+  p.scheme = ShawScheme(sp, ak_v, av_v);
   std::vector<double> probs;
   const auto out = Attend(p, in, &probs);
   const double scale = 1 / std::sqrt(5.0);
@@ -374,10 +373,9 @@ TEST(AttentionSchemes, TransformerXLMatchesScores) {
   const Inputs in(s);
   auto u = Random(8, 21), vb = Random(8, 22), rw = Random(5 * 2 * 4, 23);
   AttentionParams p;
-  p.scheme = PositionScheme::FromTransformerXL(
-      TensorView::Contiguous(u.data(), DType::kFloat64, {2, 4}),
-      TensorView::Contiguous(vb.data(), DType::kFloat64, {2, 4}),
-      TensorView::Contiguous(rw.data(), DType::kFloat64, {5, 2, 4}));
+  p.scheme = TransformerXLScheme(TensorView::Contiguous(u.data(), DType::kFloat64, {2, 4}),
+                                 TensorView::Contiguous(vb.data(), DType::kFloat64, {2, 4}),
+                                 TensorView::Contiguous(rw.data(), DType::kFloat64, {5, 2, 4}));
   const double scale = 0.5;
   std::vector<double> scores(2 * 15);
   for (int h = 0; h < 2; ++h) {
@@ -415,9 +413,8 @@ TEST(AttentionSchemes, DebertaMatchesScores) {
   auto kr = Random(8 * 2 * 4, 31), qr = Random(8 * 2 * 4, 32);
   AttentionParams p;
   p.mask = AttentionMask::kBidirectional;
-  p.scheme =
-      PositionScheme::FromDeBERTa(dp, TensorView::Contiguous(kr.data(), DType::kFloat64, {8, 2, 4}),
-                                  TensorView::Contiguous(qr.data(), DType::kFloat64, {8, 2, 4}));
+  p.scheme = DebertaScheme(dp, TensorView::Contiguous(kr.data(), DType::kFloat64, {8, 2, 4}),
+                           TensorView::Contiguous(qr.data(), DType::kFloat64, {8, 2, 4}));
   const DebertaRelative rel(dp);
   std::vector<double> scores(2 * 49);
   for (int h = 0; h < 2; ++h) {
@@ -492,9 +489,9 @@ TEST(AttentionBackward, QkvNoneRopeAlibiWindow) {
   for (int variant = 0; variant < 3; ++variant) {
     GradCase c;
     AttentionParams p;
-    if (variant == 1) p.scheme = PositionScheme::FromRope(Rope(4, 100.0));
+    if (variant == 1) p.scheme = RopeScheme(Rope(4, 100.0));
     if (variant == 2) {
-      p.scheme = PositionScheme::FromAlibi({0.5, 0.25});
+      p.scheme = AlibiScheme({0.5, 0.25});
       p.sliding_window = 2;
       p.mask = AttentionMask::kBidirectional;
     }
@@ -509,9 +506,9 @@ TEST(AttentionBackward, T5TableEqualsFiniteDifferences) {
   table.InitNormal(3, 0.5);
   AttentionParams p;
   p.mask = AttentionMask::kBidirectional;
-  p.scheme = PositionScheme::FromT5(table);
+  p.scheme = T5Scheme(table);
   std::vector<double> dt(16);
-  c.grads.t5_table = TensorView::Contiguous(dt.data(), DType::kFloat64, {8, 2});
+  c.grads.scheme.Set("table", TensorView::Contiguous(dt.data(), DType::kFloat64, {8, 2}));
   c.Backward(p);
   c.CheckQkv(p);
   std::vector<float> values(table.data(), table.data() + 16);
@@ -534,12 +531,12 @@ TEST(AttentionBackward, ShawTablesEqualFiniteDifferences) {
   GradCase c;
   auto ak = Random(12, 51), av = Random(12, 52);
   AttentionParams p;
-  p.scheme = PositionScheme::FromShaw(ShawParams{1, 4},
-                                      TensorView::Contiguous(ak.data(), DType::kFloat64, {3, 4}),
-                                      TensorView::Contiguous(av.data(), DType::kFloat64, {3, 4}));
+  p.scheme =
+      ShawScheme(ShawParams{1, 4}, TensorView::Contiguous(ak.data(), DType::kFloat64, {3, 4}),
+                 TensorView::Contiguous(av.data(), DType::kFloat64, {3, 4}));
   std::vector<double> dak(12), dav(12);
-  c.grads.shaw_a_key = TensorView::Contiguous(dak.data(), DType::kFloat64, {3, 4});
-  c.grads.shaw_a_value = TensorView::Contiguous(dav.data(), DType::kFloat64, {3, 4});
+  c.grads.scheme.Set("a_key", TensorView::Contiguous(dak.data(), DType::kFloat64, {3, 4}));
+  c.grads.scheme.Set("a_value", TensorView::Contiguous(dav.data(), DType::kFloat64, {3, 4}));
   c.Backward(p);
   c.CheckQkv(p);
   c.CheckFd(p, ak, dak, 1e-6, 1e-8, "a_key");
@@ -550,14 +547,13 @@ TEST(AttentionBackward, TransformerXLAndDebertaTablesEqualFiniteDifferences) {
   GradCase c;
   auto u = Random(8, 61), vb = Random(8, 62), rw = Random(4 * 2 * 4, 63);
   AttentionParams p;
-  p.scheme = PositionScheme::FromTransformerXL(
-      TensorView::Contiguous(u.data(), DType::kFloat64, {2, 4}),
-      TensorView::Contiguous(vb.data(), DType::kFloat64, {2, 4}),
-      TensorView::Contiguous(rw.data(), DType::kFloat64, {4, 2, 4}));
+  p.scheme = TransformerXLScheme(TensorView::Contiguous(u.data(), DType::kFloat64, {2, 4}),
+                                 TensorView::Contiguous(vb.data(), DType::kFloat64, {2, 4}),
+                                 TensorView::Contiguous(rw.data(), DType::kFloat64, {4, 2, 4}));
   std::vector<double> du(8), dvb(8), drw(32);
-  c.grads.xl_r_w_bias = TensorView::Contiguous(du.data(), DType::kFloat64, {2, 4});
-  c.grads.xl_r_r_bias = TensorView::Contiguous(dvb.data(), DType::kFloat64, {2, 4});
-  c.grads.xl_rw = TensorView::Contiguous(drw.data(), DType::kFloat64, {4, 2, 4});
+  c.grads.scheme.Set("r_w_bias", TensorView::Contiguous(du.data(), DType::kFloat64, {2, 4}));
+  c.grads.scheme.Set("r_r_bias", TensorView::Contiguous(dvb.data(), DType::kFloat64, {2, 4}));
+  c.grads.scheme.Set("rw", TensorView::Contiguous(drw.data(), DType::kFloat64, {4, 2, 4}));
   c.Backward(p);
   c.CheckQkv(p);
   c.CheckFd(p, u, du, 1e-6, 1e-8, "r_w_bias");
@@ -572,12 +568,11 @@ TEST(AttentionBackward, TransformerXLAndDebertaTablesEqualFiniteDifferences) {
   auto kr = Random(64, 71), qr = Random(64, 72);
   AttentionParams pd;
   pd.mask = AttentionMask::kBidirectional;
-  pd.scheme =
-      PositionScheme::FromDeBERTa(dp, TensorView::Contiguous(kr.data(), DType::kFloat64, {8, 2, 4}),
-                                  TensorView::Contiguous(qr.data(), DType::kFloat64, {8, 2, 4}));
+  pd.scheme = DebertaScheme(dp, TensorView::Contiguous(kr.data(), DType::kFloat64, {8, 2, 4}),
+                            TensorView::Contiguous(qr.data(), DType::kFloat64, {8, 2, 4}));
   std::vector<double> dkr(64), dqr(64);
-  d.grads.deberta_pos_key = TensorView::Contiguous(dkr.data(), DType::kFloat64, {8, 2, 4});
-  d.grads.deberta_pos_query = TensorView::Contiguous(dqr.data(), DType::kFloat64, {8, 2, 4});
+  d.grads.scheme.Set("pos_key", TensorView::Contiguous(dkr.data(), DType::kFloat64, {8, 2, 4}));
+  d.grads.scheme.Set("pos_query", TensorView::Contiguous(dqr.data(), DType::kFloat64, {8, 2, 4}));
   d.Backward(pd);
   d.CheckQkv(pd);
   d.CheckFd(pd, kr, dkr, 1e-6, 1e-8, "pos_key");
@@ -688,30 +683,29 @@ TEST(AttentionBadInput, OutputShape) {
 TEST(AttentionBadInput, AlibiSlopesOfWrongLength) {
   Bad b;
   AttentionParams p;
-  p.scheme = PositionScheme::FromAlibi({0.5});
+  p.scheme = AlibiScheme({0.5});
   ExpectInvalid([&] { b.Call(p); }, "scheme.alibi.slopes.size(): got 1");
 }
 TEST(AttentionBadInput, RopeHeadDimMismatch) {
   Bad b;
   AttentionParams p;
-  p.scheme = PositionScheme::FromRope(Rope(4, 10000.0));
+  p.scheme = RopeScheme(Rope(4, 10000.0));
   ExpectInvalid([&] { b.Call(p); }, "scheme.rope.head_dim: got 4");
 }
 TEST(AttentionBadInput, T5TableHeads) {
   Bad b;
   T5BiasTable table(T5BucketParams{}, 3);
   AttentionParams p;
-  p.scheme = PositionScheme::FromT5(table);
+  p.scheme = T5Scheme(table);
   ExpectInvalid([&] { b.Call(p); }, "scheme.t5.table heads: got 3");
 }
 TEST(AttentionBadInput, TransformerXLTableTooShort) {
   Bad b;
   std::vector<double> u(32), rw(2 * 4 * 8);
   AttentionParams p;
-  p.scheme = PositionScheme::FromTransformerXL(
-      TensorView::Contiguous(u.data(), DType::kFloat64, {4, 8}),
-      TensorView::Contiguous(u.data(), DType::kFloat64, {4, 8}),
-      TensorView::Contiguous(rw.data(), DType::kFloat64, {2, 4, 8}));
+  p.scheme = TransformerXLScheme(TensorView::Contiguous(u.data(), DType::kFloat64, {4, 8}),
+                                 TensorView::Contiguous(u.data(), DType::kFloat64, {4, 8}),
+                                 TensorView::Contiguous(rw.data(), DType::kFloat64, {2, 4, 8}));
   ExpectInvalid([&] { b.Call(p); }, "scheme.transformer_xl.rw: got 2 rows");
 }
 TEST(AttentionBadInput, OutputOverlapsInput) {
@@ -720,10 +714,11 @@ TEST(AttentionBadInput, OutputOverlapsInput) {
 }
 
 TEST(AttentionNames, RoundTrip) {
-  for (auto k : {PositionScheme::Kind::kNone, PositionScheme::Kind::kTransformerXL,
-                 PositionScheme::Kind::kDeBERTa}) {
-    EXPECT_EQ(ParsePositionSchemeKind(PositionSchemeKindName(k)), k);
+  for (const char* name : {"none", "transformer_xl", "deberta"}) {
+    EXPECT_EQ(PositionScheme::Registered(name).name, name);
   }
+  EXPECT_EQ(PositionScheme::None().name, "none");
+  ExpectInvalid([] { (void)PositionScheme::Registered("xpos"); }, "scheme.name: got xpos");
   EXPECT_EQ(ParseAttentionMask("bidirectional"), AttentionMask::kBidirectional);
   ExpectInvalid([] { (void)ParseAttentionMask("full"); }, "mask: got full");
 }

@@ -119,30 +119,28 @@ struct Fixture {
       s.rope = &rope_c;
       s.rope_keys = pre ? POSENC_ROPE_KEYS_PRE_ROTATED : POSENC_ROPE_KEYS_ROTATE;
       const FlashRopeKeys keys = pre ? FlashRopeKeys::kPreRotated : FlashRopeKeys::kRotate;
-      cases.push_back(
-          {pre ? "rope pre_rotated" : "rope", s, {}, PositionScheme::FromRope(rp), keys});
+      cases.push_back({pre ? "rope pre_rotated" : "rope", s, {}, RopeScheme(rp), keys});
       cases.push_back({pre ? "named rope pre_rotated" : "named rope",
                        named("rope"),
                        {Num("theta", 100.0), Txt("pairing", "interleaved"),
                         Txt("rope_keys", pre ? "pre_rotated" : "rotate")},
-                       PositionScheme::FromRope(rp),
+                       RopeScheme(rp),
                        keys});
     }
     posenc_scheme alibi = typed(POSENC_SCHEME_ALIBI);
     alibi.alibi_slopes = slopes.data();
     alibi.num_alibi_slopes = h;
-    cases.push_back({"alibi", alibi, {}, PositionScheme::FromAlibi(slopes)});
+    cases.push_back({"alibi", alibi, {}, AlibiScheme(slopes)});
     posenc_scheme t5s = typed(POSENC_SCHEME_T5);
     t5s.t5_table = &t5_c;
     t5s.t5_max_distance = 128;
     t5s.t5_direction = POSENC_T5_BIDIRECTIONAL;
-    cases.push_back({"t5", t5s, {}, PositionScheme::FromT5(t5)});
-    cases.push_back(
-        {"named shaw",
-         named("shaw"),
-         {Num("clip", 2), Ten("a_key", CTensor(a_key.data(), POSENC_FLOAT32, {5, d})),
-          Ten("a_value", CTensor(a_value.data(), POSENC_FLOAT32, {5, d}))},
-         PositionScheme::FromShaw(ShawParams{2, d}, View(a_key, {5, d}), View(a_value, {5, d}))});
+    cases.push_back({"t5", t5s, {}, T5Scheme(t5)});
+    cases.push_back({"named shaw",
+                     named("shaw"),
+                     {Num("clip", 2), Ten("a_key", CTensor(a_key.data(), POSENC_FLOAT32, {5, d})),
+                      Ten("a_value", CTensor(a_value.data(), POSENC_FLOAT32, {5, d}))},
+                     ShawScheme(ShawParams{2, d}, View(a_key, {5, d}), View(a_value, {5, d}))});
     cases.push_back({"named fire",
                      named("fire"),
                      {Ten("w1", CTensor(fire.w1.data(), POSENC_FLOAT64, {6})),
@@ -228,7 +226,7 @@ TEST(CApiAttention, PrefillEverySchemeMatchesCpp) {
   AlibiParams alp;
   alp.num_heads = h;
   alp.max_bias = 4.0;
-  ap.scheme = PositionScheme::FromAlibi(AlibiSlopes(alp));
+  ap.scheme = AlibiScheme(AlibiSlopes(alp));
   FlashAttentionVarlen(ap, View(q, {sq, h, d}), View(k, {sk, hkv, d}), View(v, {sk, hkv, d}),
                        View(out_cpp, {sq, h, d}), cu_q, cu_k, FlashAttentionOptions{}, Context(2));
   EXPECT_EQ(out, out_cpp);
@@ -489,7 +487,7 @@ TEST(CApiAttention, DecodeWithoutPlanFollowsSchemeContents) {
   Fixture::Case& alibi = find("alibi");
   const std::vector<float> alibi_before = run(alibi);
   f.slopes[1] *= 3.0;
-  alibi.cpp = PositionScheme::FromAlibi(f.slopes);
+  alibi.cpp = AlibiScheme(f.slopes);
   EXPECT_NE(run(alibi), alibi_before);
   Fixture::Case& t5 = find("t5");
   const std::vector<float> t5_before = run(t5);
@@ -501,7 +499,7 @@ TEST(CApiAttention, DecodeWithoutPlanFollowsSchemeContents) {
   f.rope_c.theta = 1000.0;
   RopeParams rp = f.rp;
   rp.theta = 1000.0;
-  rope.cpp = PositionScheme::FromRope(rp);
+  rope.cpp = RopeScheme(rp);
   EXPECT_NE(run(rope), rope_before);
 }
 

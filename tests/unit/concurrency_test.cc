@@ -116,7 +116,7 @@ std::vector<Job> Jobs() {
     AttentionParams a;
     RopeParams r;
     r.head_dim = kD;
-    a.scheme = PositionScheme::FromRope(r);
+    a.scheme = RopeScheme(r);
     return a;
   };
   jobs.push_back({"flash_forward_lse", [=](const Context& ctx) {
@@ -167,7 +167,7 @@ std::vector<Job> Jobs() {
                                              v = Random(kB * kSk * 2 * kD, 17);
                     std::vector<float> out(q.size());
                     AttentionParams a;
-                    a.scheme = PositionScheme::FromAlibi(Slopes());
+                    a.scheme = AlibiScheme(Slopes());
                     a.query_positions = Positions::Offset(kSk - kSq);
                     const auto at = [](const std::vector<float>& x, std::int64_t s,
                                        std::int64_t h) {
@@ -182,7 +182,7 @@ std::vector<Job> Jobs() {
                     std::vector<float> out(kB * kS * kH * kD);
                     AttentionParams a;
                     a.mask = AttentionMask::kBidirectional;
-                    a.scheme = PositionScheme::FromAlibi(Slopes());
+                    a.scheme = AlibiScheme(Slopes());
                     AttentionReference(a, view(in[0], kH), view(in[1], 2), view(in[2], 2),
                                        view(out, kH), nullptr, ctx);
                     return AsBytes(out);

@@ -178,8 +178,7 @@ TEST(FlashAttention, TileSizesOnlyReorderFloat32Sums) {
 
 TEST(FlashAttention, ScalarBackendMatchesReference) {
   for (Kind kind : {Kind::kNone, Kind::kAlibi, Kind::kT5, Kind::kShaw, Kind::kRope}) {
-    Case c =
-        Forward(std::string("scalar ") + std::string(PositionSchemeKindName(kind)), kind, kCausal);
+    Case c = Forward(std::string("scalar ") + std::string(KindName(kind)), kind, kCausal);
     c.backend = Backend::kScalar;
     c.Sq = 7;
     c.Sk = 217;
@@ -193,8 +192,7 @@ class FlashSimdTarget : public test::PerSimdTarget {};
 
 TEST_P(FlashSimdTarget, MatchesReferenceAndScalarBackend) {
   for (Kind kind : {Kind::kAlibi, Kind::kShaw}) {
-    Case c =
-        Forward(std::string("simd ") + std::string(PositionSchemeKindName(kind)), kind, kBidir);
+    Case c = Forward(std::string("simd ") + std::string(KindName(kind)), kind, kBidir);
     c.backend = Backend::kSimd;
     c.Sq = 33;
     c.Sk = 217;
@@ -280,7 +278,7 @@ TEST(ShiftRopeKeys, ShiftedCacheFeedsFlashAttention) {
                      k = RandomFloats(static_cast<std::size_t>(Sk * H * D), 2),
                      v = RandomFloats(static_cast<std::size_t>(Sk * H * D), 3);
   AttentionParams params;
-  params.scheme = PositionScheme::FromRope(r);
+  params.scheme = RopeScheme(r);
   std::vector<double> ref(static_cast<std::size_t>(Sq * H * D));
   AttentionReference(params, TensorView::Contiguous(q.data(), DType::kFloat32, {1, Sq, H, D}),
                      TensorView::Contiguous(k.data(), DType::kFloat32, {1, Sk, H, D}),
@@ -325,8 +323,8 @@ TEST(FlashAttentionBadInput, KeyTileTooLarge) {
 TEST(FlashAttentionBadInput, UnsupportedScheme) {
   BadFixture f;
   AttentionParams p;
-  p.scheme.kind = Kind::kTransformerXL;
-  ExpectInvalid([&] { FlashAttention(p, f.Q(), f.K(), f.V(), f.Out()); }, "scheme.kind");
+  p.scheme = PositionScheme::Registered("transformer_xl");
+  ExpectInvalid([&] { FlashAttention(p, f.Q(), f.K(), f.V(), f.Out()); }, "scheme.name");
 }
 
 TEST(FlashAttentionBadInput, OutputShape) {
@@ -357,7 +355,7 @@ TEST(FlashAttentionBadInput, WindowZero) {
 TEST(FlashAttentionBadInput, AlibiSlopeCount) {
   BadFixture f;
   AttentionParams p;
-  p.scheme = PositionScheme::FromAlibi({0.5});
+  p.scheme = AlibiScheme({0.5});
   ExpectInvalid([&] { FlashAttention(p, f.Q(), f.K(), f.V(), f.Out()); }, "scheme.alibi.slopes");
 }
 

@@ -84,7 +84,7 @@ void CheckFiniteDifferences(const Case& c) {
 TEST(FlashBackwardFiniteDifferences, EveryScheme) {
   for (Kind kind : {Kind::kNone, Kind::kRope, Kind::kAlibi, Kind::kT5, Kind::kShaw}) {
     for (AttentionMask mask : {kCausal, kBidir}) {
-      Case c = Make(std::string("fd ") + std::string(PositionSchemeKindName(kind)) + " " +
+      Case c = Make(std::string("fd ") + std::string(KindName(kind)) + " " +
                         std::string(AttentionMaskName(mask)),
                     kind, mask);
       c.dtype = DType::kFloat64;
@@ -247,11 +247,11 @@ TEST(FlashBackwardBadInput, T5TableGradShape) {
   BadFixture f;
   T5BiasTable table(T5BucketParams{}, 2);
   AttentionParams p;
-  p.scheme = PositionScheme::FromT5(table);
+  p.scheme = T5Scheme(table);
   std::vector<float> grad(64);
   AttentionGrads g = f.Grads();
-  g.t5_table = TensorView::Contiguous(grad.data(), DType::kFloat32, {32, 1});
-  ExpectInvalid([&] { f.Backward(p, g, f.Lse()); }, "grads.t5_table");
+  g.scheme.Set("table", TensorView::Contiguous(grad.data(), DType::kFloat32, {32, 1}));
+  ExpectInvalid([&] { f.Backward(p, g, f.Lse()); }, "grads.scheme.table");
 }
 
 TEST(FlashBackwardBadInput, ShawKeyGradShape) {
@@ -261,12 +261,11 @@ TEST(FlashBackwardBadInput, ShawKeyGradShape) {
   sp.head_dim = 8;
   std::vector<float> ak(40), av(40), grad(40);
   AttentionParams p;
-  p.scheme =
-      PositionScheme::FromShaw(sp, TensorView::Contiguous(ak.data(), DType::kFloat32, {5, 8}),
-                               TensorView::Contiguous(av.data(), DType::kFloat32, {5, 8}));
+  p.scheme = ShawScheme(sp, TensorView::Contiguous(ak.data(), DType::kFloat32, {5, 8}),
+                        TensorView::Contiguous(av.data(), DType::kFloat32, {5, 8}));
   AttentionGrads g = f.Grads();
-  g.shaw_a_key = TensorView::Contiguous(grad.data(), DType::kFloat32, {4, 8});
-  ExpectInvalid([&] { f.Backward(p, g, f.Lse()); }, "grads.shaw_a_key");
+  g.scheme.Set("a_key", TensorView::Contiguous(grad.data(), DType::kFloat32, {4, 8}));
+  ExpectInvalid([&] { f.Backward(p, g, f.Lse()); }, "grads.scheme.a_key");
 }
 
 TEST(FlashBackwardBadInput, ShawValueGradOverlapsTable) {
@@ -277,18 +276,17 @@ TEST(FlashBackwardBadInput, ShawValueGradOverlapsTable) {
   std::vector<float> ak(40), av(40);
   AttentionParams p;
   const TensorView av_view = TensorView::Contiguous(av.data(), DType::kFloat32, {5, 8});
-  p.scheme = PositionScheme::FromShaw(
-      sp, TensorView::Contiguous(ak.data(), DType::kFloat32, {5, 8}), av_view);
+  p.scheme = ShawScheme(sp, TensorView::Contiguous(ak.data(), DType::kFloat32, {5, 8}), av_view);
   AttentionGrads g = f.Grads();
-  g.shaw_a_value = av_view;
-  ExpectInvalid([&] { f.Backward(p, g, f.Lse()); }, "grads.shaw_a_value");
+  g.scheme.Set("a_value", av_view);
+  ExpectInvalid([&] { f.Backward(p, g, f.Lse()); }, "grads.scheme.a_value");
 }
 
 TEST(FlashBackwardBadInput, UnsupportedScheme) {
   BadFixture f;
   AttentionParams p;
-  p.scheme.kind = Kind::kDeBERTa;
-  ExpectInvalid([&] { f.Backward(p, f.Grads(), f.Lse()); }, "scheme.kind");
+  p.scheme = PositionScheme::Registered("deberta");
+  ExpectInvalid([&] { f.Backward(p, f.Grads(), f.Lse()); }, "scheme.name");
 }
 
 TEST(FlashBackwardBadInput, KeyTileZero) {
@@ -334,7 +332,7 @@ long MeasureBackward(Index seq, Index heads) {
     dq[i] = dk[i] = dv[i] = 0.0f;
   }
   AttentionParams params;
-  params.scheme = PositionScheme::FromAlibi(AlibiSlopes(heads));
+  params.scheme = AlibiScheme(AlibiSlopes(heads));
   const Context ctx(2);
   auto view = [&](std::vector<float>& x) {
     return TensorView::Contiguous(x.data(), DType::kFloat32, {1, seq, heads, d});

@@ -55,10 +55,10 @@ struct GradOutputs {
     const Case& c = f.c;
     const Index rows = f.TableRows();
     grads = MakeGrads(dq.view, dk.view, dv.view);
-    if (c.kind == Kind::kT5) grads.t5_table = Table(t5, dtype, rows, c.H);
+    if (c.kind == Kind::kT5) grads.scheme.Set("table", Table(t5, dtype, rows, c.H));
     if (c.kind == Kind::kShaw) {
-      grads.shaw_a_key = Table(a_key, dtype, rows, c.D);
-      grads.shaw_a_value = Table(a_value, dtype, rows, c.Dv);
+      grads.scheme.Set("a_key", Table(a_key, dtype, rows, c.D));
+      grads.scheme.Set("a_value", Table(a_value, dtype, rows, c.Dv));
     }
   }
   GradOutputs(const GradOutputs&) = delete;
@@ -67,10 +67,14 @@ struct GradOutputs {
   // All values as doubles, dq / dk / dv in [B, H, S, D] order.
   Grads Values(AttentionLayout layout) const {
     return {Canonical(dq.view, layout), Canonical(dk.view, layout), Canonical(dv.view, layout),
-            Load(grads.t5_table),       Load(grads.shaw_a_key),     Load(grads.shaw_a_value)};
+            Load(Grad("table")),        Load(Grad("a_key")),        Load(Grad("a_value"))};
   }
 
  private:
+  TensorView Grad(std::string_view arg) const {
+    const TensorView* v = grads.scheme.Find(arg);
+    return v != nullptr ? *v : TensorView{};
+  }
   static TensorView Table(std::vector<double>& storage, DType dtype, Index rows, Index cols) {
     storage.assign(Z(rows * cols), 0.0);
     const TensorView view = TensorView::Contiguous(storage.data(), dtype, {rows, cols});
@@ -98,7 +102,7 @@ inline Grads NaiveFloat32(Fixture& f, bool k_rotated, const std::vector<double>&
     return std::vector<float>(d.begin(), d.end());
   };
   std::vector<float> q = load(f.q), k = load(f.k), v = load(f.v), go = load(f.dout);
-  const RopeParams& rope = f.params.scheme.rope;
+  const RopeParams& rope = f.tables.rope;
   const TensorView qv = TensorView::Contiguous(q.data(), DType::kFloat32, {c.B, c.H, c.Sq, c.D});
   const TensorView kv = TensorView::Contiguous(k.data(), DType::kFloat32, {c.B, c.Hkv, c.Sk, c.D});
   if (c.kind == Kind::kRope) {
@@ -139,8 +143,7 @@ inline Grads NaiveFloat32(Fixture& f, bool k_rotated, const std::vector<double>&
           }
           x *= scale;
           if (c.kind == Kind::kAlibi) {
-            x -= static_cast<float>(f.params.scheme.alibi.slopes[Z(h)]) *
-                 static_cast<float>(std::llabs(p - r));
+            x -= static_cast<float>(f.tables.slopes[Z(h)]) * static_cast<float>(std::llabs(p - r));
           }
           if (c.kind == Kind::kT5) x += f.t5()->Bias(h, p, r);
           mx = std::max(mx, x);
@@ -220,8 +223,8 @@ inline Grads CheckCase(const Case& c) {
   bool k_rotated = false;
   if (c.kind == Kind::kRope && c.rope_keys == FlashRopeKeys::kPreRotated) {
     // The caller's KV cache holds R(r) k; the gradient for it is R(r) dk.
-    ApplyRope(f.params.scheme.rope, f.k.view, c.layout, f.KPos());
-    ApplyRope(f.params.scheme.rope,
+    ApplyRope(f.tables.rope, f.k.view, c.layout, f.KPos());
+    ApplyRope(f.tables.rope,
               TensorView::Contiguous(oracle.dk.data(), DType::kFloat64, {c.B, c.Hkv, c.Sk, c.D}),
               AttentionLayout::kBHSD, f.KPos());
     k_rotated = true;

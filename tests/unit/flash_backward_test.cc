@@ -183,7 +183,7 @@ TEST(FlashBackward, RecomputedLseMatchesTheForwardLse) {
   // The forward's lse and the backward's own recomputation differ by float32
   // rounding only (the forward engine may sum in another order).
   for (Kind kind : {Kind::kNone, Kind::kT5, Kind::kShaw, Kind::kRope}) {
-    Case c = Make(std::string("lse ") + std::string(PositionSchemeKindName(kind)), kind, kCausal);
+    Case c = Make(std::string("lse ") + std::string(KindName(kind)), kind, kCausal);
     c.window = 20;
     const Grads given = CheckCase(c);
     c.pass_lse = false;
@@ -230,8 +230,7 @@ TEST(FlashBackward, LongSequence1031) {
 
 TEST(FlashBackward, ScalarBackendEveryScheme) {
   for (Kind kind : {Kind::kNone, Kind::kAlibi, Kind::kT5, Kind::kShaw, Kind::kRope}) {
-    Case c =
-        Make(std::string("scalar ") + std::string(PositionSchemeKindName(kind)), kind, kCausal);
+    Case c = Make(std::string("scalar ") + std::string(KindName(kind)), kind, kCausal);
     c.backend = Backend::kScalar;
     c.Sq = 7;
     c.Sk = 50;
@@ -245,7 +244,7 @@ class FlashBackwardSimdTarget : public test::PerSimdTarget {};
 
 TEST_P(FlashBackwardSimdTarget, MatchesReferenceAndScalarBackend) {
   for (Kind kind : {Kind::kAlibi, Kind::kShaw, Kind::kRope}) {
-    Case c = Make(std::string("simd ") + std::string(PositionSchemeKindName(kind)), kind, kBidir);
+    Case c = Make(std::string("simd ") + std::string(KindName(kind)), kind, kBidir);
     c.backend = Backend::kSimd;
     c.Sq = 19;
     c.Sk = 45;

@@ -69,7 +69,7 @@ TEST(FlashBuffers, ReusedAcrossShapesGiveTheSameBits) {
   Tensor v(DType::kBFloat16, kBshd, 3, 77, 2, 32, 3),
       dout(DType::kBFloat16, kBshd, 3, 77, 4, 32, 4);
   AttentionParams alibi;
-  alibi.scheme = PositionScheme::FromAlibi(AlibiSlopes(4));
+  alibi.scheme = AlibiScheme(AlibiSlopes(4));
   // Call B: float32, bidirectional T5, one kv head, D 48, longer, with huge
   // and infinite values in v and dout (its own outputs may be inf / NaN).
   Tensor q2(DType::kFloat32, kBshd, 2, 300, 2, 48, 5), k2(DType::kFloat32, kBshd, 2, 300, 1, 48, 6);
@@ -86,7 +86,7 @@ TEST(FlashBuffers, ReusedAcrossShapesGiveTheSameBits) {
   T5BiasTable t5(tp, 2);
   t5.InitNormal(3, 1.0);
   AttentionParams t5_params;
-  t5_params.scheme = PositionScheme::FromT5(t5);
+  t5_params.scheme = T5Scheme(t5);
   t5_params.mask = AttentionMask::kBidirectional;
 
   const Context two(2), three(3);

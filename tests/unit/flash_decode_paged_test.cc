@@ -47,7 +47,7 @@ std::vector<SchemeCase> Schemes(Index heads, Index head_dim, T5BiasTable& t5) {
   AlibiParams alibi;
   alibi.num_heads = heads;
   SchemeCase a{"alibi", AttentionParams{}, {}};
-  a.params.scheme = PositionScheme::FromAlibi(AlibiSlopes(alibi));
+  a.params.scheme = AlibiScheme(AlibiSlopes(alibi));
   out.push_back(a);
   RopeParams rope;
   rope.head_dim = head_dim;
@@ -55,13 +55,13 @@ std::vector<SchemeCase> Schemes(Index heads, Index head_dim, T5BiasTable& t5) {
   for (const FlashRopeKeys keys : {FlashRopeKeys::kRotate, FlashRopeKeys::kPreRotated}) {
     SchemeCase r{
         keys == FlashRopeKeys::kRotate ? "rope" : "rope pre-rotated", AttentionParams{}, {}};
-    r.params.scheme = PositionScheme::FromRope(rope);
+    r.params.scheme = RopeScheme(rope);
     r.options.rope_keys = keys;
     out.push_back(r);
   }
   for (Index i = 0; i < t5.num_buckets() * heads; ++i) t5.data()[i] = Value(i, 0.3f) * 0.5f;
   SchemeCase t{"t5", AttentionParams{}, {}};
-  t.params.scheme = PositionScheme::FromT5(t5);
+  t.params.scheme = T5Scheme(t5);
   out.push_back(t);
   return out;
 }

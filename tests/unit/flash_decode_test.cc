@@ -165,7 +165,7 @@ TEST(FlashAttentionDecode, LongCacheMatchesDenseKernel) {
   Tensor k(DType::kBFloat16, AttentionLayout::kBSHD, B, sk, Hkv, D, 2);
   Tensor v(DType::kBFloat16, AttentionLayout::kBSHD, B, sk, Hkv, D, 3);
   AttentionParams params;
-  params.scheme = PositionScheme::FromAlibi(AlibiSlopes(H));
+  params.scheme = AlibiScheme(AlibiSlopes(H));
   std::vector<float> dense(Z(B * Sq * H * D)), decode(dense.size()), lse_dense(Z(H)),
       lse_decode(Z(H));
   const auto out = [&](std::vector<float>& x) {
@@ -209,7 +209,7 @@ TEST(FlashAttentionDecode, Bf16CacheWithFloat32AccurateQueries) {
     if (rope) {
       RopeParams r;
       r.head_dim = D;
-      params.scheme = PositionScheme::FromRope(r);
+      params.scheme = RopeScheme(r);
       ApplyRope(r, k.view, AttentionLayout::kBSHD, Positions::Offset(0));
       options.rope_keys = FlashRopeKeys::kPreRotated;
     }
@@ -242,13 +242,13 @@ TEST(FlashAttentionDecode, BuffersReusedAcrossShapesGiveTheSameBits) {
   Tensor k2(DType::kFloat32, AttentionLayout::kBSHD, 2, 700, 1, 48, 5);
   Tensor v2(DType::kFloat32, AttentionLayout::kBSHD, 2, 700, 1, 48, 6);
   AttentionParams alibi;
-  alibi.scheme = PositionScheme::FromAlibi(AlibiSlopes(H));
+  alibi.scheme = AlibiScheme(AlibiSlopes(H));
   T5BucketParams tp;
   tp.direction = T5Direction::kCausal;
   T5BiasTable t5(tp, 4);
   t5.InitNormal(3, 1.0);
   AttentionParams t5_params;
-  t5_params.scheme = PositionScheme::FromT5(t5);
+  t5_params.scheme = T5Scheme(t5);
   const auto run = [](const AttentionParams& params, const Tensor& qt, const Tensor& kt,
                       const Tensor& vt, const Context& ctx) {
     const Index b = qt.view.shape[0], sq = qt.view.shape[1], h = qt.view.shape[2];

@@ -40,11 +40,11 @@ inline std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
                       vd = Canonical(f.v.view, c.layout);
   std::vector<float> q(qd.begin(), qd.end()), k(kd.begin(), kd.end()), v(vd.begin(), vd.end());
   if (c.kind == Kind::kRope) {
-    ApplyRope(f.params.scheme.rope,
+    ApplyRope(f.tables.rope,
               TensorView::Contiguous(q.data(), DType::kFloat32, {c.B, c.H, c.Sq, c.D}),
               AttentionLayout::kBHSD, f.QPos());
     if (!k_rotated) {
-      ApplyRope(f.params.scheme.rope,
+      ApplyRope(f.tables.rope,
                 TensorView::Contiguous(k.data(), DType::kFloat32, {c.B, c.Hkv, c.Sk, c.D}),
                 AttentionLayout::kBHSD, f.KPos());
     }
@@ -79,7 +79,7 @@ inline std::vector<double> NaiveFloat32(Fixture& f, bool k_rotated) {
           }
           s *= scale;
           if (c.kind == Kind::kAlibi) {
-            s -= static_cast<float>(f.params.scheme.alibi.slopes[static_cast<std::size_t>(h)]) *
+            s -= static_cast<float>(f.tables.slopes[static_cast<std::size_t>(h)]) *
                  static_cast<float>(std::llabs(p - r));
           }
           if (c.kind == Kind::kT5) s += f.t5()->Bias(h, p, r);
@@ -121,7 +121,7 @@ inline std::vector<double> CheckCase(const Case& c) {
   AttentionReference(f.params, f.q.view, f.k.view, f.v.view, ref_view);
   bool k_rotated = false;
   if (c.kind == Kind::kRope && c.rope_keys == FlashRopeKeys::kPreRotated) {
-    ApplyRope(f.params.scheme.rope, f.k.view, c.layout, f.KPos());  // the caller's KV cache
+    ApplyRope(f.tables.rope, f.k.view, c.layout, f.KPos());  // the caller's KV cache
     k_rotated = true;
   }
   std::vector<float> out(ref.size(), NAN);

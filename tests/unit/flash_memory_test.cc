@@ -34,7 +34,7 @@ long MeasureChild(std::int64_t seq, std::int64_t heads) {
   }
   AttentionParams params;
   params.mask = AttentionMask::kCausal;
-  params.scheme = PositionScheme::FromAlibi(AlibiSlopes(heads));
+  params.scheme = AlibiScheme(AlibiSlopes(heads));
   const Context ctx(2);
   const long before = MaxRssKiB();
   FlashAttention(params, TensorView::Contiguous(q.data(), DType::kFloat32, {1, seq, heads, d}),

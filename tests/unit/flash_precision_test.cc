@@ -130,8 +130,7 @@ Case PrecisionCase(const char* name, Kind kind, AttentionMask mask) {
 
 TEST(FlashPrecision, BFloat16EveryScheme) {
   for (Kind kind : {Kind::kNone, Kind::kAlibi, Kind::kT5, Kind::kShaw, Kind::kRope}) {
-    CheckPrecision(PrecisionCase(PositionSchemeKindName(kind).data(), kind, kCausal),
-                   Backend::kAuto);
+    CheckPrecision(PrecisionCase(KindName(kind).data(), kind, kCausal), Backend::kAuto);
   }
   Case c = PrecisionCase("bidirectional window, bhsd, odd query tile", Kind::kAlibi, kBidir);
   c.layout = AttentionLayout::kBHSD;
@@ -211,7 +210,7 @@ class FlashPrecisionSimdTarget : public test::PerSimdTarget {};
 
 TEST_P(FlashPrecisionSimdTarget, MatchesScalarBackend) {
   for (Kind kind : {Kind::kT5, Kind::kRope}) {
-    Case c = PrecisionCase(PositionSchemeKindName(kind).data(), kind, kBidir);
+    Case c = PrecisionCase(KindName(kind).data(), kind, kBidir);
     c.Sq = 19;
     c.query_tile = 7;
     CheckPrecision(c, Backend::kSimd);

@@ -50,7 +50,30 @@
 
 namespace posenc::flash_test {
 
-using Kind = PositionScheme::Kind;
+// The built-in schemes these tests build (SchemeTables::Build), by their
+// registered names (KindName).
+enum class Kind { kNone, kAbsolute, kRope, kAlibi, kT5, kShaw, kTransformerXL, kDeBERTa };
+inline std::string_view KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kNone:
+      return "none";
+    case Kind::kAbsolute:
+      return "absolute";
+    case Kind::kRope:
+      return "rope";
+    case Kind::kAlibi:
+      return "alibi";
+    case Kind::kT5:
+      return "t5";
+    case Kind::kShaw:
+      return "shaw";
+    case Kind::kTransformerXL:
+      return "transformer_xl";
+    case Kind::kDeBERTa:
+      return "deberta";
+  }
+  return "?";
+}
 using Index = std::int64_t;
 constexpr auto kCausal = AttentionMask::kCausal;
 constexpr auto kBidir = AttentionMask::kBidirectional;
@@ -141,23 +164,25 @@ inline std::vector<double> AlibiSlopes(Index heads) {
 struct SchemeTables {
   std::unique_ptr<T5BiasTable> t5;
   std::vector<float> a_key, a_value;
+  RopeParams rope;             // kRope: the scheme's parameters
+  std::vector<double> slopes;  // kAlibi: the scheme's slopes
 
   PositionScheme Build(Kind kind, AttentionMask mask, Index heads, Index head_dim, Index value_dim,
                        Index shaw_clip, std::uint32_t shaw_seed) {
     switch (kind) {
-      case Kind::kRope: {
-        RopeParams r;
-        r.head_dim = head_dim;
-        return PositionScheme::FromRope(r);
-      }
+      case Kind::kRope:
+        rope = RopeParams{};
+        rope.head_dim = head_dim;
+        return RopeScheme(rope);
       case Kind::kAlibi:
-        return PositionScheme::FromAlibi(AlibiSlopes(heads));
+        slopes = AlibiSlopes(heads);
+        return AlibiScheme(slopes);
       case Kind::kT5: {
         T5BucketParams tp;
         tp.direction = mask == kCausal ? T5Direction::kCausal : T5Direction::kBidirectional;
         t5 = std::make_unique<T5BiasTable>(tp, heads);
         t5->InitNormal(3, 1.0);
-        return PositionScheme::FromT5(*t5);
+        return T5Scheme(*t5);
       }
       case Kind::kShaw: {
         ShawParams sp;
@@ -165,12 +190,12 @@ struct SchemeTables {
         sp.head_dim = head_dim;
         a_key = RandomFloats(Z(sp.TableRows() * head_dim), shaw_seed);
         a_value = RandomFloats(Z(sp.TableRows() * value_dim), shaw_seed + 1);
-        return PositionScheme::FromShaw(
+        return ShawScheme(
             sp, TensorView::Contiguous(a_key.data(), DType::kFloat32, {sp.TableRows(), head_dim}),
             TensorView::Contiguous(a_value.data(), DType::kFloat32, {sp.TableRows(), value_dim}));
       }
       case Kind::kAbsolute:
-        return PositionScheme::Absolute();
+        return AbsoluteScheme();
       default:
         return PositionScheme::None();
     }
@@ -271,7 +296,7 @@ struct Fixture {
   Positions KPos() const { return params.key_positions.value_or(Positions::Offset(0)); }
   Index TableRows() const {
     if (c.kind == Kind::kT5) return tables.t5->num_buckets();
-    if (c.kind == Kind::kShaw) return params.scheme.shaw.params.TableRows();
+    if (c.kind == Kind::kShaw) return 2 * c.shaw_clip + 1;
     return 0;
   }
   bool Visible(Index p, Index r) const {

@@ -213,8 +213,8 @@ TEST(FlashAttentionVarlen, ThreadsGiveTheSameBits) {
 
 TEST(FlashAttentionVarlen, ScalarBackendMatchesReference) {
   for (Kind kind : {Kind::kNone, Kind::kAlibi, Kind::kT5, Kind::kRope}) {
-    VarCase c = Make(std::string("scalar ") + std::string(PositionSchemeKindName(kind)), kind,
-                     kCausal, {7, 0, 22}, {9, 2, 22});
+    VarCase c = Make(std::string("scalar ") + std::string(KindName(kind)), kind, kCausal,
+                     {7, 0, 22}, {9, 2, 22});
     c.backend = Backend::kScalar;
     CheckVarlen(c);
   }
@@ -225,8 +225,8 @@ class FlashVarlenSimdTarget : public test::PerSimdTarget {};
 
 TEST_P(FlashVarlenSimdTarget, MatchesReferenceAndScalarBackend) {
   for (Kind kind : {Kind::kAlibi, Kind::kT5}) {
-    VarCase c = Make(std::string("simd ") + std::string(PositionSchemeKindName(kind)), kind,
-                     kCausal, {13, 0, 29, 1}, {13, 5, 35, 17});
+    VarCase c = Make(std::string("simd ") + std::string(KindName(kind)), kind, kCausal,
+                     {13, 0, 29, 1}, {13, 5, 35, 17});
     c.D = c.Dv = 80;  // 80 = 5 * 16: the single-vector loops run on AVX3
     c.key_tile = 37;  // a short, padded last tile
     c.backend = Backend::kSimd;
@@ -339,8 +339,8 @@ TEST(FlashAttentionVarlenBadInput, OutputHeadDimMismatch) {
 
 TEST(FlashAttentionVarlenBadInput, UnsupportedScheme) {
   BadVarlen f;
-  f.params.scheme.kind = Kind::kDeBERTa;
-  ExpectInvalid(f, "scheme.kind");
+  f.params.scheme = PositionScheme::Registered("deberta");
+  ExpectInvalid(f, "scheme.name");
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // The scheme registry (posenc/scheme.h, src/attention/scheme_registry.cc):
 // declarations are consistent, lookups and named arguments are validated
-// with messages that name the argument, and the typed front door of the
-// built-in schemes (PositionScheme::FromX) gives the same attention as the
+// with messages that name the argument, and each family's factory
+// (AlibiScheme, T5Scheme, RopeScheme, ...) gives the same attention as the
 // registered form with named arguments.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,7 +68,7 @@ struct Small {
   }
 };
 
-TEST(SchemeRegistry, TypedAndRegisteredFormsAgree) {
+TEST(SchemeRegistry, FactoriesAndNamedFormsAgree) {
   Small s;
   std::vector<double> slopes = {0.5, 0.25, 0.125, 0.0625};
   SchemeArgs a;
@@ -82,14 +83,36 @@ TEST(SchemeRegistry, TypedAndRegisteredFormsAgree) {
   SchemeArgs r;
   r.Number("theta", 500.0);
   const std::vector<std::pair<PositionScheme, PositionScheme>> pairs = {
-      {PositionScheme::FromAlibi(slopes), PositionScheme::Registered("alibi", a)},
-      {PositionScheme::FromT5(table), PositionScheme::Registered("t5", t)},
-      {PositionScheme::FromRope(rope), PositionScheme::Registered("rope", r)}};
+      {AlibiScheme(slopes), PositionScheme::Registered("alibi", a)},
+      {T5Scheme(table), PositionScheme::Registered("t5", t)},
+      {RopeScheme(rope), PositionScheme::Registered("rope", r)}};
   for (const auto& [typed, registered] : pairs) {
     for (bool flash : {false, true}) {
       EXPECT_EQ(MaxErr(s.Out(typed, flash), s.Out(registered, flash)), 0.0)
           << registered.name << (flash ? " flash" : " reference");
     }
+  }
+}
+
+// SchemeArgs::Vector owns its values: a scheme built from a temporary, and
+// its copies, stay valid after the temporary and the original are gone.
+TEST(SchemeRegistry, VectorArgumentsAreOwned) {
+  Small s;
+  std::vector<double> slopes = {0.5, 0.25, 0.125, 0.0625};
+  SchemeArgs a;
+  a.Tensor("slopes", TensorView::Contiguous(slopes.data(), DType::kFloat64, {4}));
+  const PositionScheme viewed = PositionScheme::Registered("alibi", a);
+  PositionScheme copy;
+  {
+    auto original = std::make_unique<PositionScheme>(AlibiScheme(std::vector<double>(slopes)));
+    copy = *original;
+  }
+  const SchemeArgs::Value* v = copy.args.Find("slopes");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->tensor.shape[0], 4);
+  EXPECT_EQ(static_cast<const double*>(v->tensor.data)[3], 0.0625);
+  for (bool flash : {false, true}) {
+    EXPECT_EQ(MaxErr(s.Out(copy, flash), s.Out(viewed, flash)), 0.0) << flash;
   }
 }
 
@@ -118,7 +141,7 @@ TEST(SchemeRegistry, ReferenceOnlySchemesAreRejectedByTheFusedKernel) {
   Small s;
   PositionScheme xl = PositionScheme::Registered("transformer_xl", {});
   ExpectInvalid([&] { s.Out(xl, true); },
-                "scheme.kind: got transformer_xl, expected one of none, absolute, rope, alibi, "
+                "scheme.name: got transformer_xl, expected one of none, absolute, rope, alibi, "
                 "t5, shaw, fire (flash attention; use AttentionReference for transformer_xl, "
                 "deberta)");
 }

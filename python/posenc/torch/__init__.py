@@ -23,8 +23,8 @@ Functions (differentiable):
   t5_bias(table, query_len, key_len)    backward = table gradient (T5BiasTable.AccumulateGrad)
   attention(q, k, v, layout=..., scheme=...)
                                         fused flash attention (float32 inside) for the
-                                        fused schemes (posenc.schemes(fused=True): none,
-                                        absolute, rope, alibi, t5, shaw, fire), 32/16-bit inputs:
+                                        fused schemes (the registry's list:
+                                        posenc.schemes(fused=True)), 32/16-bit inputs:
                                         forward = FlashAttentionWithLse, backward =
                                         FlashAttentionBackward by recomputation; the exact
                                         reference (float64 inside, AttentionReferenceBackward)

@@ -115,3 +115,13 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
 POSENC_REGISTER_SCHEME(alibi, &Info, &Resolve)
 
 }  // namespace posenc::attention_internal
+
+namespace posenc {
+
+PositionScheme AlibiScheme(std::vector<double> slopes) {
+  SchemeArgs a;
+  a.Vector("slopes", std::move(slopes));
+  return PositionScheme::Registered("alibi", std::move(a));
+}
+
+}  // namespace posenc

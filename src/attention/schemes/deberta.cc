@@ -186,3 +186,19 @@ double DefaultScale(const SchemeArgs& args, std::int64_t head_dim) {
 POSENC_REGISTER_SCHEME(deberta, &Info, &Resolve, &DefaultScale)
 
 }  // namespace posenc::attention_internal
+
+namespace posenc {
+
+PositionScheme DebertaScheme(const DebertaParams& p, const TensorView& pos_key,
+                             const TensorView& pos_query) {
+  SchemeArgs a;
+  a.Integer("position_buckets", p.position_buckets);
+  a.Integer("max_relative_positions", p.max_relative_positions);
+  a.Text("pos_att_type", DebertaPosAttTypeName(p.pos_att_type));
+  a.Integer("head_dim", p.head_dim);
+  if (pos_key.data != nullptr) a.Tensor("pos_key", pos_key);
+  if (pos_query.data != nullptr) a.Tensor("pos_query", pos_query);
+  return PositionScheme::Registered("deberta", std::move(a));
+}
+
+}  // namespace posenc

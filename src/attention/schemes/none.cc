@@ -7,6 +7,7 @@
 // was added to the token embeddings before the projections
 // (posenc/sinusoidal.h, posenc/learned.h); the kernels see no term.
 #include "attention/scheme_policy.h"
+#include "posenc/sinusoidal.h"
 
 namespace posenc::attention_internal {
 namespace {
@@ -58,3 +59,9 @@ POSENC_REGISTER_SCHEME(none, &NoneInfo, &Resolve<&NoneInfo>)
 POSENC_REGISTER_SCHEME(absolute, &AbsoluteInfo, &Resolve<&AbsoluteInfo>)
 
 }  // namespace posenc::attention_internal
+
+namespace posenc {
+
+PositionScheme AbsoluteScheme() { return PositionScheme::Registered("absolute"); }
+
+}  // namespace posenc

@@ -10,6 +10,7 @@
 
 #include "attention/scheme_policy.h"
 #include "posenc/error.h"
+#include "posenc/rope.h"
 
 namespace posenc::attention_internal {
 namespace {
@@ -96,3 +97,17 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
 POSENC_REGISTER_SCHEME(rope, &Info, &Resolve)
 
 }  // namespace posenc::attention_internal
+
+namespace posenc {
+
+PositionScheme RopeScheme(const RopeParams& r) {
+  SchemeArgs a;
+  a.Integer("head_dim", r.head_dim).Integer("rotary_dim", r.rotary_dim);
+  a.Number("theta", r.theta).Text("pairing", RopePairingName(r.pairing));
+  a.Text("numerics", RopeNumericsName(r.numerics));
+  if (!r.frequencies.inv_freq.empty()) a.Vector("inv_freq", r.frequencies.inv_freq);
+  a.Number("attention_factor", r.frequencies.attention_factor);
+  return PositionScheme::Registered("rope", std::move(a));
+}
+
+}  // namespace posenc

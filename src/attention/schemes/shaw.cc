@@ -242,3 +242,15 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
 POSENC_REGISTER_SCHEME(shaw, &Info, &Resolve)
 
 }  // namespace posenc::attention_internal
+
+namespace posenc {
+
+PositionScheme ShawScheme(const ShawParams& params, const TensorView& a_key,
+                          const TensorView& a_value) {
+  SchemeArgs a;
+  a.Integer("clip", params.clip).Integer("head_dim", params.head_dim);
+  a.Tensor("a_key", a_key).Tensor("a_value", a_value);
+  return PositionScheme::Registered("shaw", std::move(a));
+}
+
+}  // namespace posenc

@@ -95,3 +95,16 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
 POSENC_REGISTER_SCHEME(t5, &Info, &Resolve)
 
 }  // namespace posenc::attention_internal
+
+namespace posenc {
+
+PositionScheme T5Scheme(const T5BiasTable& table) {
+  SchemeArgs a;
+  a.Tensor("table", TensorView::Contiguous(table.data(), DType::kFloat32,
+                                           {table.num_buckets(), table.heads()}));
+  a.Integer("max_distance", table.bucketer().params().max_distance);
+  a.Flag("bidirectional", table.bucketer().params().direction == T5Direction::kBidirectional);
+  return PositionScheme::Registered("t5", std::move(a));
+}
+
+}  // namespace posenc

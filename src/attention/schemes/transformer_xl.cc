@@ -164,3 +164,14 @@ std::unique_ptr<SchemePolicy> Resolve(const SchemeArgs& args, const SchemeCall& 
 POSENC_REGISTER_SCHEME(transformer_xl, &Info, &Resolve)
 
 }  // namespace posenc::attention_internal
+
+namespace posenc {
+
+PositionScheme TransformerXLScheme(const TensorView& r_w_bias, const TensorView& r_r_bias,
+                                   const TensorView& rw) {
+  SchemeArgs a;
+  a.Tensor("r_w_bias", r_w_bias).Tensor("r_r_bias", r_r_bias).Tensor("rw", rw);
+  return PositionScheme::Registered("transformer_xl", std::move(a));
+}
+
+}  // namespace posenc
