@@ -153,17 +153,20 @@ void PackPairs(const float* rows, Index n, Index dim, Index ld, std::uint32_t* p
   for (Index i = 0; i < n; ++i)
     for (Index x = 0; x < dim / 2; ++x) {
       pairs[i * (dim / 2) + x] =
-          static_cast<std::uint32_t>(FloatToBF16(rows[i * ld + 2 * x]).bits) |
-          static_cast<std::uint32_t>(FloatToBF16(rows[i * ld + 2 * x + 1]).bits) << 16;
+          ExactBf16Bits(rows[i * ld + 2 * x]) | ExactBf16Bits(rows[i * ld + 2 * x + 1]) << 16;
     }
 }
 
 // K^T [dim, ldk] of bfloat16 values as pairs [dim / 2, ldk, 2].
 void PackTransposedPairs(const float* kt, Index dim, Index ldk, std::uint16_t* out) {
-  for (Index x = 0; x < dim; ++x) {
-    const float* col = kt + x * ldk;
-    std::uint16_t* dst = out + (x / 2) * 2 * ldk + (x % 2);
-    for (Index j = 0; j < ldk; ++j) dst[2 * j] = FloatToBF16(col[j]).bits;
+  for (Index y = 0; y < dim / 2; ++y) {
+    const float* even = kt + 2 * y * ldk;
+    const float* odd = even + ldk;
+    std::uint16_t* dst = out + y * 2 * ldk;
+    for (Index j = 0; j < ldk; ++j) {
+      dst[2 * j] = static_cast<std::uint16_t>(ExactBf16Bits(even[j]));
+      dst[2 * j + 1] = static_cast<std::uint16_t>(ExactBf16Bits(odd[j]));
+    }
   }
 }
 
@@ -312,7 +315,10 @@ struct PairWork {
       }
       const float* bias = nullptr;
       if (terms) bias = w.tile_terms.Row(qpos[i], qt + i * L.ldd, p.scale, w.bias.data());
-      if (!all_visible) {
+      // A causal diagonal tile: row i sees a prefix of the keys, masked by length.
+      const Index prefix =
+          all_visible || !kr.consecutive ? -1 : p.VisiblePrefix(qpos[i], kpos[0], nk);
+      if (!all_visible && prefix < 0) {
         float* m = w.bias.data();
         if (bias == nullptr) {
           std::fill(m, m + ldk, 0.0f);
@@ -329,7 +335,8 @@ struct PairWork {
         p.scheme->ValueGradRow(RowOf(row0, i, qpos, kpos, nk), dot + i * L.ldv, delta, dprow);
         delta = 0.0;
       }
-      ops.BackwardRow(srow, dprow, nk, ldk, p.scale, bias, lse, static_cast<float>(delta));
+      ops.BackwardRow(srow, dprow, prefix >= 0 ? prefix : nk, ldk, p.scale, bias, lse,
+                      static_cast<float>(delta));
     }
     float* dq = u.dq + (chunk * L.G * L.Sq + row0) * L.ldd;
     if (L.bf16_products) {

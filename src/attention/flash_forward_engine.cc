@@ -156,12 +156,14 @@ void PackKeyTile(const Problem& p, const ForwardPlan& plan, const Segment& s, st
   }
   if (plan.bf16) {  // K^T as bfloat16 pairs [D / 2, ldk, 2] (exact: k holds bfloat16 values)
     auto* kb = reinterpret_cast<std::uint16_t*>(vt + plan.VFloats());
-    std::fill(kb, kb + D * ldk, std::uint16_t{0});
-    for (std::int64_t j = 0; j < nk; ++j) {
-      const float* row = w.k.data() + j * D;
-      for (std::int64_t x = 0; x < D; ++x) {
-        kb[(x / 2) * 2 * ldk + 2 * j + x % 2] = FloatToBF16(row[x]).bits;
+    for (std::int64_t y = 0; y < D / 2; ++y) {
+      std::uint16_t* col = kb + y * 2 * ldk;  // pairs (k[j][2y], k[j][2y + 1])
+      for (std::int64_t j = 0; j < nk; ++j) {
+        const float* pair = w.k.data() + j * D + 2 * y;
+        col[2 * j] = static_cast<std::uint16_t>(ExactBf16Bits(pair[0]));
+        col[2 * j + 1] = static_cast<std::uint16_t>(ExactBf16Bits(pair[1]));
       }
+      std::fill(col + 2 * nk, col + 2 * ldk, std::uint16_t{0});
     }
   }
 }
@@ -192,12 +194,11 @@ struct QueryTask {
       RotateTile(*p.rope, w.q.data(), nq, plan.D, w.qpos.data(), serial);
       if (p.Bf16()) RoundToBf16(w.q.data(), nq * plan.D);
     }
-    if (plan.bf16) {
+    if (plan.bf16) {  // exact: q holds bfloat16 values
       for (std::int64_t i = 0; i < nq * plan.D / 2; ++i) {
         w.q_pairs[static_cast<std::size_t>(i)] =
-            static_cast<std::uint32_t>(FloatToBF16(w.q[static_cast<std::size_t>(2 * i)]).bits) |
-            static_cast<std::uint32_t>(FloatToBF16(w.q[static_cast<std::size_t>(2 * i + 1)]).bits)
-                << 16;
+            ExactBf16Bits(w.q[static_cast<std::size_t>(2 * i)]) |
+            ExactBf16Bits(w.q[static_cast<std::size_t>(2 * i + 1)]) << 16;
       }
     }
     std::fill(w.m.begin(), w.m.begin() + nq, kNegInf);
@@ -211,13 +212,16 @@ struct QueryTask {
   // one SIMD pass (FlashScaleRow) reading the terms in place on fully visible tiles, with the
   // mask merged in (-inf) on partially visible ones.
   float ScaledRow(std::int64_t i, float* row, const std::int64_t* kpos, std::int64_t nk,
-                  bool all_visible) {
+                  const PositionRange& keys, bool all_visible) {
     const std::int64_t ldk = plan.ldk, qp = w.qpos[static_cast<std::size_t>(i)];
     const float* terms = nullptr;
     if (w.tile_terms.active()) {
       terms = w.tile_terms.Row(qp, w.q.data() + i * plan.D, p.scale, w.terms.data());
     }
     if (all_visible) return rows.ScaleRow(row, nk, ldk, p.scale, terms);
+    // A causal diagonal tile: row i sees a prefix of the keys, masked by length.
+    const std::int64_t prefix = keys.consecutive ? p.VisiblePrefix(qp, kpos[0], nk) : -1;
+    if (prefix >= 0) return rows.ScaleRow(row, prefix, ldk, p.scale, terms);
     float* bias = w.terms.data();
     if (terms == nullptr) {
       std::fill(bias, bias + ldk, 0.0f);
@@ -274,7 +278,7 @@ struct QueryTask {
     }
     for (std::int64_t i = 0; i < nq; ++i) {
       float* row = sc + i * ldk;
-      const float row_max = ScaledRow(i, row, kpos, nk, all_visible);
+      const float row_max = ScaledRow(i, row, kpos, nk, keys, all_visible);
       float& alpha = w.alpha[static_cast<std::size_t>(i)];
       if (row_max == kNegInf) {  // nothing visible in this tile for row i
         std::fill(row, row + ldk, 0.0f);

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -27,6 +28,7 @@
 
 #include "attention/call_shape.h"
 #include "attention/scheme_policy.h"
+#include "kernels/dassert.h"
 #include "kernels/scalar/flash.h"
 #include "kernels/simd/flash.h"
 #include "kernels/thread_scratch.h"
@@ -83,6 +85,15 @@ struct Problem {
       return window == 0 || p - r < window;
     }
     return window == 0 || std::llabs(p - r) < window;
+  }
+  // For nk keys at consecutive positions r0, r0 + 1, ...: the number n of
+  // leading keys that query position p sees when exactly those are visible
+  // (causal, and a window that does not cut the tile's first key), so that a
+  // row kernel masks keys j >= n by its length alone; -1 otherwise (the
+  // caller masks key by key with Visible).
+  std::int64_t VisiblePrefix(std::int64_t p, std::int64_t r0, std::int64_t nk) const {
+    if (mask != AttentionMask::kCausal || (window != 0 && p - r0 >= window)) return -1;
+    return std::clamp<std::int64_t>(p - r0 + 1, 0, nk);
   }
   // True when every pair of a query tile with positions [pmin, pmax] and a
   // key tile with positions [rmin, rmax] is visible.
@@ -182,6 +193,16 @@ inline void StoreRow(const TensorView& view, std::int64_t base, std::int64_t str
                       static_cast<double>(values[x] * scale));
     }
   }
+}
+
+// The bfloat16 bits of x, a float32 that holds a bfloat16 value (q, k, v
+// and dO rows of bfloat16 inputs, or rows RoundToBf16 rounded): its low 16
+// bits are zero, so the bits are its high half and no rounding is needed.
+inline std::uint32_t ExactBf16Bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  POSENC_DASSERT((u & 0xffffu) == 0);
+  return u >> 16;
 }
 
 // x[i] = bfloat16(x[i]) (nearest even), i < n, in place: the rotated q and
