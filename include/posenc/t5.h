@@ -158,8 +158,11 @@ class T5BiasTable {
 };
 
 // The attention scheme "t5": bias table[bucket(r - p), h] (unscaled; T5
-// itself uses scale = 1) with the table's bucketing. The scheme views the
-// table's values: `table` must outlive the calls. table.heads() must equal H.
+// itself uses scale = 1), buckets of T5Bucketer with `max_distance` and
+// `direction` (num_buckets: the table's rows). The scheme views the table
+// [num_buckets, H] (H = the call's query heads): it must outlive the calls.
+PositionScheme T5Scheme(const TensorView& table, std::int64_t max_distance, T5Direction direction);
+// The same for a T5BiasTable (its values and bucketing).
 PositionScheme T5Scheme(const T5BiasTable& table);
 
 }  // namespace posenc

@@ -304,11 +304,6 @@ double SchemeDefaultScale(const PositionScheme& scheme, std::int64_t head_dim);
 // The registered name of a scheme.
 std::string_view SchemeName(const PositionScheme& scheme);
 
-// The gradient view of trainable argument `arg`: grads.scheme[arg] if set.
-// Null data: not requested. `label` receives the argument name for messages
-// ("grads.scheme.table").
-TensorView SchemeGradView(const AttentionGrads& grads, std::string_view arg, std::string* label);
-
 // Checks every requested gradient view of the policy's trainable tensors
 // (shape of the argument, writable); returns the views (null data: not
 // requested), in trainable() order.

@@ -242,12 +242,6 @@ double SchemeDefaultScale(const PositionScheme& scheme, std::int64_t head_dim) {
 
 // ---- Gradients of the schemes' trainable tensors ----
 
-TensorView SchemeGradView(const AttentionGrads& grads, std::string_view arg, std::string* label) {
-  if (label != nullptr) *label = "grads.scheme." + std::string(arg);
-  const TensorView* v = grads.scheme.Find(arg);
-  return v != nullptr ? *v : TensorView{};
-}
-
 std::vector<TensorView> CheckSchemeGrads(const SchemePolicy& policy, const AttentionGrads& grads,
                                          std::vector<std::string>* labels) {
   const std::string_view scheme = policy.info().name;
@@ -260,8 +254,9 @@ std::vector<TensorView> CheckSchemeGrads(const SchemePolicy& policy, const Atten
   }
   std::vector<TensorView> views;
   for (const TrainableTensor& t : policy.trainable()) {
-    std::string label;
-    TensorView v = SchemeGradView(grads, t.name, &label);
+    const std::string label = "grads.scheme." + t.name;
+    const TensorView* requested = grads.scheme.Find(t.name);
+    const TensorView v = requested != nullptr ? *requested : TensorView{};
     if (v.data != nullptr) {
       ValidateView(v, label, static_cast<int>(t.shape.size()), /*writable=*/true);
       for (std::size_t d = 0; d < t.shape.size(); ++d) {
@@ -366,11 +361,8 @@ SchemeArgs& SchemeArgs::Vector(std::string_view name, std::vector<double> values
   auto owned = std::make_shared<const std::vector<double>>(std::move(values));
   Value& v = Slot(name);
   v.type = SchemeArgType::kTensor;
-  v.tensor.data = const_cast<double*>(owned->data());
-  v.tensor.dtype = DType::kFloat64;
-  v.tensor.rank = 1;
-  v.tensor.shape[0] = static_cast<std::int64_t>(owned->size());
-  v.tensor.strides[0] = 1;
+  v.tensor = TensorView::Contiguous(owned->data(), DType::kFloat64,
+                                    {static_cast<std::int64_t>(owned->size())});
   v.owned = std::move(owned);
   return *this;
 }

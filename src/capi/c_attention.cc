@@ -165,11 +165,7 @@ Scheme SchemeOf(const posenc_scheme* c) {
           "POSENC_T5_BIDIRECTIONAL (0: encoders) or POSENC_T5_CAUSAL (1: decoders)");
       Require(c->t5_max_distance >= 1, "scheme.t5_max_distance", c->t5_max_distance,
               "the bucketing's max_distance >= 1 (T5: 128)");
-      SchemeArgs named;
-      named.Tensor("table", ViewOf(c->t5_table, "scheme.t5_table"));
-      named.Integer("max_distance", c->t5_max_distance);
-      named.Flag("bidirectional", direction == T5Direction::kBidirectional);
-      s.scheme = PositionScheme::Registered("t5", std::move(named));
+      s.scheme = T5Scheme(ViewOf(c->t5_table, "scheme.t5_table"), c->t5_max_distance, direction);
       return s;
     }
     case POSENC_SCHEME_NAMED:

@@ -54,25 +54,9 @@ namespace posenc::flash_test {
 // registered names (KindName).
 enum class Kind { kNone, kAbsolute, kRope, kAlibi, kT5, kShaw, kTransformerXL, kDeBERTa };
 inline std::string_view KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kNone:
-      return "none";
-    case Kind::kAbsolute:
-      return "absolute";
-    case Kind::kRope:
-      return "rope";
-    case Kind::kAlibi:
-      return "alibi";
-    case Kind::kT5:
-      return "t5";
-    case Kind::kShaw:
-      return "shaw";
-    case Kind::kTransformerXL:
-      return "transformer_xl";
-    case Kind::kDeBERTa:
-      return "deberta";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"none", "absolute", "rope",           "alibi",
+                                         "t5",   "shaw",     "transformer_xl", "deberta"};
+  return kNames[static_cast<int>(kind)];
 }
 using Index = std::int64_t;
 constexpr auto kCausal = AttentionMask::kCausal;
@@ -296,7 +280,7 @@ struct Fixture {
   Positions KPos() const { return params.key_positions.value_or(Positions::Offset(0)); }
   Index TableRows() const {
     if (c.kind == Kind::kT5) return tables.t5->num_buckets();
-    if (c.kind == Kind::kShaw) return 2 * c.shaw_clip + 1;
+    if (c.kind == Kind::kShaw) return ShawParams{c.shaw_clip, c.D}.TableRows();
     return 0;
   }
   bool Visible(Index p, Index r) const {

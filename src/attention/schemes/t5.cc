@@ -98,13 +98,18 @@ POSENC_REGISTER_SCHEME(t5, &Info, &Resolve)
 
 namespace posenc {
 
-PositionScheme T5Scheme(const T5BiasTable& table) {
+PositionScheme T5Scheme(const TensorView& table, std::int64_t max_distance, T5Direction direction) {
   SchemeArgs a;
-  a.Tensor("table", TensorView::Contiguous(table.data(), DType::kFloat32,
-                                           {table.num_buckets(), table.heads()}));
-  a.Integer("max_distance", table.bucketer().params().max_distance);
-  a.Flag("bidirectional", table.bucketer().params().direction == T5Direction::kBidirectional);
+  a.Tensor("table", table).Integer("max_distance", max_distance);
+  a.Flag("bidirectional", direction == T5Direction::kBidirectional);
   return PositionScheme::Registered("t5", std::move(a));
+}
+
+PositionScheme T5Scheme(const T5BiasTable& table) {
+  const T5BucketParams& params = table.bucketer().params();
+  return T5Scheme(
+      TensorView::Contiguous(table.data(), DType::kFloat32, {table.num_buckets(), table.heads()}),
+      params.max_distance, params.direction);
 }
 
 }  // namespace posenc
