@@ -5,6 +5,7 @@ set(POSENC_LIBRARY_SOURCES
   attention/flash_forward.cc
   attention/flash_backward.cc
   attention/flash_backward_engine.cc
+  attention/flash_backward_tile.cc
   attention/flash_decode.cc
   attention/flash_decode_plan.cc
   attention/prepared_decode.cc

@@ -4,7 +4,8 @@
 // A call is a list of segments (a dense batch row, or one packed sequence) run in groups of
 // (segment, kv head) units, each group in two ParallelFor phases (RunGroup): 1. pack every key
 // tile once (PackKeyTile); 2. the online softmax of every query tile over the packed key tiles
-// (QueryTask). Backend::kScalar runs plain loops with the same buffers and formulas.
+// (QueryTask); many small units run both steps of a unit as one task (RunUnitTasks).
+// Backend::kScalar runs plain loops with the same buffers and formulas.
 // Float32 throughout; positions [0, 2^24).
 #include "attention/flash_forward_engine.h"
 
@@ -28,6 +29,16 @@ using attention_internal::SchemeRow;
 // memory is O(min(total K/V, 16 MiB) + workers x tile scratch), never
 // O(Sq x Sk).
 constexpr std::int64_t kPackBudgetBytes = std::int64_t{16} << 20;
+
+// At least kUnitsPerThread units per thread, each unit's packed key tiles
+// under kUnitTilesBytes: one task per unit (RunUnitTasks) packs them into
+// its worker's buffer and runs the unit's query tiles while they are in
+// L1/L2: no barrier between the phases, no call-wide buffer to zero. Fewer
+// or larger units run RunGroup's finer tasks, which keep the threads busy.
+constexpr std::int64_t kUnitsPerThread = 8;
+constexpr std::int64_t kUnitTilesBytes = std::int64_t{256} << 10;
+
+std::size_t Z(std::int64_t i) { return static_cast<std::size_t>(i); }
 
 // Tile geometry and key positions of one forward call (positions do not
 // depend on the head, so they are computed once per key tile).
@@ -54,9 +65,11 @@ struct ForwardPlan {
 // Per-worker buffers.
 struct Work {
   std::vector<float> q, k, s, acc, m, l, alpha, terms;
-  std::vector<std::uint32_t> q_pairs;  // bf16 logits: q as bfloat16 pairs
-  std::vector<float> v;                // bf16_pv: the V rows before packing
-  std::vector<std::uint32_t> p_pairs;  // bf16_pv: P as bfloat16 pairs [bq, ldk / 2]
+  std::vector<std::uint32_t> q_pairs;   // bf16 logits: q as bfloat16 pairs
+  std::vector<float> v;                 // bf16_pv: the V rows before packing
+  std::vector<float> tiles;             // RunUnitTasks: the packed key tiles of one unit
+  std::vector<std::int64_t> band_cols;  // DiagonalBands of the current tile
+  std::vector<std::uint32_t> p_pairs;   // bf16_pv: P as bfloat16 pairs [bq, ldk / 2]
   std::vector<std::int64_t> qpos;
   std::vector<const float*> bias_rows;  // per query row: its terms (FlashSoftmaxTile)
   TileTerms tile_terms;
@@ -194,13 +207,7 @@ struct QueryTask {
       RotateTile(*p.rope, w.q.data(), nq, plan.D, w.qpos.data(), serial);
       if (p.Bf16()) RoundToBf16(w.q.data(), nq * plan.D);
     }
-    if (plan.bf16) {  // exact: q holds bfloat16 values
-      for (std::int64_t i = 0; i < nq * plan.D / 2; ++i) {
-        w.q_pairs[static_cast<std::size_t>(i)] =
-            ExactBf16Bits(w.q[static_cast<std::size_t>(2 * i)]) |
-            ExactBf16Bits(w.q[static_cast<std::size_t>(2 * i + 1)]) << 16;
-      }
-    }
+    if (plan.bf16) PackPairs(w.q.data(), nq, plan.D, plan.D, w.q_pairs.data());  // exact
     std::fill(w.m.begin(), w.m.begin() + nq, kNegInf);
     std::fill(w.l.begin(), w.l.begin() + nq, 0.0f);
     std::fill(w.acc.begin(), w.acc.begin() + nq * plan.ldv, 0.0f);
@@ -251,14 +258,16 @@ struct QueryTask {
     const std::int64_t* kpos = &plan.kpos[static_cast<std::size_t>(tile * plan.bk)];
     if (w.tile_terms.active()) w.tile_terms.Prepare(h, queries, kpos, nk, keys);
     float* sc = w.s.data();
+    const bool values = p.scheme->Has(SchemeTerm::kValue);
+    // A causal diagonal tile: each band of rows computes its visible keys only.
+    const bool banded =
+        !all_visible && !values &&
+        DiagonalBands(p, w.qpos.data(), nq, kpos, nk, keys.consecutive, w.band_cols.data());
     if (plan.bf16) {
-      kernels::simd::FlashTileLogitsBf16(
-          w.q_pairs.data(), D / 2, reinterpret_cast<const std::uint16_t*>(vt + plan.VFloats()), nq,
-          D, ldk, sc);
+      Bf16Logits(reinterpret_cast<const std::uint16_t*>(vt + plan.VFloats()), banded);
     } else {
       ops.Logits(w.q.data(), D, kt, nq, D, ldk, sc);
     }
-    const bool values = p.scheme->Has(SchemeTerm::kValue);
     if (rows.simd && all_visible && !values &&
         (!w.tile_terms.active() || w.tile_terms.WindowsOnly())) {
       // The common case in one SIMD call: the terms are windows of the
@@ -273,7 +282,7 @@ struct QueryTask {
       }
       kernels::simd::FlashSoftmaxTile(sc, ldk, nq, nk, p.scale, bias, w.m.data(), w.l.data(),
                                       w.alpha.data());
-      AccumulatePV(sc, vt, nk);
+      AccumulatePV(sc, vt, 0, nq, nk);
       return;
     }
     for (std::int64_t i = 0; i < nq; ++i) {
@@ -289,7 +298,7 @@ struct QueryTask {
       const float m_new = std::max(m, row_max);
       alpha = std::exp(m - m_new);  // 0 when m was -inf
       m = m_new;
-      const float sum = ops.ExpRow(row, ldk, m_new);
+      const float sum = ops.ExpRow(row, banded ? w.band_cols[Z(i / kBandRows)] : ldk, m_new);
       float& l = w.l[static_cast<std::size_t>(i)];
       l = l * alpha + sum;
       if (values) {  // rescale now, then the value terms; PV adds plain P.V
@@ -305,36 +314,53 @@ struct QueryTask {
         p.scheme->AddValues(r, row, acc);
       }
     }
-    AccumulatePV(sc, vt, nk);
+    if (!banded) return AccumulatePV(sc, vt, 0, nq, nk);
+    for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {
+      AccumulatePV(sc, vt, i0, std::min(kBandRows, nq - i0),
+                   std::min(nk, w.band_cols[Z(i0 / kBandRows)]));
+    }
   }
 
-  // acc = alpha * acc + P . V over the tile's nk keys: float32, or P
-  // rounded to bfloat16 against V's bfloat16 pairs (FlashPrecision).
-  void AccumulatePV(const float* sc, const float* vt, std::int64_t nk) {
+  // The bfloat16 logits of the tile (K^T pairs kt), or of each band's keys.
+  void Bf16Logits(const std::uint16_t* kt, bool banded) {
+    const std::int64_t D = plan.D, ldk = plan.ldk;
+    if (!banded)
+      return kernels::simd::FlashTileLogitsBf16(w.q_pairs.data(), D / 2, kt, nq, D, ldk,
+                                                w.s.data());
+    for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {
+      kernels::simd::FlashMatMulBf16(
+          w.q_pairs.data() + i0 * D / 2, D / 2, 1, std::min(kBandRows, nq - i0), kt, D / 2, ldk,
+          w.band_cols[Z(i0 / kBandRows)], nullptr, w.s.data() + i0 * ldk, ldk, plan.simd);
+    }
+  }
+
+  // acc = alpha * acc + P . V for query rows [i0, i0 + n) over the first nk
+  // keys: float32, or P rounded to bfloat16 against V's bfloat16 pairs
+  // (FlashPrecision).
+  void AccumulatePV(const float* sc, const float* vt, std::int64_t i0, std::int64_t n,
+                    std::int64_t nk) {
     const std::int64_t ldk = plan.ldk, ldv = plan.ldv;
-    if (!plan.bf16_pv) return rows.PVScaled(sc, ldk, vt, nq, nk, ldv, w.alpha.data(), w.acc.data());
-    kernels::simd::FlashPackPairsRows(sc, ldk, nq, nk, w.p_pairs.data(), ldk / 2, plan.simd);
-    kernels::simd::FlashMatMulBf16(w.p_pairs.data(), ldk / 2, 1, nq,
-                                   reinterpret_cast<const std::uint16_t*>(vt), (nk + 1) / 2, ldv,
-                                   ldv, w.alpha.data(), w.acc.data(), ldv, plan.simd);
+    const float* alpha = w.alpha.data() + i0;
+    float* acc = w.acc.data() + i0 * ldv;
+    if (!plan.bf16_pv) return rows.PVScaled(sc + i0 * ldk, ldk, vt, n, nk, ldv, alpha, acc);
+    std::uint32_t* pairs = w.p_pairs.data() + i0 * (ldk / 2);
+    kernels::simd::FlashPackPairsRows(sc + i0 * ldk, ldk, n, nk, pairs, ldk / 2, plan.simd);
+    kernels::simd::FlashMatMulBf16(pairs, ldk / 2, 1, n, reinterpret_cast<const std::uint16_t*>(vt),
+                                   (nk + 1) / 2, ldv, ldv, alpha, acc, ldv, plan.simd);
   }
 
   // out = acc / l (and lse) for every row of the tile.
   void Store(const TensorView& out) const {
-    const auto& od = p.od;
     for (std::int64_t i = 0; i < nq; ++i) {
       const float l = w.l[static_cast<std::size_t>(i)];
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const float* acc = w.acc.data() + i * plan.ldv;
       const std::int64_t row = s.q0 + i0 + i;
-      const std::int64_t base =
-          s.batch * od.stride_batch + h * od.stride_head + row * od.stride_seq;
       if (p.lse.data != nullptr) {  // log-sum-exp for the backward; -inf: no visible key
         p.lse.As<float>()[s.batch * p.lse.strides[0] + h * p.lse.strides[1] +
                           row * p.lse.strides[2]] =
             l > 0.0f ? w.m[static_cast<std::size_t>(i)] + std::log(l) : kNegInf;
       }
-      StoreRow(out, base, od.stride_dim, acc, plan.Dv, inv);
+      StoreRows(out, p.od, s.batch, h, row, 1, w.acc.data() + i * plan.ldv, plan.ldv, inv);
     }
   }
 };
@@ -363,6 +389,7 @@ struct Unit {
 struct UnitGroups {
   std::vector<std::vector<Unit>> groups;
   std::int64_t max_floats = 0;
+  std::int64_t units = 0, max_unit_floats = 0;  // all groups: units, packed floats of the largest
 };
 
 // Units (segment, kv head) with queries, in order, cut into groups whose
@@ -382,6 +409,8 @@ UnitGroups GroupUnits(const Problem& p, const std::vector<Segment>& segs, const 
       groups.back().push_back({si, hk});
       group_floats += floats;
       out.max_floats = std::max(out.max_floats, group_floats);
+      ++out.units;
+      out.max_unit_floats = std::max(out.max_unit_floats, floats);
     }
   }
   return out;
@@ -390,7 +419,8 @@ UnitGroups GroupUnits(const Problem& p, const std::vector<Segment>& segs, const 
 // Sizes every worker's buffers for the plan, zeroed, and appends one serial
 // Context per worker to `serial`.
 void PrepareWorkers(const Problem& p, const ForwardPlan& plan, const Context& ctx,
-                    std::vector<Work>& work, std::vector<Context>& serial) {
+                    std::int64_t unit_floats, std::vector<Work>& work,
+                    std::vector<Context>& serial) {
   work.resize(static_cast<std::size_t>(ctx.num_threads()));
   serial.reserve(work.size());
   const auto zeros = [](auto& buffer, std::int64_t n) {
@@ -410,6 +440,8 @@ void PrepareWorkers(const Problem& p, const ForwardPlan& plan, const Context& ct
     zeros(w.q_pairs, plan.bf16 ? plan.bq * plan.D / 2 : 0);
     zeros(w.v, plan.bf16_pv ? plan.bk * plan.Dv : 0);
     zeros(w.p_pairs, plan.bf16_pv ? plan.bq * plan.ldk / 2 : 0);
+    zeros(w.tiles, unit_floats);
+    zeros(w.band_cols, (plan.bq + kBandRows - 1) / kBandRows);
     w.tile_terms.Reset(*p.scheme, 4 * (plan.bq + plan.bk), plan.ldk);
     serial.emplace_back(1, ctx.backend());
   }
@@ -433,6 +465,31 @@ struct SegmentsCall {
   std::vector<Context>& serial;
 };
 
+// Query task `local` of unit u (query head of the unit's kv group, query
+// tile) over the unit's packed key tiles, on worker `worker`.
+void RunUnitQueryTile(const SegmentsCall& call, const Unit& u, std::int64_t local,
+                      const float* packed, int worker) {
+  const ForwardPlan& plan = call.plan;
+  const Segment& s = call.segs[u.segment];
+  const std::int64_t q_tiles = plan.QueryTiles(s);
+  const std::int64_t h = u.hk * call.p.dims.Group() + local / q_tiles;
+  // Last query tiles first: under a causal mask they see the most keys.
+  const std::int64_t i0 = (q_tiles - 1 - local % q_tiles) * plan.bq;
+  QueryTask qt{call.p,
+               plan,
+               s,
+               static_cast<std::int64_t>(u.segment),
+               h,
+               i0,
+               std::min(plan.bq, s.nq - i0),
+               packed,
+               call.ops,
+               call.rows,
+               call.work[static_cast<std::size_t>(worker)],
+               PositionRange{}};
+  RunQueryTile(qt, call.q, call.out, call.serial[static_cast<std::size_t>(worker)]);
+}
+
 // One group of units: packs their key tiles (one task per tile), then runs
 // their query tiles over them (one task per (unit, query head of the unit's
 // kv group, query tile), largest causal tiles first for load balance).
@@ -440,9 +497,7 @@ void RunGroup(const SegmentsCall& call, const std::vector<Unit>& units) {
   const Problem& p = call.p;
   const std::vector<Segment>& segs = call.segs;
   const ForwardPlan& plan = call.plan;
-  const TensorView &q = call.q, &k = call.k, &v = call.v, &out = call.out;
-  const TileOps& ops = call.ops;
-  const RowOps& rows = call.rows;
+  const TensorView &k = call.k, &v = call.v;
   std::vector<float>& packed = call.packed;
   std::vector<Work>& work = call.work;
   std::vector<Context>& serial = call.serial;
@@ -468,25 +523,31 @@ void RunGroup(const SegmentsCall& call, const std::vector<Unit>& units) {
   });
   call.ctx.ParallelFor(query_prefix.back(), [&](std::int64_t task, int worker) {
     const std::size_t ui = Locate(query_prefix, task);
-    const Unit& u = units[ui];
-    const Segment& s = segs[u.segment];
-    const std::int64_t q_tiles = plan.QueryTiles(s), local = task - query_prefix[ui];
-    const std::int64_t h = u.hk * group + local / q_tiles;
-    // Last query tiles first: under a causal mask they see the most keys.
-    const std::int64_t i0 = (q_tiles - 1 - local % q_tiles) * plan.bq;
-    QueryTask qt{p,
-                 plan,
-                 s,
-                 static_cast<std::int64_t>(u.segment),
-                 h,
-                 i0,
-                 std::min(plan.bq, s.nq - i0),
-                 packed.data() + offset[ui],
-                 ops,
-                 rows,
-                 work[static_cast<std::size_t>(worker)],
-                 PositionRange{}};
-    RunQueryTile(qt, q, out, serial[static_cast<std::size_t>(worker)]);
+    RunUnitQueryTile(call, units[ui], task - query_prefix[ui], packed.data() + offset[ui], worker);
+  });
+}
+
+// One task per unit (kUnitsPerThread): the unit's key tiles packed into the
+// worker's own buffer, then every query tile of the unit's query heads over
+// them. The same tiles and formulas as RunGroup, so the same bits.
+void RunUnitTasks(const SegmentsCall& call, const std::vector<Unit>& units) {
+  const ForwardPlan& plan = call.plan;
+  call.ctx.ParallelFor(static_cast<std::int64_t>(units.size()), [&](std::int64_t task, int worker) {
+    const Unit& u = units[static_cast<std::size_t>(task)];
+    const Segment& s = call.segs[u.segment];
+    Work& w = call.work[static_cast<std::size_t>(worker)];
+    float* tiles = w.tiles.data();
+    for (std::int64_t t = 0; t < plan.KeyTiles(s); ++t) {
+      float* dst = tiles + t * plan.tile_floats;
+      // A short last tile leaves rows unwritten: zero, as RunGroup's buffer.
+      if (s.nk - t * plan.bk < plan.bk) std::fill(dst, dst + plan.tile_floats, 0.0f);
+      PackKeyTile(call.p, plan, s, plan.tile_base[u.segment] + t, t, u.hk, call.k, call.v, w,
+                  call.serial[static_cast<std::size_t>(worker)], dst);
+    }
+    const std::int64_t n = call.p.dims.Group() * plan.QueryTiles(s);
+    for (std::int64_t local = 0; local < n; ++local) {
+      RunUnitQueryTile(call, u, local, tiles, worker);
+    }
   });
 }
 
@@ -514,12 +575,21 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
   ThreadBuffers<ForwardBuffers> lease;
   ForwardBuffers& buffers = lease.get();
   std::vector<float>& packed = buffers.packed;
-  packed.resize(static_cast<std::size_t>(grouped.max_floats));
+  const bool unit_tasks = grouped.units >= kUnitsPerThread * ctx.num_threads() &&
+                          grouped.max_unit_floats * 4 <= kUnitTilesBytes;
+  packed.resize(unit_tasks ? 0 : static_cast<std::size_t>(grouped.max_floats));
   std::memset(packed.data(), 0, packed.size() * sizeof(float));
   std::vector<Context> serial;
-  PrepareWorkers(p, plan, ctx, buffers.work, serial);
+  PrepareWorkers(p, plan, ctx, unit_tasks ? grouped.max_unit_floats : 0, buffers.work, serial);
   const SegmentsCall call{p,    segs,   plan,         q,     k, v, out, ctx, ops,
                           rows, packed, buffers.work, serial};
+  if (unit_tasks) {
+    std::vector<Unit> all;
+    for (const std::vector<Unit>& units : grouped.groups) {
+      all.insert(all.end(), units.begin(), units.end());
+    }
+    return RunUnitTasks(call, all);
+  }
   for (const std::vector<Unit>& units : grouped.groups) RunGroup(call, units);
 }
 

@@ -276,6 +276,75 @@ void TransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int
   }
 }
 
+bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
+                   const std::int64_t* kpos, std::int64_t nk, bool keys_consecutive,
+                   std::int64_t* cols) {
+  if (!keys_consecutive || nk == 0) return false;
+  for (std::int64_t i = 0; i < nq; ++i) {
+    if (p.VisiblePrefix(qpos[i], kpos[0], nk) < 0) return false;
+  }
+  for (std::int64_t b = 0; b * kBandRows < nq; ++b) {
+    std::int64_t longest = 0;
+    for (std::int64_t i = b * kBandRows; i < std::min(nq, (b + 1) * kBandRows); ++i) {
+      longest = std::max(longest, p.VisiblePrefix(qpos[i], kpos[0], nk));
+    }
+    cols[b] = Pad(longest);
+  }
+  return true;
+}
+
+void PackPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,
+               std::uint32_t* pairs) {
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t x = 0; x < dim / 2; ++x) {
+      pairs[i * (dim / 2) + x] =
+          ExactBf16Bits(rows[i * ld + 2 * x]) | ExactBf16Bits(rows[i * ld + 2 * x + 1]) << 16;
+    }
+}
+
+void PackTransposedPairs(const float* kt, std::int64_t dim, std::int64_t ldk, std::uint16_t* out) {
+  for (std::int64_t y = 0; y < dim / 2; ++y) {
+    const float* even = kt + 2 * y * ldk;
+    const float* odd = even + ldk;
+    std::uint16_t* dst = out + y * 2 * ldk;
+    for (std::int64_t j = 0; j < ldk; ++j) {
+      dst[2 * j] = static_cast<std::uint16_t>(ExactBf16Bits(even[j]));
+      dst[2 * j + 1] = static_cast<std::uint16_t>(ExactBf16Bits(odd[j]));
+    }
+  }
+}
+
+void StoreRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
+               std::int64_t s0, std::int64_t n, const float* src, std::int64_t ld, float scale) {
+  if (ad.stride_dim == 1 && (view.dtype == DType::kFloat32 || view.dtype == DType::kBFloat16)) {
+    const std::int64_t first = b * ad.stride_batch + h * ad.stride_head + s0 * ad.stride_seq;
+    void* dst = static_cast<unsigned char*>(view.data) +
+                first * static_cast<std::int64_t>(DTypeSize(view.dtype));
+    kernels::simd::FlashStoreRows(src, ld, n, ad.head_dim, scale,
+                                  view.dtype == DType::kFloat32
+                                      ? kernels::simd::FlashStorage::kFloat32
+                                      : kernels::simd::FlashStorage::kBFloat16,
+                                  dst, ad.stride_seq);
+    return;
+  }
+  for (std::int64_t s = 0; s < n; ++s) {
+    const std::int64_t base = b * ad.stride_batch + h * ad.stride_head + (s0 + s) * ad.stride_seq;
+    StoreRow(view, base, ad.stride_dim, src + s * ld, ad.head_dim, scale);
+  }
+}
+
+void StoreGradRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
+                   std::int64_t s0, std::int64_t n, const float* acc, std::int64_t ld, float scale,
+                   const RopeParams* rope, const std::int64_t* pos, float* tmp,
+                   const Context& serial) {
+  if (rope == nullptr) return StoreRows(view, ad, b, h, s0, n, acc, ld, scale);
+  const std::int64_t dim = ad.head_dim;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t x = 0; x < dim; ++x) tmp[i * dim + x] = scale * acc[i * ld + x];
+  RotateTile(*rope, tmp, n, dim, pos, serial, RopeDirection::kInverse);
+  StoreRows(view, ad, b, h, s0, n, tmp, dim);
+}
+
 void RotateTile(const RopeParams& rope, float* tile, std::int64_t n, std::int64_t dim,
                 const std::int64_t* pos, const Context& serial, RopeDirection direction) {
   const TensorView view = TensorView::Contiguous(tile, DType::kFloat32, {1, n, 1, dim});

@@ -211,6 +211,42 @@ inline void RoundToBf16(float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) x[i] = BF16ToFloat(FloatToBF16(x[i]));
 }
 
+// Query rows per band of a causal diagonal tile (DiagonalBands).
+inline constexpr std::int64_t kBandRows = kFlashPad;
+
+// A causal tile on the diagonal cut into bands of kBandRows query rows
+// (queries at qpos[0, nq), keys at kpos[0, nk)): band b needs only keys
+// [0, cols[b]), cols[b] = Pad(the longest visible prefix among its rows)
+// <= Pad(nk); every later logit, probability and product of the band is
+// masked out and skipped. Returns false (cols untouched) unless every row
+// sees a prefix of the keys (p.VisiblePrefix: causal, keys at consecutive
+// positions, no window cutting a row's first key).
+bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
+                   const std::int64_t* kpos, std::int64_t nk, bool keys_consecutive,
+                   std::int64_t* cols);
+
+// [n, dim] float32 rows (stride ld) of bfloat16 values as bit pairs
+// (row stride dim / 2): exact, the values are bfloat16 already.
+void PackPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,
+               std::uint32_t* pairs);
+
+// K^T [dim, ldk] of bfloat16 values as pairs [dim / 2, ldk, 2].
+void PackTransposedPairs(const float* kt, std::int64_t dim, std::int64_t ldk, std::uint16_t* out);
+
+// Stores n float32 rows (stride ld) times scale into rows [s0, s0 + n) of
+// head h of batch b of a rank-4 view (StoreRow).
+void StoreRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
+               std::int64_t s0, std::int64_t n, const float* src, std::int64_t ld,
+               float scale = 1.0f);
+
+// StoreRows of gradient rows scale * acc, first rotated back by the inverse
+// rotation at positions pos[0, n) when rope is not null (tmp: n * head_dim
+// floats of scratch): dQ and dK of the backward.
+void StoreGradRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
+                   std::int64_t s0, std::int64_t n, const float* acc, std::int64_t ld, float scale,
+                   const RopeParams* rope, const std::int64_t* pos, float* tmp,
+                   const Context& serial);
+
 // dst [dim, ldk] = transpose of rows [n, dim] (row stride `ld_rows`);
 // columns [n, ldk) are zeroed so that no stale key reaches a logit.
 void TransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld_rows,

@@ -165,6 +165,20 @@ TEST(FlashAttention, ThreadsGiveTheSameBits) {
   EXPECT_EQ(one, three);
 }
 
+TEST(FlashAttention, UnitTasksGiveThePhasedBits) {
+  // 8 units (B 4 x Hkv 2): one thread runs one task per unit
+  // (kUnitsPerThread in flash_forward_engine.cc), two threads the two
+  // phases; the last key tile is short (217 = 3 x 64 + 25).
+  for (Kind kind : {Kind::kNone, Kind::kRope, Kind::kAlibi, Kind::kT5, Kind::kShaw}) {
+    Case c = Forward(std::string("units ") + std::string(KindName(kind)), kind, kCausal);
+    c.B = 4;
+    c.H = 4;
+    const std::vector<double> one = CheckCase(c);
+    c.threads = 2;
+    EXPECT_EQ(one, CheckCase(c)) << c.name;
+  }
+}
+
 TEST(FlashAttention, TileSizesOnlyReorderFloat32Sums) {
   Case c = Forward("tiles", Kind::kAlibi, kBidir);
   c.Sq = 217;  // bottom-right: queries at 814..1030

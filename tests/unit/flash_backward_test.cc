@@ -210,6 +210,23 @@ TEST(FlashBackward, ThreadsGiveTheSameGradients) {
   EXPECT_LT(MaxErr(one.a_value, three.a_value), 1e-6 * std::max(1.0, MaxAbs(one.a_value)));
 }
 
+TEST(FlashBackward, UnitTasksGiveThePhasedGradients) {
+  // 8 units (B 4 x Hkv 2): one thread runs one task per unit
+  // (kUnitsPerThread in flash_backward_engine.cc), two threads the three
+  // phases over groups of units.
+  for (Kind kind : {Kind::kNone, Kind::kRope, Kind::kAlibi, Kind::kT5, Kind::kShaw}) {
+    Case c = Make(std::string("units ") + std::string(KindName(kind)), kind, kCausal);
+    c.B = 4;
+    c.H = 4;
+    const Grads one = CheckCase(c);
+    c.threads = 2;
+    const Grads two = CheckCase(c);
+    EXPECT_EQ(one.dq, two.dq) << c.name;
+    EXPECT_EQ(one.dk, two.dk) << c.name;
+    EXPECT_EQ(one.dv, two.dv) << c.name;
+  }
+}
+
 TEST(FlashBackward, LongSequence1031) {
   // Sq = Sk = 1031 with a window keeps the float64 oracle cheap; full-size
   // only in optimised builds (the sanitizer build runs the window-free tail).

@@ -4,7 +4,8 @@
 // rounding floor), on every compiled Highway target:
 //  - FlashAccumulatePTV (dV += P^T dO, dK += dS^T Q), FlashBackwardRow (P,
 //    dS), FlashDecodeLogits (key rows, transposing lane sums), FlashLoadRows
-//    (exact 16-bit conversions), FlashAccumulatePVStored (equal to the
+//    (exact 16-bit conversions), FlashStoreRows (bfloat16 bits as
+//    FloatToBF16), FlashAccumulatePVStored (equal to the
 //    float32-row kernel on converted rows), FlashTouch (reads every byte);
 //  - the bfloat16 logits on each hardware path the CPU has: AVX512_BF16
 //    (FlashTileLogitsAvx512Bf16) and AMX (FlashTileLogitsAmx, after the
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -127,6 +129,46 @@ TEST_P(FlashKernelTarget, LoadRowsConvertsExactly) {
     }
   }
 }
+TEST_P(FlashKernelTarget, StoreRowsRoundsAsFloatToBF16) {
+  // The table: ties to even (1 + 2^-8, 1 + 3 * 2^-8), signed zeros,
+  // infinities, quiet and signalling NaNs with a sign, subnormals, the
+  // largest float (rounds to inf); then random values. dim 37: a tail on
+  // every target; the row stride leaves gaps that must stay untouched.
+  std::vector<float> x = {1.0f + 0x1p-8f, 1.0f + 0x3p-8f, -0.0f,   0.0f,    INFINITY,
+                          -INFINITY,      1e-40f,         -3e-39f, 3.4e38f, -3.4e38f};
+  std::uint32_t nan_bits[] = {0x7fc00001u, 0xff800001u, 0x7f800100u};
+  for (std::uint32_t bits : nan_bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    x.push_back(f);
+  }
+  const Index n = 3, dim = 37, ld = 40, stride = 41;
+  const std::vector<float> random = Random(n * ld, 11, -300.0f, 300.0f);
+  x.insert(x.end(), random.begin(), random.begin() + (n * ld - static_cast<Index>(x.size())));
+  for (const float scale : {1.0f, 0.37f}) {
+    std::vector<std::uint16_t> bf(n * stride, 0xabcd);
+    std::vector<float> f32(n * stride, -7.0f);
+    ks::FlashStoreRows(x.data(), ld, n, dim, scale, ks::FlashStorage::kBFloat16, bf.data(), stride);
+    ks::FlashStoreRows(x.data(), ld, n, dim, scale, ks::FlashStorage::kFloat32, f32.data(), stride);
+    for (Index r = 0; r < n; ++r) {
+      for (Index c = 0; c < stride; ++c) {
+        const std::size_t o = static_cast<std::size_t>(r * stride + c);
+        if (c >= dim) {
+          ASSERT_EQ(bf[o], 0xabcd) << r << ", " << c;
+          ASSERT_EQ(f32[o], -7.0f) << r << ", " << c;
+          continue;
+        }
+        const float v = x[static_cast<std::size_t>(r * ld + c)] * scale;
+        ASSERT_EQ(bf[o], FloatToBF16(v).bits) << r << ", " << c << ": " << v;
+        std::uint32_t want, got;
+        std::memcpy(&want, &v, sizeof v);
+        std::memcpy(&got, &f32[o], sizeof got);
+        ASSERT_EQ(got, want) << r << ", " << c;
+      }
+    }
+  }
+}
+
 TEST_P(FlashKernelTarget, TouchReadsEveryByteOnce) {
   // One nonzero byte anywhere in [p, p + bytes) gives a nonzero result with
   // its bit: every byte is read, at any alignment and length (whole

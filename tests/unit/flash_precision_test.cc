@@ -153,6 +153,24 @@ TEST(FlashPrecision, BFloat16LongRows) {
   CheckPrecision(c, Backend::kAuto);
 }
 
+TEST(FlashPrecision, UnitTasksGiveThePhasedBits) {
+  // 8 units (B 4 x Hkv 2): on one thread the engines run one task per unit
+  // (kUnitsPerThread), on three the phased tasks; every output the same bits.
+  for (Kind kind : {Kind::kNone, Kind::kAlibi, Kind::kT5, Kind::kShaw, Kind::kRope}) {
+    Case c = PrecisionCase(KindName(kind).data(), kind, kCausal);
+    c.B = 4;
+    Fixture f(c);
+    const Outputs one = RunFlash(f, FlashPrecision::kBFloat16, Backend::kAuto);
+    f.c.threads = 3;
+    const Outputs three = RunFlash(f, FlashPrecision::kBFloat16, Backend::kAuto);
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(one.out, three.out);
+    EXPECT_EQ(one.g.dq, three.g.dq);
+    EXPECT_EQ(one.g.dk, three.g.dk);
+    EXPECT_EQ(one.g.dv, three.g.dv);
+  }
+}
+
 TEST(FlashPrecision, DecodeRoundsP) {
   Case c = PrecisionCase("decode", Kind::kAlibi, kCausal);
   c.Sq = 3;

@@ -432,6 +432,58 @@ void LoadRowsTyped(const void* src, std::int64_t stride, std::int64_t n, std::in
   }
 }
 
+// The bfloat16 bits of float32 lanes as FloatToBF16 (posenc/dtype.h) forms
+// them: round to nearest even, a NaN kept quiet with its sign.
+template <class D>
+hn::Vec<hn::Rebind<std::uint16_t, D>> Bf16BitsOf(D d, hn::Vec<D> v) {
+  const hn::RebindToUnsigned<D> du;
+  const auto u = hn::BitCast(du, v);
+  const auto rounding =
+      hn::Add(hn::Set(du, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(u, rounding));
+  const auto quiet = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u));
+  const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, rounded);
+  return hn::DemoteTo(hn::Rebind<std::uint16_t, D>(), hn::BitCast(hn::RebindToSigned<D>(), bits));
+}
+
+// Row r of n float32 rows (stride ld) times scale into row r of dst (unit
+// element stride, row stride `stride` elements) as float32 (bf16 false) or
+// bfloat16 bits (Bf16BitsOf), dim values per row.
+template <bool kBf16>
+void StoreRowsTyped(const float* src, std::int64_t ld, std::int64_t n, std::int64_t dim,
+                    float scale, void* dst, std::int64_t stride) {
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 1> d1;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto vscale = hn::Set(d, scale);
+  const auto vscale1 = hn::Set(d1, scale);
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float* in = src + r * ld;
+    std::int64_t x = 0;
+    if constexpr (kBf16) {
+      std::uint16_t* out = static_cast<std::uint16_t*>(dst) + r * stride;
+      for (; x + N <= dim; x += N) {
+        hn::StoreU(Bf16BitsOf(d, hn::Mul(hn::LoadU(d, in + x), vscale)),
+                   hn::Rebind<std::uint16_t, decltype(d)>(), out + x);
+      }
+      for (; x < dim; ++x) {
+        hn::StoreU(Bf16BitsOf(d1, hn::Mul(hn::LoadU(d1, in + x), vscale1)),
+                   hn::Rebind<std::uint16_t, decltype(d1)>(), out + x);
+      }
+    } else {
+      float* out = static_cast<float*>(dst) + r * stride;
+      for (; x + N <= dim; x += N) hn::StoreU(hn::Mul(hn::LoadU(d, in + x), vscale), d, out + x);
+      for (; x < dim; ++x) out[x] = in[x] * scale;
+    }
+  }
+}
+
+void FlashStoreRowsImpl(int store, const float* src, std::int64_t ld, std::int64_t n,
+                        std::int64_t dim, float scale, void* dst, std::int64_t stride) {
+  if (store == 1) return StoreRowsTyped<true>(src, ld, n, dim, scale, dst, stride);
+  StoreRowsTyped<false>(src, ld, n, dim, scale, dst, stride);
+}
+
 // Reads bytes [p, p + bytes) once in address order, four independent
 // vectors per step (the loads, not the ORs, limit), and returns the OR of
 // all the 32-bit words read (bytes past the last whole vector OR-ed in

@@ -25,6 +25,7 @@ HWY_EXPORT(FlashBackwardRowImpl);
 HWY_EXPORT(FlashAddRowImpl);
 HWY_EXPORT(FlashSoftmaxTileImpl);
 HWY_EXPORT(FlashLoadRowsImpl);
+HWY_EXPORT(FlashStoreRowsImpl);
 HWY_EXPORT(FlashTouchImpl);
 HWY_EXPORT(FlashDecodeLogitsImpl);
 HWY_EXPORT(FlashAccumulatePVStoredImpl);
@@ -62,6 +63,13 @@ void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, s
                    std::int64_t dim, float* dst, std::int64_t ld) {
   POSENC_DASSERT(ld >= dim && dim >= 0 && n >= 0);
   HWY_DYNAMIC_DISPATCH(FlashLoadRowsImpl)(static_cast<int>(storage), src, stride, n, dim, dst, ld);
+}
+
+void FlashStoreRows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t dim,
+                    float scale, FlashStorage storage, void* dst, std::int64_t stride) {
+  POSENC_DASSERT(ld >= dim && dim >= 0 && n >= 0 && storage != FlashStorage::kFloat16);
+  HWY_DYNAMIC_DISPATCH(FlashStoreRowsImpl)
+  (static_cast<int>(storage), src, ld, n, dim, scale, dst, stride);
 }
 
 std::uint32_t FlashTouch(const void* p, std::int64_t bytes) {

@@ -91,6 +91,13 @@ enum class FlashStorage : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
 void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
                    std::int64_t dim, float* dst, std::int64_t ld);
 
+// The inverse of FlashLoadRows for float32 and bfloat16 storage: n rows of
+// dim values src[r * ld + x] * scale into dst (unit element stride, row
+// stride `stride` elements), bfloat16 rounded to nearest even (NaN kept
+// quiet), exactly as FloatToBF16 (posenc/dtype.h). Not for kFloat16.
+void FlashStoreRows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t dim,
+                    float scale, FlashStorage storage, void* dst, std::int64_t stride);
+
 // Reads bytes [p, p + bytes) once, in address order (vector loads, four
 // in flight per step), and returns the OR of everything read, as 32-bit
 // words, the last bytes singly (a nonzero byte anywhere gives a nonzero

@@ -1,0 +1,198 @@
+// The backward's (query tile, key tile) step (FlashAttention-2, Dao 2023,
+// Alg. 2, its inner loop): formulas and numerics in flash_backward_tile.h.
+#include "attention/flash_backward_tile.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/simd/flash.h"
+
+namespace posenc::flash_internal {
+namespace {
+
+using attention_internal::SchemeRow;
+
+struct PairWork {
+  const BackwardCall& c;
+  const Layout& L;
+  const TileOps& ops;
+  const UnitView& u;
+  Scratch& w;
+  Index b, h, hl, chunk;
+
+  SchemeRow<float> RowOf(Index row, Index i, const Index* qpos, const Index* kpos, Index nk) const {
+    SchemeRow<float> r;
+    r.head = h;
+    r.qpos = qpos[i];
+    r.q = u.q + (row + i) * L.ldd;
+    r.kpos = kpos;
+    r.nk = nk;
+    return r;
+  }
+
+  void Run(Index t, Index ku, const PositionRange& qr, const PositionRange& kr) {
+    const Problem& p = c.p;
+    const Index i0 = t * c.bq, nq = std::min(c.bq, L.Sq - i0), row0 = hl * L.Sq + i0;
+    const Index nk = std::min(c.bk, p.dims.key_len - ku * c.bk), ldk = L.ldk;
+    const Index* qpos = &c.qpos[Z(b * L.Sq + i0)];
+    const Index* kpos = &c.kpos[Z(b * p.dims.key_len + ku * c.bk)];
+    const float* qt = u.q + row0 * L.ldd;
+    const float* dot = u.dout + row0 * L.ldv;
+    float* s = w.s.data();
+    float* dp = w.dp.data();
+    const bool all_visible = p.TileVisible(qr.min, qr.max, kr.min, kr.max);
+    const bool terms = w.tile_terms.active(), values = p.scheme->Has(SchemeTerm::kValue);
+    // A causal diagonal tile: each band of rows computes its visible keys only.
+    const bool banded = !all_visible && !values &&
+                        DiagonalBands(p, qpos, nq, kpos, nk, kr.consecutive, w.band_cols.data());
+    if (L.bf16_qk) {
+      Bf16Logits(u.q_pairs + row0 * L.D / 2, L.D, w.kt_pairs.data(), nq, banded, s);
+    } else {
+      ops.Logits(qt, L.ldd, w.kt.data(), nq, L.D, ldk, s);
+    }
+    if (L.bf16_dv) {
+      Bf16Logits(u.dout_pairs + row0 * L.Dv / 2, L.Dv, w.vt_pairs.data(), nq, banded, dp);
+    } else {
+      ops.Logits(dot, L.ldv, w.vt.data(), nq, L.Dv, ldk, dp);
+    }
+    if (terms) w.tile_terms.Prepare(h, qr, kpos, nk, kr);
+    for (Index i = 0; i < nq; ++i) {
+      float* srow = s + i * ldk;
+      float* dprow = dp + i * ldk;
+      const float lse = u.lse[row0 + i];
+      if (lse == kNegInf) {  // the query sees no key: P = dS = 0
+        std::fill(srow, srow + ldk, 0.0f);
+        std::fill(dprow, dprow + ldk, 0.0f);
+        continue;
+      }
+      const float* bias = nullptr;
+      if (terms) bias = w.tile_terms.Row(qpos[i], qt + i * L.ldd, p.scale, w.bias.data());
+      // A causal diagonal tile: row i sees a prefix of the keys, masked by length.
+      const Index prefix =
+          all_visible || !kr.consecutive ? -1 : p.VisiblePrefix(qpos[i], kpos[0], nk);
+      if (!all_visible && prefix < 0) {
+        float* m = w.bias.data();
+        if (bias == nullptr) {
+          std::fill(m, m + ldk, 0.0f);
+        } else if (bias != m) {
+          std::copy(bias, bias + ldk, m);
+        }
+        for (Index j = 0; j < nk; ++j) {
+          if (!p.Visible(qpos[i], kpos[j])) m[j] = kNegInf;
+        }
+        bias = m;
+      }
+      double delta = u.delta[row0 + i];
+      if (values) {  // dP_ij += dO_i . a_ij - D_i (the scheme rounds the difference once)
+        p.scheme->ValueGradRow(RowOf(row0, i, qpos, kpos, nk), dot + i * L.ldv, delta, dprow);
+        delta = 0.0;
+      }
+      // A band's keys past its columns: P = dS = 0, as the row pass would write.
+      const Index cols = banded ? w.band_cols[Z(i / kBandRows)] : ldk;
+      ops.BackwardRow(srow, dprow, prefix >= 0 ? prefix : nk, cols, p.scale, bias, lse,
+                      static_cast<float>(delta));
+      std::fill(srow + cols, srow + ldk, 0.0f);
+      std::fill(dprow + cols, dprow + ldk, 0.0f);
+    }
+    float* dq = u.dq + (chunk * L.G * L.Sq + row0) * L.ldd;
+    if (L.bf16_products) {
+      Bf16Products(t, nq, nk, dq, banded);
+    } else {
+      ops.PTV(s, ldk, dot, nq, nk, L.ldv, w.dv.data());    // dV += P^T dO
+      ops.PTV(dp, ldk, qt, nq, nk, L.ldd, w.dk.data());    // dK += dS^T Q
+      ops.PV(dp, ldk, w.krows.data(), nq, nk, L.ldd, dq);  // dQ += dS K
+    }
+    if (c.any_scheme_grad || p.scheme->Has(SchemeTerm::kLogit)) {
+      SchemeGrads(row0, nq, nk, qpos, kpos, qr, kr, dq);
+    }
+  }
+
+  // S = Q K^T (or dP = dO V^T) from bfloat16 pairs: the whole tile, or each
+  // band's columns (DiagonalBands).
+  void Bf16Logits(const std::uint32_t* a, Index dim, const std::uint16_t* bt, Index nq, bool banded,
+                  float* out) const {
+    const Index ldk = L.ldk;
+    if (!banded) return kernels::simd::FlashTileLogitsBf16(a, dim / 2, bt, nq, dim, ldk, out);
+    for (Index i0 = 0; i0 < nq; i0 += kBandRows) {
+      kernels::simd::FlashMatMulBf16(a + i0 * dim / 2, dim / 2, 1, std::min(kBandRows, nq - i0), bt,
+                                     dim / 2, ldk, w.band_cols[Z(i0 / kBandRows)], nullptr,
+                                     out + i0 * ldk, ldk, L.simd);
+    }
+  }
+
+  // dV += P^T dO, dK += dS^T Q, dQ += dS K with P and dS rounded to
+  // bfloat16 against the bfloat16 pairs of dO, Q and K (float32 sums). A
+  // banded tile skips the masked products: key rows start at the first band
+  // that sees them, dQ rows end at their band's columns.
+  void Bf16Products(Index t, Index nq, Index nk, float* dq, bool banded) {
+    const Index ldk = L.ldk, pairs_q = (nq + 1) / 2, pairs_k = (nk + 1) / 2;
+    using kernels::simd::FlashMatMulBf16;
+    using kernels::simd::FlashPackPairsB;
+    FlashPackPairsB(w.s.data(), ldk, nq, nk, w.pt_a.data(), ldk, L.simd);
+    FlashPackPairsB(w.dp.data(), ldk, nq, nk, w.dst_a.data(), ldk, L.simd);
+    kernels::simd::FlashPackPairsRows(w.dp.data(), ldk, nq, nk, w.ds_a.data(), ldk / 2, L.simd);
+    const auto* pt = reinterpret_cast<const std::uint32_t*>(w.pt_a.data());
+    const auto* dst = reinterpret_cast<const std::uint32_t*>(w.dst_a.data());
+    const float* ones = w.ones.data();
+    const Index step = banded ? kBandRows : nk;
+    for (Index j0 = 0, b0 = 0; j0 < nk; j0 += step) {
+      while (banded && b0 * kBandRows < nq && w.band_cols[Z(b0)] <= j0) ++b0;
+      const Index t0 = b0 * kBandRows / 2, n = std::min(step, nk - j0);  // first query pair
+      if (t0 >= pairs_q) break;
+      FlashMatMulBf16(pt + j0 + t0 * ldk, 1, ldk, n, u.DoutB(L, hl, t) + t0 * 2 * L.ldv,
+                      pairs_q - t0, L.ldv, L.ldv, ones, w.dv.data() + j0 * L.ldv, L.ldv, L.simd);
+      FlashMatMulBf16(dst + j0 + t0 * ldk, 1, ldk, n, u.QB(L, hl, t) + t0 * 2 * L.ldd, pairs_q - t0,
+                      L.ldd, L.ldd, ones, w.dk.data() + j0 * L.ldd, L.ldd, L.simd);
+    }
+    for (Index i0 = 0; i0 < nq; i0 += banded ? kBandRows : nq) {
+      const Index n = banded ? std::min(kBandRows, nq - i0) : nq;
+      const Index pairs = banded ? std::min(pairs_k, w.band_cols[Z(i0 / kBandRows)] / 2) : pairs_k;
+      FlashMatMulBf16(w.ds_a.data() + i0 * (ldk / 2), ldk / 2, 1, n, w.k_b.data(), pairs, L.ldd,
+                      L.ldd, ones, dq + i0 * L.ldd, L.ldd, L.simd);
+    }
+  }
+
+  // The scheme's parameter gradients and content dq terms of the tile (dq
+  // unscaled, like dS K). A bias of r - p only gets dS summed per distance
+  // first: with consecutive positions row i is a window of the distance
+  // row (a SIMD add); otherwise one add per pair; then DistanceGrad runs
+  // once per distance. Otherwise BackwardRow runs per query row.
+  void SchemeGrads(Index row0, Index nq, Index nk, const Index* qpos, const Index* kpos,
+                   const PositionRange& qr, const PositionRange& kr, float* dq) {
+    const auto& scheme = *c.p.scheme;
+    const Index ldk = L.ldk;
+    if (w.tile_terms.tabulated() && !scheme.Has(SchemeTerm::kLogit) &&
+        !scheme.Has(SchemeTerm::kValue)) {
+      const Index lo = w.tile_terms.table_lo(), n = w.tile_terms.table_size();
+      float* dist = w.dist.data();
+      std::fill(dist, dist + n, 0.0f);
+      for (Index i = 0; i < nq; ++i) {
+        const float* ds = w.dp.data() + i * ldk;
+        if (kr.consecutive) {
+          ops.AddRow(dist + (kpos[0] - qpos[i] - lo), ds, nk);
+        } else {
+          for (Index j = 0; j < nk; ++j) dist[kpos[j] - qpos[i] - lo] += ds[j];
+        }
+      }
+      for (Index x = 0; x < n; ++x) w.dist64[Z(x)] = dist[x];
+      scheme.DistanceGrad(h, qr.min, lo, n, w.dist64.data(), w.sums);
+      return;
+    }
+    for (Index i = 0; i < nq; ++i) {
+      scheme.BackwardRow(RowOf(row0, i, qpos, kpos, nk), w.s.data() + i * ldk,
+                         w.dp.data() + i * ldk, u.dout + (row0 + i) * L.ldv, c.p.scale,
+                         dq + i * L.ldd, nullptr, w.sums);
+    }
+  }
+};
+
+}  // namespace
+
+void RunTilePair(const BackwardCall& c, const Layout& L, const TileOps& ops, const UnitView& u,
+                 Scratch& w, const TileTask& task, Index t, Index ku, const PositionRange& qr,
+                 const PositionRange& kr) {
+  PairWork pair{c, L, ops, u, w, task.b, task.h, task.hl, task.chunk};
+  pair.Run(t, ku, qr, kr);
+}
+
+}  // namespace posenc::flash_internal
