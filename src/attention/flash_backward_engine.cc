@@ -145,19 +145,27 @@ void LoadKeyTile(const BackwardCall& c, const Layout& L, const TensorView& k, co
     RotateTile(*p.rope, tmp, nk, L.D, &c.kpos[Z(b * p.dims.key_len + j0)], w.serial);
     if (p.Bf16()) RoundToBf16(tmp, nk * L.D);  // as the forward rounds them
   }
-  TransposeTile(tmp, nk, L.D, L.D, w.kt.data(), L.ldk);
-  for (Index j = 0; j < nk; ++j) {
-    float* dst = w.krows.data() + j * L.ldd;
-    std::copy_n(tmp + j * L.D, L.D, dst);
-    std::fill(dst + L.D, dst + L.ldd, 0.0f);
+  // K^T as float32 or as bfloat16 pairs; K rows as float32 or as pairs along the keys.
+  if (L.bf16_qk) {
+    PackTransposedPairs(tmp, nk, L.D, L.D, w.kt_pairs.data(), L.ldk);
+  } else {
+    TransposeTile(tmp, nk, L.D, L.D, w.kt.data(), L.ldk);
   }
   if (L.bf16_products) {
-    kernels::simd::FlashPackPairsB(w.krows.data(), L.ldd, nk, L.D, w.k_b.data(), L.ldd, L.simd);
+    kernels::simd::FlashPackPairsB(tmp, L.D, nk, L.D, w.k_b.data(), L.ldd, L.simd);
+  } else {
+    for (Index j = 0; j < nk; ++j) {
+      float* dst = w.krows.data() + j * L.ldd;
+      std::copy_n(tmp + j * L.D, L.D, dst);
+      std::fill(dst + L.D, dst + L.ldd, 0.0f);
+    }
   }
   LoadRows(v, p.vd, b, hk, j0, nk, tmp, L.Dv);
-  TransposeTile(tmp, nk, L.Dv, L.Dv, w.vt.data(), L.ldk);
-  if (L.bf16_qk) PackTransposedPairs(w.kt.data(), L.D, L.ldk, w.kt_pairs.data());
-  if (L.bf16_dv) PackTransposedPairs(w.vt.data(), L.Dv, L.ldk, w.vt_pairs.data());
+  if (L.bf16_dv) {
+    PackTransposedPairs(tmp, nk, L.Dv, L.Dv, w.vt_pairs.data(), L.ldk);
+  } else {
+    TransposeTile(tmp, nk, L.Dv, L.Dv, w.vt.data(), L.ldk);
+  }
 }
 
 // Phase 2: key tiles [u0, u1) of unit (b, hk), chunk `chunk`. Each key tile

@@ -168,16 +168,8 @@ void PackKeyTile(const Problem& p, const ForwardPlan& plan, const Segment& s, st
       std::fill(vt + j * ldv + plan.Dv, vt + (j + 1) * ldv, 0.0f);
   }
   if (plan.bf16) {  // K^T as bfloat16 pairs [D / 2, ldk, 2] (exact: k holds bfloat16 values)
-    auto* kb = reinterpret_cast<std::uint16_t*>(vt + plan.VFloats());
-    for (std::int64_t y = 0; y < D / 2; ++y) {
-      std::uint16_t* col = kb + y * 2 * ldk;  // pairs (k[j][2y], k[j][2y + 1])
-      for (std::int64_t j = 0; j < nk; ++j) {
-        const float* pair = w.k.data() + j * D + 2 * y;
-        col[2 * j] = static_cast<std::uint16_t>(ExactBf16Bits(pair[0]));
-        col[2 * j + 1] = static_cast<std::uint16_t>(ExactBf16Bits(pair[1]));
-      }
-      std::fill(col + 2 * nk, col + 2 * ldk, std::uint16_t{0});
-    }
+    PackTransposedPairs(w.k.data(), nk, D, D, reinterpret_cast<std::uint16_t*>(vt + plan.VFloats()),
+                        ldk);
   }
 }
 

@@ -302,16 +302,17 @@ void PackPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t
     }
 }
 
-void PackTransposedPairs(const float* kt, std::int64_t dim, std::int64_t ldk, std::uint16_t* out) {
-  for (std::int64_t y = 0; y < dim / 2; ++y) {
-    const float* even = kt + 2 * y * ldk;
-    const float* odd = even + ldk;
-    std::uint16_t* dst = out + y * 2 * ldk;
-    for (std::int64_t j = 0; j < ldk; ++j) {
-      dst[2 * j] = static_cast<std::uint16_t>(ExactBf16Bits(even[j]));
-      dst[2 * j + 1] = static_cast<std::uint16_t>(ExactBf16Bits(odd[j]));
+void PackTransposedPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,
+                         std::uint16_t* out, std::int64_t ldk) {
+  auto* pairs = reinterpret_cast<std::uint32_t*>(out);  // [dim / 2, ldk]
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float* row = rows + j * ld;
+    for (std::int64_t y = 0; y < dim / 2; ++y) {
+      pairs[y * ldk + j] = ExactBf16Bits(row[2 * y]) | ExactBf16Bits(row[2 * y + 1]) << 16;
     }
   }
+  for (std::int64_t y = 0; y < dim / 2; ++y)
+    std::fill(pairs + y * ldk + n, pairs + (y + 1) * ldk, 0u);
 }
 
 void StoreRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,

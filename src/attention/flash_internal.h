@@ -230,8 +230,11 @@ bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
 void PackPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,
                std::uint32_t* pairs);
 
-// K^T [dim, ldk] of bfloat16 values as pairs [dim / 2, ldk, 2].
-void PackTransposedPairs(const float* kt, std::int64_t dim, std::int64_t ldk, std::uint16_t* out);
+// Rows [n, dim] (stride ld) of bfloat16 values as the pairs of their
+// transpose, [dim / 2, ldk, 2]: pair (y, j) = (rows[j][2y], rows[j][2y + 1]),
+// zero for n <= j < ldk (the B operand of the bfloat16 logits, K^T or V^T).
+void PackTransposedPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,
+                         std::uint16_t* out, std::int64_t ldk);
 
 // Stores n float32 rows (stride ld) times scale into rows [s0, s0 + n) of
 // head h of batch b of a rank-4 view (StoreRow).
