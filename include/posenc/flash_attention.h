@@ -11,8 +11,10 @@
 // probabilities of one tile live in a [query_tile, key_tile] scratch; no
 // [Sq, Sk] array is ever allocated: extra memory is the float32 K/V tiles
 // packed once per call (converted, RoPE-rotated, transposed; at most 16 MiB
-// per group of kv heads, or one (batch, kv head)'s K/V if larger) plus
-// O(query_tile * (key_tile + D + Dv)) floats per worker. These buffers
+// per group of kv heads, or one (batch, kv head)'s K/V if larger; a call of
+// many small (batch, kv head) units packs each unit's tiles, <= 256 KiB, in
+// its worker's buffer instead) plus O(query_tile * (key_tile + D + Dv))
+// floats per worker. These buffers
 // belong to the calling thread and keep their capacity from call to call
 // (a training loop's calls would otherwise pay a first touch of every page
 // per call under allocators that return freed pages, e.g. jemalloc): a

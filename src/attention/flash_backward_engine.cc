@@ -115,9 +115,7 @@ void PackQueryTile(const BackwardCall& c, const Layout& L, const UnitView& u, co
   for (Index i = 0; i < nq; ++i) {
     float* row = dst + i * L.ldv;
     std::fill(row + L.Dv, row + L.ldv, 0.0f);
-    double dot = 0.0;
-    for (Index x = 0; x < L.Dv; ++x) dot += static_cast<double>(row[x]) * tmp[i * L.Dv + x];
-    u.delta[row0 + i] = dot;
+    u.delta[row0 + i] = DotF64(row, tmp + i * L.Dv, L.Dv);
     u.lse[row0 + i] = c.lse.As<const float>()[b * c.lse.strides[0] + h * c.lse.strides[1] +
                                               (i0 + i) * c.lse.strides[2]];
   }

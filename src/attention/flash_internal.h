@@ -225,6 +225,18 @@ bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
                    const std::int64_t* kpos, std::int64_t nk, bool keys_consecutive,
                    std::int64_t* cols);
 
+// sum_x a[x] b[x] in float64 (each product exact) over four interleaved
+// partial sums, so the adds do not wait on each other: the backward's
+// D_i = dO_i . O_i.
+inline double DotF64(const float* a, const float* b, std::int64_t n) {
+  double s[4] = {0.0, 0.0, 0.0, 0.0};
+  std::int64_t x = 0;
+  for (; x + 4 <= n; x += 4)
+    for (int k = 0; k < 4; ++k) s[k] += static_cast<double>(a[x + k]) * b[x + k];
+  for (; x < n; ++x) s[0] += static_cast<double>(a[x]) * b[x];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 // [n, dim] float32 rows (stride ld) of bfloat16 values as bit pairs
 // (row stride dim / 2): exact, the values are bfloat16 already.
 void PackPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,
