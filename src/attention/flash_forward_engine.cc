@@ -341,19 +341,22 @@ struct QueryTask {
                                    (nk + 1) / 2, ldv, ldv, alpha, acc, ldv, plan.simd);
   }
 
-  // out = acc / l (and lse) for every row of the tile.
+  // out = acc / l (and lse) for every row of the tile: acc scaled in place,
+  // then the tile's rows in one store.
   void Store(const TensorView& out) const {
     for (std::int64_t i = 0; i < nq; ++i) {
       const float l = w.l[static_cast<std::size_t>(i)];
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       const std::int64_t row = s.q0 + i0 + i;
+      float* acc = w.acc.data() + i * plan.ldv;
+      for (std::int64_t x = 0; x < plan.Dv; ++x) acc[x] *= inv;
       if (p.lse.data != nullptr) {  // log-sum-exp for the backward; -inf: no visible key
         p.lse.As<float>()[s.batch * p.lse.strides[0] + h * p.lse.strides[1] +
                           row * p.lse.strides[2]] =
             l > 0.0f ? w.m[static_cast<std::size_t>(i)] + std::log(l) : kNegInf;
       }
-      StoreRows(out, p.od, s.batch, h, row, 1, w.acc.data() + i * plan.ldv, plan.ldv, inv);
     }
+    StoreRows(out, p.od, s.batch, h, s.q0 + i0, nq, w.acc.data(), plan.ldv);
   }
 };
 
