@@ -32,7 +32,8 @@ using attention_internal::SchemeGradSums;
 constexpr std::int64_t kPackBudgetBytes = std::int64_t{64} << 20;
 constexpr std::int64_t kMinTasks = 4;  // key-tile tasks per call, at least (when key tiles allow)
 // One chunk per unit, at least kUnitsPerThread units per thread, each under
-// kUnitBytes: one task per unit (RunUnitTasks), its rows still in L1/L2.
+// kUnitBytes: one task per unit (RunUnitTasks), its rows still in L1/L2
+// (docs/PERFORMANCE.md, "Design figures").
 constexpr std::int64_t kUnitsPerThread = 8;
 constexpr std::int64_t kUnitBytes = std::int64_t{1} << 20;
 

@@ -34,7 +34,8 @@ constexpr std::int64_t kPackBudgetBytes = std::int64_t{16} << 20;
 // under kUnitTilesBytes: one task per unit (RunUnitTasks) packs them into
 // its worker's buffer and runs the unit's query tiles while they are in
 // L1/L2: no barrier between the phases, no call-wide buffer to zero. Fewer
-// or larger units run RunGroup's finer tasks, which keep the threads busy.
+// or larger units run RunGroup's finer tasks, which keep the threads busy
+// (docs/PERFORMANCE.md, "Design figures").
 constexpr std::int64_t kUnitsPerThread = 8;
 constexpr std::int64_t kUnitTilesBytes = std::int64_t{256} << 10;
 
