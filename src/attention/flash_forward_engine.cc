@@ -574,7 +574,7 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
   const bool unit_tasks = grouped.units >= kUnitsPerThread * ctx.num_threads() &&
                           grouped.max_unit_floats * 4 <= kUnitTilesBytes;
   packed.resize(unit_tasks ? 0 : static_cast<std::size_t>(grouped.max_floats));
-  std::memset(packed.data(), 0, packed.size() * sizeof(float));
+  if (!packed.empty()) std::memset(packed.data(), 0, packed.size() * sizeof(float));
   std::vector<Context> serial;
   PrepareWorkers(p, plan, ctx, unit_tasks ? grouped.max_unit_floats : 0, buffers.work, serial);
   const SegmentsCall call{p,    segs,   plan,         q,     k, v, out, ctx, ops,
