@@ -33,7 +33,7 @@ using flash_internal::kNegInf;
 using flash_internal::PositionRange;
 using Index = std::int64_t;
 
-std::size_t Z(Index i) { return static_cast<std::size_t>(i); }
+using flash_internal::Z;
 
 float LseAt(const TensorView& lse, Index b, Index h, Index i) {
   return lse.As<const float>()[b * lse.strides[0] + h * lse.strides[1] + i * lse.strides[2]];

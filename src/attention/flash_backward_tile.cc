@@ -45,13 +45,15 @@ struct PairWork {
     // A causal diagonal tile: each band of rows computes its visible keys only.
     const bool banded = !all_visible && !values &&
                         DiagonalBands(p, qpos, nq, kpos, nk, kr.consecutive, w.band_cols.data());
+    const Index* bands = banded ? w.band_cols.data() : nullptr;
     if (L.bf16_qk) {
-      Bf16Logits(u.q_pairs + row0 * L.D / 2, L.D, w.kt_pairs.data(), nq, banded, s);
+      TileLogitsBf16(u.q_pairs + row0 * L.D / 2, L.D, w.kt_pairs.data(), nq, ldk, bands, s, L.simd);
     } else {
       ops.Logits(qt, L.ldd, w.kt.data(), nq, L.D, ldk, s);
     }
     if (L.bf16_dv) {
-      Bf16Logits(u.dout_pairs + row0 * L.Dv / 2, L.Dv, w.vt_pairs.data(), nq, banded, dp);
+      TileLogitsBf16(u.dout_pairs + row0 * L.Dv / 2, L.Dv, w.vt_pairs.data(), nq, ldk, bands, dp,
+                     L.simd);
     } else {
       ops.Logits(dot, L.ldv, w.vt.data(), nq, L.Dv, ldk, dp);
     }
@@ -104,19 +106,6 @@ struct PairWork {
     }
     if (c.any_scheme_grad || p.scheme->Has(SchemeTerm::kLogit)) {
       SchemeGrads(row0, nq, nk, qpos, kpos, qr, kr, dq);
-    }
-  }
-
-  // S = Q K^T (or dP = dO V^T) from bfloat16 pairs: the whole tile, or each
-  // band's columns (DiagonalBands).
-  void Bf16Logits(const std::uint32_t* a, Index dim, const std::uint16_t* bt, Index nq, bool banded,
-                  float* out) const {
-    const Index ldk = L.ldk;
-    if (!banded) return kernels::simd::FlashTileLogitsBf16(a, dim / 2, bt, nq, dim, ldk, out);
-    for (Index i0 = 0; i0 < nq; i0 += kBandRows) {
-      kernels::simd::FlashMatMulBf16(a + i0 * dim / 2, dim / 2, 1, std::min(kBandRows, nq - i0), bt,
-                                     dim / 2, ldk, w.band_cols[Z(i0 / kBandRows)], nullptr,
-                                     out + i0 * ldk, ldk, L.simd);
     }
   }
 

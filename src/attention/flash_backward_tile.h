@@ -14,8 +14,6 @@ namespace posenc::flash_internal {
 using attention_internal::SchemeGradSums;
 using Index = std::int64_t;
 
-inline std::size_t Z(Index i) { return static_cast<std::size_t>(i); }
-
 // Geometry shared by every phase.
 struct Layout {
   Index D = 0, Dv = 0, ldd = 0, ldv = 0, ldk = 0, G = 1, Sq = 0, chunks = 1;

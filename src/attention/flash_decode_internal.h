@@ -25,7 +25,7 @@ constexpr Index kBlock = 64;
 constexpr Index kMinChunk = 256;  // keys per chunk, at least
 constexpr Index kMaxChunks = 64;  // chunks per batch row, at most
 
-inline std::size_t Z(Index i) { return static_cast<std::size_t>(i); }
+using flash_internal::Z;
 
 struct DecodePlan {
   Index D = 0, Dv = 0, ldd = 0, ldv = 0, ldk = 0, G = 1, Sq = 0, R = 0, chunk = 0, chunks = 0;

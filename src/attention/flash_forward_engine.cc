@@ -39,8 +39,6 @@ constexpr std::int64_t kPackBudgetBytes = std::int64_t{16} << 20;
 constexpr std::int64_t kUnitsPerThread = 8;
 constexpr std::int64_t kUnitTilesBytes = std::int64_t{256} << 10;
 
-std::size_t Z(std::int64_t i) { return static_cast<std::size_t>(i); }
-
 // Tile geometry and key positions of one forward call (positions do not
 // depend on the head, so they are computed once per key tile).
 struct ForwardPlan {
@@ -257,7 +255,9 @@ struct QueryTask {
         !all_visible && !values &&
         DiagonalBands(p, w.qpos.data(), nq, kpos, nk, keys.consecutive, w.band_cols.data());
     if (plan.bf16) {
-      Bf16Logits(reinterpret_cast<const std::uint16_t*>(vt + plan.VFloats()), banded);
+      TileLogitsBf16(w.q_pairs.data(), D,
+                     reinterpret_cast<const std::uint16_t*>(vt + plan.VFloats()), nq, ldk,
+                     banded ? w.band_cols.data() : nullptr, sc, plan.simd);
     } else {
       ops.Logits(w.q.data(), D, kt, nq, D, ldk, sc);
     }
@@ -311,19 +311,6 @@ struct QueryTask {
     for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {
       AccumulatePV(sc, vt, i0, std::min(kBandRows, nq - i0),
                    std::min(nk, w.band_cols[Z(i0 / kBandRows)]));
-    }
-  }
-
-  // The bfloat16 logits of the tile (K^T pairs kt), or of each band's keys.
-  void Bf16Logits(const std::uint16_t* kt, bool banded) {
-    const std::int64_t D = plan.D, ldk = plan.ldk;
-    if (!banded)
-      return kernels::simd::FlashTileLogitsBf16(w.q_pairs.data(), D / 2, kt, nq, D, ldk,
-                                                w.s.data());
-    for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {
-      kernels::simd::FlashMatMulBf16(
-          w.q_pairs.data() + i0 * D / 2, D / 2, 1, std::min(kBandRows, nq - i0), kt, D / 2, ldk,
-          w.band_cols[Z(i0 / kBandRows)], nullptr, w.s.data() + i0 * ldk, ldk, plan.simd);
     }
   }
 

@@ -281,16 +281,24 @@ bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
                    std::int64_t* cols) {
   if (!keys_consecutive || nk == 0) return false;
   for (std::int64_t i = 0; i < nq; ++i) {
-    if (p.VisiblePrefix(qpos[i], kpos[0], nk) < 0) return false;
-  }
-  for (std::int64_t b = 0; b * kBandRows < nq; ++b) {
-    std::int64_t longest = 0;
-    for (std::int64_t i = b * kBandRows; i < std::min(nq, (b + 1) * kBandRows); ++i) {
-      longest = std::max(longest, p.VisiblePrefix(qpos[i], kpos[0], nk));
-    }
-    cols[b] = Pad(longest);
+    const std::int64_t prefix = p.VisiblePrefix(qpos[i], kpos[0], nk);
+    if (prefix < 0) return false;
+    std::int64_t& band = cols[i / kBandRows];
+    band = i % kBandRows == 0 ? Pad(prefix) : std::max(band, Pad(prefix));
   }
   return true;
+}
+
+void TileLogitsBf16(const std::uint32_t* a, std::int64_t dim, const std::uint16_t* bt,
+                    std::int64_t nq, std::int64_t ldk, const std::int64_t* band_cols, float* out,
+                    bool simd) {
+  if (band_cols == nullptr)
+    return kernels::simd::FlashTileLogitsBf16(a, dim / 2, bt, nq, dim, ldk, out);
+  for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {
+    kernels::simd::FlashMatMulBf16(a + i0 * dim / 2, dim / 2, 1, std::min(kBandRows, nq - i0), bt,
+                                   dim / 2, ldk, band_cols[i0 / kBandRows], nullptr, out + i0 * ldk,
+                                   ldk, simd);
+  }
 }
 
 void PackPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,

@@ -171,6 +171,9 @@ using kernels::simd::kFlashPad;
 
 inline std::int64_t Pad(std::int64_t n) { return (n + kFlashPad - 1) / kFlashPad * kFlashPad; }
 
+// An index as a container subscript.
+inline std::size_t Z(std::int64_t i) { return static_cast<std::size_t>(i); }
+
 // The calling thread's buffers of an engine, kept between calls
 // (kernels/thread_scratch.h).
 using kernels::ThreadBuffers;
@@ -218,12 +221,20 @@ inline constexpr std::int64_t kBandRows = kFlashPad;
 // (queries at qpos[0, nq), keys at kpos[0, nk)): band b needs only keys
 // [0, cols[b]), cols[b] = Pad(the longest visible prefix among its rows)
 // <= Pad(nk); every later logit, probability and product of the band is
-// masked out and skipped. Returns false (cols untouched) unless every row
-// sees a prefix of the keys (p.VisiblePrefix: causal, keys at consecutive
-// positions, no window cutting a row's first key).
+// masked out and skipped. Returns false (cols then unspecified) unless every
+// row sees a prefix of the keys (p.VisiblePrefix: causal, keys at
+// consecutive positions, no window cutting a row's first key).
 bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
                    const std::int64_t* kpos, std::int64_t nk, bool keys_consecutive,
                    std::int64_t* cols);
+
+// out [nq, ldk] = a . bt from bfloat16 pairs (a: [nq, dim / 2] rows of
+// pairs; bt: [dim / 2, ldk, 2], K^T or V^T): the whole tile
+// (FlashTileLogitsBf16), or, with band_cols (DiagonalBands), only the
+// columns [0, band_cols[b]) of each band b (FlashMatMulBf16).
+void TileLogitsBf16(const std::uint32_t* a, std::int64_t dim, const std::uint16_t* bt,
+                    std::int64_t nq, std::int64_t ldk, const std::int64_t* band_cols, float* out,
+                    bool simd);
 
 // sum_x a[x] b[x] in float64 (each product exact) over four interleaved
 // partial sums, so the adds do not wait on each other: the backward's
