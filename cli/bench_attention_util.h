@@ -193,11 +193,16 @@ inline double CausalPairs(std::int64_t seq) {
 }
 
 // The compute ceiling an entry of `dtype` inputs is judged against (the
-// best one this CPU runs for that dtype) and its GFLOP/s (0: none).
+// highest this CPU reaches for that dtype: bfloat16 products are exact in
+// float32, so float32 FMAs count for them too, and win on CPUs whose
+// VDPBF16PS is half-rate, kernels/simd/x86_features.h CpuBf16DotSlow) and
+// its GFLOP/s (0: none).
 inline std::pair<std::string, double> CeilingFor(const ComputeCeilings& c, DType dtype) {
-  if (dtype == DType::kBFloat16 && c.amx_bf16 > 0) return {"amx_bfloat16", c.amx_bf16};
-  if (dtype == DType::kBFloat16 && c.bf16_dot > 0) return {"bfloat16_dot", c.bf16_dot};
-  return {"float32_fma", c.f32_fma};
+  std::pair<std::string, double> best{"float32_fma", c.f32_fma};
+  if (dtype != DType::kBFloat16) return best;
+  if (c.bf16_dot > best.second) best = {"bfloat16_dot", c.bf16_dot};
+  if (c.amx_bf16 > best.second) best = {"amx_bfloat16", c.amx_bf16};
+  return best;
 }
 
 }  // namespace posenc::cli::bench_attention

@@ -175,8 +175,8 @@ ComputeCeilings MeasureComputeCeilings(int threads, int /*reps*/, nlohmann::json
 // mask); "fraction_of_compute" divides it by the compute ceiling of the
 // inputs' dtype measured in the same run with the same threads
 // (MeasureComputeCeilings: float32 FMA for float32 inputs; for bfloat16
-// inputs the best 16-bit ceiling of the CPU, AMX, else AVX512_BF16 dot
-// products, else float32 FMA), named in "compute_kernel".
+// inputs the highest of float32 FMA, AVX512_BF16 dot products and AMX:
+// CeilingFor), named in "compute_kernel".
 std::vector<nlohmann::json> RunAttentionBench(const AttentionBenchOptions& o,
                                               const ComputeCeilings& ceilings,
                                               nlohmann::json& machine) {

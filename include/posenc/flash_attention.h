@@ -48,6 +48,11 @@
 // FlashAttentionOptions::precision = kBFloat16 (bfloat16 inputs only)
 // rounds P and dS to bfloat16 where they enter the matrix products instead
 // (FlashPrecision below). A query that sees no key gets zeros (never NaN).
+// The kernels run with float32 subnormals flushed to zero (x86-64: MXCSR
+// FTZ/DAZ on the worker thread during each task, restored after): every
+// flushed term is below 2^-126, far under the rounding of the sums it enters,
+// and Intel CPUs would otherwise take a microcode assist per subnormal
+// product (P of a far key under ALiBi is ~1e-38).
 // Positions [0, 2^24).
 #pragma once
 
@@ -88,9 +93,10 @@ enum class FlashPrecision : std::uint8_t {
   // dout in the backward). Error: the bfloat16 rounding of P and dS
   // (relative 2^-9 per entry), measured against torch's own bfloat16 eager
   // attention in python/tests/test_attention_precision.py. Runs VDPBF16PS
-  // where the CPU has AVX512_BF16, float32 loops over the same rounded
-  // operands elsewhere and on Backend::kScalar (same values up to the
-  // float32 order of the sums).
+  // where the CPU has AVX512_BF16 at full rate (AMD Zen 4/5), float32 FMAs
+  // over the same rounded operands elsewhere (Intel Sapphire Rapids and
+  // later run VDPBF16PS at half the FMA rate) and float32 loops on
+  // Backend::kScalar (same values up to the float32 order of the sums).
   kBFloat16,
 };
 std::string_view FlashPrecisionName(FlashPrecision precision);  // "float32", "bfloat16"

@@ -19,6 +19,7 @@
 
 #include "attention/flash_backward_engine.h"
 #include "attention/flash_backward_tile.h"
+#include "kernels/float_mode.h"
 #include "kernels/simd/flash.h"
 
 namespace posenc::flash_internal {
@@ -74,12 +75,15 @@ void Resize(Scratch& w, const BackwardCall& c, const Layout& L, Backend backend)
   w.dist64.assign(Z(cap), 0.0);
   w.kt_pairs.assign(L.bf16_qk ? Z(L.D * L.ldk) : 0, 0);
   w.vt_pairs.assign(L.bf16_dv ? Z(L.Dv * L.ldk) : 0, 0);
-  const bool bp = L.bf16_products;
+  const bool bp = L.bf16_pairs;
   w.k_b.assign(bp ? Z((bk + 1) / 2 * L.ldd * 2) : 0, 0);
   w.pt_a.assign(bp ? Z(L.half_bq * L.ldk * 2) : 0, 0);
   w.dst_a.assign(bp ? Z(L.half_bq * L.ldk * 2) : 0, 0);
   w.ds_a.assign(bp ? Z(bq * L.ldk / 2) : 0, 0);
   w.ones.assign(bp ? Z(std::max(bq, bk)) : 0, 1.0f);
+  const bool rounded = L.bf16_products && !L.bf16_pairs;
+  w.p16.assign(rounded ? Z(bq * L.ldk) : 0, 0.0f);
+  w.ds16.assign(rounded ? Z(bq * L.ldk) : 0, 0.0f);
   w.band_cols.assign(Z((bq + kBandRows - 1) / kBandRows), 0);
   w.serial = Context(1, backend);
   w.tile_terms.Reset(*c.p.scheme, cap, L.ldk);
@@ -122,7 +126,7 @@ void PackQueryTile(const BackwardCall& c, const Layout& L, const UnitView& u, co
   }
   if (L.bf16_qk) PackPairs(u.q + row0 * L.ldd, nq, L.D, L.ldd, u.q_pairs + row0 * L.D / 2);
   if (L.bf16_dv) PackPairs(dst, nq, L.Dv, L.ldv, u.dout_pairs + row0 * L.Dv / 2);
-  if (L.bf16_products) {
+  if (L.bf16_pairs) {
     auto* qb = const_cast<std::uint16_t*>(u.QB(L, hl, t));
     kernels::simd::FlashPackPairsB(u.q + row0 * L.ldd, L.ldd, nq, L.D, qb, L.ldd, L.simd);
     kernels::simd::FlashPackPairsB(dst, L.ldv, nq, L.Dv, qb + 2 * L.half_bq * L.ldd, L.ldv, L.simd);
@@ -150,7 +154,7 @@ void LoadKeyTile(const BackwardCall& c, const Layout& L, const TensorView& k, co
   } else {
     TransposeTile(tmp, nk, L.D, L.D, w.kt.data(), L.ldk);
   }
-  if (L.bf16_products) {
+  if (L.bf16_pairs) {
     kernels::simd::FlashPackPairsB(tmp, L.D, nk, L.D, w.k_b.data(), L.ldd, L.simd);
   } else {
     for (Index j = 0; j < nk; ++j) {
@@ -249,7 +253,8 @@ Layout MakeLayout(const BackwardCall& c, const TensorView& q, const TensorView& 
   const Problem& p = c.p;
   const auto& d = p.dims;
   const bool simd = ctx.backend() != Backend::kScalar;
-  const bool bf16_cpu = simd && kernels::simd::FlashBf16DotAvailable();
+  const bool bf16_qk_cpu = simd && kernels::simd::FlashBf16LogitsPreferred(d.head_dim);
+  const bool bf16_dv_cpu = simd && kernels::simd::FlashBf16LogitsPreferred(d.value_dim);
   Layout L;
   L.D = d.head_dim;
   L.Dv = d.value_dim;
@@ -258,14 +263,15 @@ Layout MakeLayout(const BackwardCall& c, const TensorView& q, const TensorView& 
   L.ldk = Pad(c.bk);
   L.G = d.Group();
   L.Sq = d.query_len;
-  L.bf16_qk = bf16_cpu && q.dtype == DType::kBFloat16 && k.dtype == DType::kBFloat16 &&
+  L.bf16_qk = bf16_qk_cpu && q.dtype == DType::kBFloat16 && k.dtype == DType::kBFloat16 &&
               (p.rope == nullptr || p.Bf16()) && L.D % 2 == 0;
   L.bf16_products = p.Bf16();
+  L.bf16_pairs = L.bf16_products && (!simd || kernels::simd::FlashBf16DotPreferred());
   L.simd = simd;
   L.q_tiles = c.q_tiles;
   L.half_bq = (c.bq + 1) / 2;
   L.bf16_dv =
-      bf16_cpu && dout.dtype == DType::kBFloat16 && v.dtype == DType::kBFloat16 && L.Dv % 2 == 0;
+      bf16_dv_cpu && dout.dtype == DType::kBFloat16 && v.dtype == DType::kBFloat16 && L.Dv % 2 == 0;
   const Index units = d.batch * d.kv_heads;
   // Enough tasks for the threads: when units are few, each unit's key tiles
   // are split into chunks, each with its own dQ partial. The count depends
@@ -319,9 +325,11 @@ void RunPhases(const BackwardRun& run, Index units, Index group_units, const Con
                scratch[Z(worker)]);
     });
     ctx.ParallelFor(n_units * chunks, [&](Index task, int worker) {
+      const kernels::ScopedFlushSubnormals ftz;  // kernels/float_mode.h
       run.Keys(run.Slot(task / chunks), first + task / chunks, task % chunks, scratch[Z(worker)]);
     });
     ctx.ParallelFor(n_units * row_tasks, [&](Index task, int worker) {
+      const kernels::ScopedFlushSubnormals ftz;
       run.Reduce(run.Slot(task / row_tasks), first + task / row_tasks, task % row_tasks,
                  scratch[Z(worker)]);
     });
@@ -333,6 +341,7 @@ void RunPhases(const BackwardRun& run, Index units, Index group_units, const Con
 void RunUnitTasks(const BackwardRun& run, Index units, const Context& ctx) {
   const Index row_tasks = run.L.G * run.c.q_tiles;
   ctx.ParallelFor(units, [&](Index unit, int worker) {
+    const kernels::ScopedFlushSubnormals ftz;  // kernels/float_mode.h
     const UnitView u = run.Slot(worker);
     Scratch& w = run.buffers.scratch[Z(worker)];
     for (Index r = 0; r < row_tasks; ++r) run.Pack(u, unit, r, w);

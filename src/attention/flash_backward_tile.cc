@@ -49,13 +49,13 @@ struct PairWork {
     if (L.bf16_qk) {
       TileLogitsBf16(u.q_pairs + row0 * L.D / 2, L.D, w.kt_pairs.data(), nq, ldk, bands, s, L.simd);
     } else {
-      ops.Logits(qt, L.ldd, w.kt.data(), nq, L.D, ldk, s);
+      ops.LogitsBands(qt, L.ldd, w.kt.data(), nq, L.D, ldk, bands, s);
     }
     if (L.bf16_dv) {
       TileLogitsBf16(u.dout_pairs + row0 * L.Dv / 2, L.Dv, w.vt_pairs.data(), nq, ldk, bands, dp,
                      L.simd);
     } else {
-      ops.Logits(dot, L.ldv, w.vt.data(), nq, L.Dv, ldk, dp);
+      ops.LogitsBands(dot, L.ldv, w.vt.data(), nq, L.Dv, ldk, bands, dp);
     }
     if (terms) w.tile_terms.Prepare(h, qr, kpos, nk, kr);
     for (Index i = 0; i < nq; ++i) {
@@ -97,15 +97,44 @@ struct PairWork {
       std::fill(dprow + cols, dprow + ldk, 0.0f);
     }
     float* dq = u.dq + (chunk * L.G * L.Sq + row0) * L.ldd;
-    if (L.bf16_products) {
+    if (L.bf16_pairs) {
       Bf16Products(t, nq, nk, dq, banded);
+    } else if (L.bf16_products) {  // P and dS as bfloat16 values in float32 copies
+      kernels::simd::FlashRoundRowsBf16(s, ldk, nq, ldk, w.p16.data());
+      kernels::simd::FlashRoundRowsBf16(dp, ldk, nq, ldk, w.ds16.data());
+      Float32Products(w.p16.data(), w.ds16.data(), nq, nk, qt, dot, dq, banded);
     } else {
-      ops.PTV(s, ldk, dot, nq, nk, L.ldv, w.dv.data());    // dV += P^T dO
-      ops.PTV(dp, ldk, qt, nq, nk, L.ldd, w.dk.data());    // dK += dS^T Q
-      ops.PV(dp, ldk, w.krows.data(), nq, nk, L.ldd, dq);  // dQ += dS K
+      Float32Products(s, dp, nq, nk, qt, dot, dq, banded);
     }
     if (c.any_scheme_grad || p.scheme->Has(SchemeTerm::kLogit)) {
       SchemeGrads(row0, nq, nk, qpos, kpos, qr, kr, dq);
+    }
+  }
+
+  // dV += P^T dO, dK += dS^T Q, dQ += dS K (float32 kernels; P, dS [nq,
+  // ldk]). A banded tile skips the masked products as Bf16Products does.
+  void Float32Products(const float* p, const float* ds, Index nq, Index nk, const float* qt,
+                       const float* dot, float* dq, bool banded) {
+    const Index ldk = L.ldk;
+    if (!banded) {
+      ops.PTV(p, ldk, dot, nq, nk, L.ldv, w.dv.data());    // dV += P^T dO
+      ops.PTV(ds, ldk, qt, nq, nk, L.ldd, w.dk.data());    // dK += dS^T Q
+      ops.PV(ds, ldk, w.krows.data(), nq, nk, L.ldd, dq);  // dQ += dS K
+      return;
+    }
+    for (Index j0 = 0, b0 = 0; j0 < nk; j0 += kBandRows) {  // keys [j0, j0 + n)
+      while (b0 * kBandRows < nq && w.band_cols[Z(b0)] <= j0) ++b0;
+      const Index i0 = b0 * kBandRows, n = std::min(kBandRows, nk - j0);  // first query row
+      if (i0 >= nq) break;
+      ops.PTV(p + i0 * ldk + j0, ldk, dot + i0 * L.ldv, nq - i0, n, L.ldv,
+              w.dv.data() + j0 * L.ldv);
+      ops.PTV(ds + i0 * ldk + j0, ldk, qt + i0 * L.ldd, nq - i0, n, L.ldd,
+              w.dk.data() + j0 * L.ldd);
+    }
+    for (Index i0 = 0; i0 < nq; i0 += kBandRows) {
+      const Index n = std::min(kBandRows, nq - i0);
+      ops.PV(ds + i0 * ldk, ldk, w.krows.data(), n, std::min(nk, w.band_cols[Z(i0 / kBandRows)]),
+             L.ldd, dq + i0 * L.ldd);
     }
   }
 

@@ -21,13 +21,15 @@ struct Layout {
   bool bf16_qk = false;            // S = Q K^T with bfloat16 dot products (q, k bfloat16 values)
   bool bf16_dv = false;            // dP = dO V^T with bfloat16 dot products (dout, v bfloat16)
   // FlashPrecision::kBFloat16: P^T dO, dS^T Q, dS K with P and dS rounded
-  // to bfloat16 (FlashMatMulBf16); simd: its VDPBF16PS path allowed.
-  bool bf16_products = false, simd = true;
+  // to bfloat16; bf16_pairs: as bfloat16 pairs (FlashMatMulBf16: VDPBF16PS
+  // where FlashBf16DotPreferred, or the scalar backend), otherwise rounded
+  // in place and run by the float32 kernels; simd: VDPBF16PS allowed.
+  bool bf16_products = false, bf16_pairs = false, simd = true;
   // Floats of one unit: q rows, dO rows, lse, chunk partials of dQ.
   Index RowsFloats() const { return G * Sq * (ldd + ldv + 1); }
   Index UnitFloats() const { return RowsFloats() + chunks * G * Sq * ldd; }
   // Pairs of one query tile as B operands (bf16_products): Q then dO.
-  Index TileBPairs() const { return bf16_products ? half_bq * (ldd + ldv) : 0; }
+  Index TileBPairs() const { return bf16_pairs ? half_bq * (ldd + ldv) : 0; }
   Index UnitPairs() const {
     return (bf16_qk ? G * Sq * D / 2 : 0) + (bf16_dv ? G * Sq * Dv / 2 : 0) +
            G * q_tiles * TileBPairs();
@@ -43,7 +45,7 @@ struct UnitView {
   double* delta = nullptr;              // [G, Sq] D_i = dO_i . O_i
   std::uint32_t* q_pairs = nullptr;     // [G, Sq, D / 2] (bf16_qk)
   std::uint32_t* dout_pairs = nullptr;  // [G, Sq, Dv / 2] (bf16_dv)
-  // [G, q_tiles] query tiles as FlashMatMulBf16 B operands (bf16_products):
+  // [G, q_tiles] query tiles as FlashMatMulBf16 B operands (bf16_pairs):
   // Q [half_bq, ldd, 2] then dO [half_bq, ldv, 2] bfloat16 pairs along the rows.
   std::uint32_t* tile_b = nullptr;
   const std::uint16_t* QB(const Layout& L, Index hl, Index t) const {
@@ -59,11 +61,12 @@ struct UnitView {
 struct Scratch {
   std::vector<float> rows, kt, krows, vt, s, dp, bias, dk, dv, dist;
   std::vector<std::uint16_t> kt_pairs, vt_pairs;
-  // bf16_products: K rows as B [(bk + 1) / 2, ldd, 2]; P^T, dS^T as pairs-major A [half_bq,
+  // bf16_pairs: K rows as B [(bk + 1) / 2, ldd, 2]; P^T, dS^T as pairs-major A [half_bq,
   // ldk, 2]; dS as rows-major A [bq, ldk / 2]; ones (beta of the accumulating products).
   std::vector<std::uint16_t> k_b, pt_a, dst_a;
   std::vector<std::uint32_t> ds_a;
   std::vector<float> ones;
+  std::vector<float> p16, ds16;  // bf16_products without bf16_pairs: P, dS rounded [bq, ldk]
   std::vector<Index> band_cols;  // DiagonalBands of the current pair
   std::vector<double> dist64;
   TileTerms tile_terms;

@@ -18,6 +18,7 @@
 
 #include "attention/flash_decode_internal.h"
 #include "attention/flash_internal.h"
+#include "kernels/float_mode.h"
 #include "kernels/scalar/flash.h"
 #include "kernels/simd/flash.h"
 #include "posenc/error.h"
@@ -485,6 +486,7 @@ void Decode(Problem& p, const TensorView& q, const TensorView& k, const TensorVi
   const bool simd = ctx.backend() != Backend::kScalar;
   const DecodeOps ops{simd, flash_internal::TileOps{simd}};
   ctx.ParallelFor(d.batch * plan.chunks, [&](Index task, int worker) {
+    const kernels::ScopedFlushSubnormals ftz;  // kernels/float_mode.h
     Work& w = buffers.works[Z(worker)];
     RunChunk(p, plan, ops, buffers.queries, k, v, buffers.qpos, buffers.qranges, task / plan.chunks,
              task % plan.chunks, buffers.ml.data(), buffers.acc.data(), w);

@@ -16,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/float_mode.h"
 #include "kernels/scalar/flash.h"
 #include "kernels/simd/flash.h"
 
@@ -47,12 +48,16 @@ struct ForwardPlan {
   // V block + K^T as bfloat16 pairs [D / 2, ldk, 2] (no float32 K^T: the
   // bfloat16 dot products read the pairs only); with bf16_pv, V as
   // bfloat16 pairs [(bk + 1) / 2, ldv, 2] (FlashMatMulBf16's B) instead of
-  // float32 rows.
+  // float32 rows when pv_pairs.
   std::int64_t tile_floats = 0;
   std::int64_t KtFloats() const { return bf16 ? 0 : D * ldk; }
-  std::int64_t VFloats() const { return bf16_pv ? (bk + 1) / 2 * ldv : bk * ldv; }
-  bool bf16 = false;                    // bfloat16 q.k logits (FlashTileLogitsBf16)
-  bool bf16_pv = false;                 // FlashPrecision::kBFloat16: bfloat16 P . V
+  std::int64_t VFloats() const { return pv_pairs ? (bk + 1) / 2 * ldv : bk * ldv; }
+  bool bf16 = false;     // bfloat16 q.k logits (FlashTileLogitsBf16)
+  bool bf16_pv = false;  // FlashPrecision::kBFloat16: bfloat16 P . V
+  // bf16_pv with VDPBF16PS (FlashBf16DotPreferred) or the scalar backend:
+  // P and V as bfloat16 pairs (FlashMatMulBf16); otherwise P is rounded to
+  // bfloat16 values in place and runs the float32 P . V kernel.
+  bool pv_pairs = false;
   bool simd = true;                     // FlashMatMulBf16's VDPBF16PS path allowed
   std::vector<std::int64_t> tile_base;  // per segment: its first key tile
   std::vector<std::int64_t> kpos;       // [tiles, bk]
@@ -103,6 +108,7 @@ ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
   ForwardPlan plan;
   plan.bf16 = bf16;
   plan.bf16_pv = p.Bf16();
+  plan.pv_pairs = plan.bf16_pv && (!simd || kernels::simd::FlashBf16DotPreferred());
   plan.simd = simd;
   std::int64_t max_q = 1, max_k = 1;
   for (const Segment& s : segs) {
@@ -157,7 +163,7 @@ void PackKeyTile(const Problem& p, const ForwardPlan& plan, const Segment& s, st
   }
   if (!plan.bf16) TransposeTile(w.k.data(), nk, D, D, dst, ldk);  // K^T [D, ldk]
   float* vt = dst + plan.KtFloats();
-  if (plan.bf16_pv) {  // V as bfloat16 pairs along the keys (exact: v holds bfloat16 values)
+  if (plan.pv_pairs) {  // V as bfloat16 pairs along the keys (exact: v holds bfloat16 values)
     LoadRows(v, p.vd, s.batch, hk, s.k0 + j0, nk, w.v.data(), plan.Dv);
     kernels::simd::FlashPackPairsB(w.v.data(), plan.Dv, nk, plan.Dv,
                                    reinterpret_cast<std::uint16_t*>(vt), ldv, plan.simd);
@@ -259,7 +265,7 @@ struct QueryTask {
                      reinterpret_cast<const std::uint16_t*>(vt + plan.VFloats()), nq, ldk,
                      banded ? w.band_cols.data() : nullptr, sc, plan.simd);
     } else {
-      ops.Logits(w.q.data(), D, kt, nq, D, ldk, sc);
+      ops.LogitsBands(w.q.data(), D, kt, nq, D, ldk, banded ? w.band_cols.data() : nullptr, sc);
     }
     if (rows.simd && all_visible && !values &&
         (!w.tile_terms.active() || w.tile_terms.WindowsOnly())) {
@@ -315,14 +321,17 @@ struct QueryTask {
   }
 
   // acc = alpha * acc + P . V for query rows [i0, i0 + n) over the first nk
-  // keys: float32, or P rounded to bfloat16 against V's bfloat16 pairs
-  // (FlashPrecision).
-  void AccumulatePV(const float* sc, const float* vt, std::int64_t i0, std::int64_t n,
-                    std::int64_t nk) {
+  // keys: float32, or P rounded to bfloat16 (FlashPrecision): against V's
+  // bfloat16 pairs, or in place against V's float32 rows (ForwardPlan).
+  void AccumulatePV(float* sc, const float* vt, std::int64_t i0, std::int64_t n, std::int64_t nk) {
     const std::int64_t ldk = plan.ldk, ldv = plan.ldv;
     const float* alpha = w.alpha.data() + i0;
     float* acc = w.acc.data() + i0 * ldv;
-    if (!plan.bf16_pv) return rows.PVScaled(sc + i0 * ldk, ldk, vt, n, nk, ldv, alpha, acc);
+    if (!plan.pv_pairs) {
+      if (plan.bf16_pv)
+        kernels::simd::FlashRoundRowsBf16(sc + i0 * ldk, ldk, n, Pad(nk), sc + i0 * ldk);
+      return rows.PVScaled(sc + i0 * ldk, ldk, vt, n, nk, ldv, alpha, acc);
+    }
     std::uint32_t* pairs = w.p_pairs.data() + i0 * (ldk / 2);
     kernels::simd::FlashPackPairsRows(sc + i0 * ldk, ldk, n, nk, pairs, ldk / 2, plan.simd);
     kernels::simd::FlashMatMulBf16(pairs, ldk / 2, 1, n, reinterpret_cast<const std::uint16_t*>(vt),
@@ -421,8 +430,8 @@ void PrepareWorkers(const Problem& p, const ForwardPlan& plan, const Context& ct
     zeros(w.qpos, plan.bq);
     zeros(w.bias_rows, plan.bq);
     zeros(w.q_pairs, plan.bf16 ? plan.bq * plan.D / 2 : 0);
-    zeros(w.v, plan.bf16_pv ? plan.bk * plan.Dv : 0);
-    zeros(w.p_pairs, plan.bf16_pv ? plan.bq * plan.ldk / 2 : 0);
+    zeros(w.v, plan.pv_pairs ? plan.bk * plan.Dv : 0);
+    zeros(w.p_pairs, plan.pv_pairs ? plan.bq * plan.ldk / 2 : 0);
     zeros(w.tiles, unit_floats);
     zeros(w.band_cols, (plan.bq + kBandRows - 1) / kBandRows);
     w.tile_terms.Reset(*p.scheme, 4 * (plan.bq + plan.bk), plan.ldk);
@@ -505,6 +514,7 @@ void RunGroup(const SegmentsCall& call, const std::vector<Unit>& units) {
                 packed.data() + offset[ui] + t * plan.tile_floats);
   });
   call.ctx.ParallelFor(query_prefix.back(), [&](std::int64_t task, int worker) {
+    const kernels::ScopedFlushSubnormals ftz;  // kernels/float_mode.h
     const std::size_t ui = Locate(query_prefix, task);
     RunUnitQueryTile(call, units[ui], task - query_prefix[ui], packed.data() + offset[ui], worker);
   });
@@ -516,6 +526,7 @@ void RunGroup(const SegmentsCall& call, const std::vector<Unit>& units) {
 void RunUnitTasks(const SegmentsCall& call, const std::vector<Unit>& units) {
   const ForwardPlan& plan = call.plan;
   call.ctx.ParallelFor(static_cast<std::int64_t>(units.size()), [&](std::int64_t task, int worker) {
+    const kernels::ScopedFlushSubnormals ftz;  // kernels/float_mode.h
     const Unit& u = units[static_cast<std::size_t>(task)];
     const Segment& s = call.segs[u.segment];
     Work& w = call.work[static_cast<std::size_t>(worker)];
@@ -545,7 +556,7 @@ void RunSegments(const Problem& p, const std::vector<Segment>& segs, const Tenso
   const bool simd = ctx.backend() != Backend::kScalar;
   const bool bf16 = simd && q.dtype == DType::kBFloat16 && k.dtype == DType::kBFloat16 &&
                     (p.rope == nullptr || p.Bf16()) && p.dims.head_dim % 2 == 0 &&
-                    kernels::simd::FlashBf16DotAvailable();
+                    kernels::simd::FlashBf16LogitsPreferred(p.dims.head_dim);
   const ForwardPlan plan = MakePlan(p, segs, options, bf16, simd);
   // Units (segment, kv head) with queries, cut into groups under the budget.
   const UnitGroups grouped = GroupUnits(p, segs, plan);

@@ -301,6 +301,16 @@ void TileLogitsBf16(const std::uint32_t* a, std::int64_t dim, const std::uint16_
   }
 }
 
+void TileOps::LogitsBands(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                          std::int64_t dim, std::int64_t ld, const std::int64_t* band_cols,
+                          float* s) const {
+  if (band_cols == nullptr || !simd) return Logits(q, ldq, kt, nq, dim, ld, s);
+  for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {
+    kernels::simd::FlashTileLogitsCols(q + i0 * ldq, ldq, kt, std::min(kBandRows, nq - i0), dim, ld,
+                                       band_cols[i0 / kBandRows], s + i0 * ld);
+  }
+}
+
 void PackPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,
                std::uint32_t* pairs) {
   for (std::int64_t i = 0; i < n; ++i)

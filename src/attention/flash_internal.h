@@ -345,6 +345,12 @@ struct TileOps {
     if (simd) return kernels::simd::FlashTileLogits(q, ldq, kt, nq, dim, ld, s);
     kernels::scalar::FlashTileLogits(q, ldq, kt, nq, dim, ld, s);
   }
+  // Logits with band_cols (DiagonalBands): only columns [0, band_cols[b])
+  // of each band b of kBandRows rows (SIMD; the scalar loops do the whole
+  // tile). band_cols null: Logits.
+  void LogitsBands(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                   std::int64_t dim, std::int64_t ld, const std::int64_t* band_cols,
+                   float* s) const;
   // row[j] = exp(row[j] - max) (-inf -> 0); returns the row sum.
   float ExpRow(float* row, std::int64_t n, float max) const {
     return simd ? kernels::simd::FlashExpRow(row, n, max)

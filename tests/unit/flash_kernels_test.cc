@@ -6,7 +6,9 @@
 //    dS), FlashDecodeLogits (key rows, transposing lane sums), FlashLoadRows
 //    (exact 16-bit conversions), FlashStoreRows (bfloat16 bits as
 //    FloatToBF16), FlashAccumulatePVStored (equal to the
-//    float32-row kernel on converted rows), FlashTouch (reads every byte);
+//    float32-row kernel on converted rows), FlashTouch (reads every byte),
+//    the narrow rows' blocks of P . V and P^T V, FlashTileLogitsCols (the
+//    bands of a diagonal tile), FlashRoundRowsBf16 (as FloatToBF16);
 //  - the bfloat16 logits on each hardware path the CPU has: AVX512_BF16
 //    (FlashTileLogitsAvx512Bf16) and AMX (FlashTileLogitsAmx, after the
 //    Linux permission request); a path the CPU lacks is skipped with the
@@ -50,18 +52,97 @@ const void* Stored(ks::FlashStorage storage, const std::vector<float>& f32,
 class FlashKernelTarget : public test::PerSimdTarget {};
 
 TEST_P(FlashKernelTarget, TransposedAccumulation) {
-  const Index nq = 37, nk = 29, ldp = 48, ldv = 80;
-  const std::vector<float> p = Random(nq * ldp, 1), v = Random(nq * ldv, 2);
-  std::vector<float> acc0 = Random(nk * ldv, 3), fast = acc0, plain = acc0;
+  // ldv 32: the narrow rows' 8 x 2 blocks on AVX-512 (29 keys: 8-row blocks,
+  // then 4 and 1); 80: the wide blocks.
+  for (const Index ldv : {80, 32}) {
+    const Index nq = 37, nk = 29, ldp = 48;
+    const std::vector<float> p = Random(nq * ldp, 1), v = Random(nq * ldv, 2);
+    std::vector<float> acc0 = Random(nk * ldv, 3), fast = acc0, plain = acc0;
+    std::vector<double> exact(acc0.begin(), acc0.end());
+    ks::FlashAccumulatePTV(p.data(), ldp, v.data(), nq, nk, ldv, fast.data());
+    for (Index j = 0; j < nk; ++j)
+      for (Index x = 0; x < ldv; ++x)
+        for (Index i = 0; i < nq; ++i) {
+          plain[j * ldv + x] += p[i * ldp + j] * v[i * ldv + x];
+          exact[j * ldv + x] += double(p[i * ldp + j]) * v[i * ldv + x];
+        }
+    SCOPED_TRACE(ldv);
+    ExpectWithin2x(fast, plain, exact, "P^T V");
+  }
+}
+
+TEST_P(FlashKernelTarget, ScaledPVOnNarrowRows) {
+  // acc = alpha * acc + P . V with 32-float rows (8 x 2 blocks on AVX-512)
+  // over 21 rows: 8-row blocks, then 4 and 1.
+  const Index nq = 21, nk = 27, ldp = 32, ldv = 32;
+  const std::vector<float> p = Random(nq * ldp, 4), v = Random(nk * ldv, 5);
+  const std::vector<float> alpha = Random(nq, 6, 0.0f, 1.0f);
+  std::vector<float> acc0 = Random(nq * ldv, 7), fast = acc0, plain = acc0;
   std::vector<double> exact(acc0.begin(), acc0.end());
-  ks::FlashAccumulatePTV(p.data(), ldp, v.data(), nq, nk, ldv, fast.data());
-  for (Index j = 0; j < nk; ++j)
-    for (Index x = 0; x < ldv; ++x)
-      for (Index i = 0; i < nq; ++i) {
-        plain[j * ldv + x] += p[i * ldp + j] * v[i * ldv + x];
-        exact[j * ldv + x] += double(p[i * ldp + j]) * v[i * ldv + x];
+  ks::FlashAccumulatePVScaled(p.data(), ldp, v.data(), nq, nk, ldv, alpha.data(), fast.data());
+  for (Index i = 0; i < nq; ++i)
+    for (Index x = 0; x < ldv; ++x) {
+      plain[i * ldv + x] *= alpha[i];
+      exact[i * ldv + x] *= alpha[i];
+      for (Index j = 0; j < nk; ++j) {
+        plain[i * ldv + x] += p[i * ldp + j] * v[j * ldv + x];
+        exact[i * ldv + x] += double(p[i * ldp + j]) * v[j * ldv + x];
       }
-  ExpectWithin2x(fast, plain, exact, "P^T V");
+    }
+  ExpectWithin2x(fast, plain, exact, "alpha acc + P V");
+}
+
+TEST_P(FlashKernelTarget, TileLogitsColsWritesItsColumnsOnly) {
+  // Each band width of a 64-key diagonal tile: the columns below cols have
+  // the bits of the whole-tile kernel (same sums in the same order), the
+  // rest keep their old values.
+  const Index nq = 19, dim = 32, ld = 64;
+  const std::vector<float> q = Random(nq * dim, 8), kt = Random(dim * ld, 9);
+  std::vector<float> whole(nq * ld);
+  ks::FlashTileLogits(q.data(), dim, kt.data(), nq, dim, ld, whole.data());
+  for (const Index cols : {16, 32, 48, 64}) {
+    std::vector<float> s(nq * ld, -5.0f);
+    ks::FlashTileLogitsCols(q.data(), dim, kt.data(), nq, dim, ld, cols, s.data());
+    for (Index i = 0; i < nq; ++i)
+      for (Index j = 0; j < ld; ++j) {
+        const float want = j < cols ? whole[i * ld + j] : -5.0f;
+        ASSERT_EQ(s[i * ld + j], want) << cols << ": " << i << ", " << j;
+      }
+  }
+}
+
+TEST_P(FlashKernelTarget, RoundRowsBf16AsFloatToBF16) {
+  // The table of StoreRowsRoundsAsFloatToBF16 (ties to even, signed zeros,
+  // infinities, NaNs, subnormals, overflow to inf) and random values, into a
+  // second buffer and in place; columns past n stay as they were.
+  std::vector<float> x = {1.0f + 0x1p-8f, 1.0f + 0x3p-8f, -0.0f,   0.0f,    INFINITY,
+                          -INFINITY,      1e-40f,         -3e-39f, 3.4e38f, -3.4e38f};
+  for (std::uint32_t bits : {0x7fc00001u, 0xff800001u, 0x7f800100u}) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    x.push_back(f);
+  }
+  const Index rows = 3, n = 32, ld = 40;
+  const std::vector<float> random = Random(rows * ld, 12, -300.0f, 300.0f);
+  x.insert(x.end(), random.begin(), random.begin() + (rows * ld - static_cast<Index>(x.size())));
+  std::vector<float> out(rows * ld, -7.0f), in_place = x;
+  ks::FlashRoundRowsBf16(x.data(), ld, rows, n, out.data());
+  ks::FlashRoundRowsBf16(in_place.data(), ld, rows, n, in_place.data());
+  for (Index r = 0; r < rows; ++r)
+    for (Index c = 0; c < ld; ++c) {
+      const std::size_t o = static_cast<std::size_t>(r * ld + c);
+      if (c >= n) {
+        ASSERT_EQ(out[o], -7.0f) << r << ", " << c;
+        ASSERT_EQ(std::memcmp(&in_place[o], &x[o], sizeof(float)), 0) << r << ", " << c;
+        continue;
+      }
+      const std::uint32_t want = std::uint32_t{FloatToBF16(x[o]).bits} << 16;
+      std::uint32_t got, got_in_place;
+      std::memcpy(&got, &out[o], sizeof got);
+      std::memcpy(&got_in_place, &in_place[o], sizeof got);
+      ASSERT_EQ(got, want) << r << ", " << c << ": " << x[o];
+      ASSERT_EQ(got_in_place, want) << r << ", " << c;
+    }
 }
 
 TEST_P(FlashKernelTarget, BackwardRowGivesProbabilitiesAndDs) {

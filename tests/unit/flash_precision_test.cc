@@ -14,6 +14,9 @@
 //    same rounded operands) agree: their mean difference is under a tenth of
 //    the mean error, which is what rare rounding flips of P (a float32 P one
 //    ulp apart across exp implementations) allow;
+//  - both ways of running the products (VDPBF16PS on bfloat16 pairs, or
+//    float32 FMAs on P and dS rounded in place: FlashBf16Dots) pass the
+//    same checks, including the training shape's 64 x 64 tiles at head dim 32;
 //  - decode rounds P the same way;
 //  - bad input: bfloat16 with float32 inputs or dout, an unknown value.
 // The error rule against torch's own bfloat16 eager attention is measured in
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "flash_backward_fixture.h"
+#include "kernels/simd/flash.h"
 #include "simd_target_fixture.h"
 
 namespace posenc::flash_test {
@@ -151,6 +155,39 @@ TEST(FlashPrecision, BFloat16LongRows) {
   c.Sq = c.Sk = 300;
 #endif
   CheckPrecision(c, Backend::kAuto);
+}
+
+// Runs the engines with one way of computing the bfloat16 products
+// (kernels/simd/flash.h FlashBf16Dots) and restores kAuto.
+struct Bf16DotsMode {
+  explicit Bf16DotsMode(kernels::simd::FlashBf16Dots mode) {
+    kernels::simd::SetFlashBf16Dots(mode);
+  }
+  ~Bf16DotsMode() { kernels::simd::SetFlashBf16Dots(kernels::simd::FlashBf16Dots::kAuto); }
+  Bf16DotsMode(const Bf16DotsMode&) = delete;
+  Bf16DotsMode& operator=(const Bf16DotsMode&) = delete;
+};
+
+TEST(FlashPrecision, BothWaysOfTheBfloat16Products) {
+  // VDPBF16PS on bfloat16 pairs (kDot, where the CPU has AVX512_BF16; AMD's
+  // choice) and float32 FMAs on P and dS rounded in place (kFloat32; Intel's
+  // choice, CpuBf16DotSlow): the same checks on every scheme, and on the
+  // training shape's tiles (64 x 64, head dim 32: the narrow rows' blocks
+  // and the diagonal bands).
+  using kernels::simd::FlashBf16Dots;
+  for (FlashBf16Dots mode : {FlashBf16Dots::kDot, FlashBf16Dots::kFloat32}) {
+    const Bf16DotsMode scoped(mode);
+    SCOPED_TRACE(mode == FlashBf16Dots::kDot ? "VDPBF16PS" : "float32 FMAs");
+    for (Kind kind : {Kind::kNone, Kind::kAlibi, Kind::kT5, Kind::kShaw, Kind::kRope}) {
+      CheckPrecision(PrecisionCase(KindName(kind).data(), kind, kCausal), Backend::kAuto);
+    }
+    Case c = PrecisionCase("training tiles", Kind::kAlibi, kCausal);
+    c.B = 3;
+    c.Sq = c.Sk = 150;
+    c.D = c.Dv = 32;
+    c.query_tile = c.key_tile = 64;
+    CheckPrecision(c, Backend::kAuto);
+  }
 }
 
 TEST(FlashPrecision, UnitTasksGiveThePhasedBits) {

@@ -53,23 +53,38 @@ HWY_INLINE void LogitsBlock(const float* q, std::int64_t ldq, const float* kt, s
     for (int c = 0; c < kVecs; ++c) hn::StoreU(a[r][c], d, s + r * ld + j + c * N);
 }
 
+// Columns [0, cols) of kRows rows (cols a multiple of the lane count).
 template <int kRows>
 HWY_INLINE void LogitsRows(const float* q, std::int64_t ldq, const float* kt, std::int64_t dim,
-                           std::int64_t ld, float* s) {
+                           std::int64_t ld, std::int64_t cols, float* s) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t j = 0;
-  for (; j + kFlashVecs * N <= ld; j += kFlashVecs * N) {
+  for (; j + kFlashVecs * N <= cols; j += kFlashVecs * N) {
     LogitsBlock<kRows, kFlashVecs>(q, ldq, kt, dim, ld, j, s);
   }
-  for (; j < ld; j += N) LogitsBlock<kRows, 1>(q, ldq, kt, dim, ld, j, s);
+  // The rest in one block where it fits (kRows x 3 or x 2 independent
+  // accumulators rather than kRows: the FMA latency stays hidden).
+  if (kFlashVecs > 3 && cols - j == 3 * N) return LogitsBlock<kRows, 3>(q, ldq, kt, dim, ld, j, s);
+  if (kFlashVecs > 2 && cols - j == 2 * N) return LogitsBlock<kRows, 2>(q, ldq, kt, dim, ld, j, s);
+  for (; j < cols; j += N) LogitsBlock<kRows, 1>(q, ldq, kt, dim, ld, j, s);
+}
+
+void FlashTileLogitsColsImpl(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                             std::int64_t dim, std::int64_t ld, std::int64_t cols, float* s) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t i = 0;
+  if (cols == N) {  // one vector of columns: 8 rows keep 8 accumulators busy
+    for (; i + 8 <= nq; i += 8) LogitsBlock<8, 1>(q + i * ldq, ldq, kt, dim, ld, 0, s + i * ld);
+  }
+  for (; i + 4 <= nq; i += 4) LogitsRows<4>(q + i * ldq, ldq, kt, dim, ld, cols, s + i * ld);
+  for (; i < nq; ++i) LogitsRows<1>(q + i * ldq, ldq, kt, dim, ld, cols, s + i * ld);
 }
 
 void FlashTileLogitsImpl(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
                          std::int64_t dim, std::int64_t ld, float* s) {
-  std::int64_t i = 0;
-  for (; i + 4 <= nq; i += 4) LogitsRows<4>(q + i * ldq, ldq, kt, dim, ld, s + i * ld);
-  for (; i < nq; ++i) LogitsRows<1>(q + i * ldq, ldq, kt, dim, ld, s + i * ld);
+  FlashTileLogitsColsImpl(q, ldq, kt, nq, dim, ld, ld, s);
 }
 
 // row[j] = row[j] * scale + bias[j] (+ 0 without bias) for j < nk, -inf for
@@ -257,7 +272,15 @@ HWY_INLINE void PVRows(const float* p, std::int64_t ldp, const float* v, std::in
 void FlashAccumulatePVRowsImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t ldvr,
                                std::int64_t nq, std::int64_t nk, std::int64_t ldv,
                                const float* alpha, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t i = 0;
+  if (kFlashVecs > 2 && ldv == 2 * N) {  // narrow rows (head dim 32 on AVX-512): 8 x 2 blocks
+    for (; i + 8 <= nq; i += 8) {
+      PVBlock<8, 2>(p + i * ldp, ldp, v, ldvr, nk, ldv, 0, alpha ? alpha + i : nullptr,
+                    acc + i * ldv);
+    }
+  }
   for (; i + 4 <= nq; i += 4) {
     PVRows<4>(p + i * ldp, ldp, v, ldvr, nk, ldv, alpha ? alpha + i : nullptr, acc + i * ldv);
   }
@@ -371,7 +394,12 @@ HWY_INLINE void PTVRows(const float* p, std::int64_t ldp, const float* v, std::i
 
 void FlashAccumulatePTVImpl(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                             std::int64_t nk, std::int64_t ldv, float* acc) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t j = 0;
+  if (kFlashVecs > 2 && ldv == 2 * N) {  // narrow rows (head dim 32 on AVX-512): 8 x 2 blocks
+    for (; j + 8 <= nk; j += 8) PTVBlock<8, 2>(p + j, ldp, v, nq, ldv, 0, acc + j * ldv);
+  }
   for (; j + 4 <= nk; j += 4) PTVRows<4>(p + j, ldp, v, nq, ldv, acc + j * ldv);
   for (; j < nk; ++j) PTVRows<1>(p + j, ldp, v, nq, ldv, acc + j * ldv);
 }
@@ -434,16 +462,38 @@ void LoadRowsTyped(const void* src, std::int64_t stride, std::int64_t n, std::in
 
 // The bfloat16 bits of float32 lanes as FloatToBF16 (posenc/dtype.h) forms
 // them: round to nearest even, a NaN kept quiet with its sign.
+// The bfloat16 bits of v in the high half of each lane (low half zero):
+// round to nearest even, NaN kept quiet, exactly as FloatToBF16.
 template <class D>
-hn::Vec<hn::Rebind<std::uint16_t, D>> Bf16BitsOf(D d, hn::Vec<D> v) {
+hn::Vec<hn::RebindToUnsigned<D>> Bf16HighBits(D /*d*/, hn::Vec<D> v) {
   const hn::RebindToUnsigned<D> du;
   const auto u = hn::BitCast(du, v);
   const auto rounding =
       hn::Add(hn::Set(du, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
-  const auto rounded = hn::ShiftRight<16>(hn::Add(u, rounding));
-  const auto quiet = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u));
-  const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, rounded);
+  const auto rounded = hn::Add(u, rounding);
+  const auto quiet = hn::Or(u, hn::Set(du, 0x400000u));
+  const auto high = hn::Set(du, 0xffff0000u);
+  return hn::And(hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, rounded), high);
+}
+
+template <class D>
+hn::Vec<hn::Rebind<std::uint16_t, D>> Bf16BitsOf(D d, hn::Vec<D> v) {
+  const auto bits = hn::ShiftRight<16>(Bf16HighBits(d, v));
   return hn::DemoteTo(hn::Rebind<std::uint16_t, D>(), hn::BitCast(hn::RebindToSigned<D>(), bits));
+}
+
+// dst[r * ld + j] = the bfloat16 value of src[r * ld + j] (Bf16HighBits),
+// r < rows, j < n (n a multiple of the lane count).
+void FlashRoundRowsBf16Impl(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t n,
+                            float* dst) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < n; j += N) {
+      hn::StoreU(hn::BitCast(d, Bf16HighBits(d, hn::LoadU(d, src + r * ld + j))), d,
+                 dst + r * ld + j);
+    }
+  }
 }
 
 // Row r of n float32 rows (stride ld) times scale into row r of dst (unit
@@ -517,60 +567,6 @@ void FlashLoadRowsImpl(int store, const void* src, std::int64_t stride, std::int
   if (store == 0) return LoadRowsTyped<Store::kF32>(src, stride, n, dim, dst, ld);
   if (store == 1) return LoadRowsTyped<Store::kBF16>(src, stride, n, dim, dst, ld);
   LoadRowsTyped<Store::kF16>(src, stride, n, dim, dst, ld);
-}
-
-// Sums each of the kN vectors a[] over its lanes into lane i of the result
-// (kN = Lanes): a tree of ConcatEven / ConcatOdd + Add (after each level,
-// vector i holds the partial sums of vectors 2i and 2i + 1 side by side),
-// log2(Lanes) levels instead of one horizontal sum per vector. Unrolled at
-// compile time so the vectors stay in registers.
-template <std::size_t kN, class D, class V>
-HWY_INLINE V SumLanesOfEach(D d, const V* a) {
-#if HWY_TARGET == HWY_SCALAR  // one lane: each vector is its own sum
-  (void)d;
-  return a[0];
-#else
-  if constexpr (kN == 1) {
-    (void)d;
-    return a[0];
-  } else {
-    V b[kN / 2];
-    for (std::size_t i = 0; i < kN / 2; ++i) {
-      b[i] = hn::Add(hn::ConcatEven(d, a[2 * i + 1], a[2 * i]),
-                     hn::ConcatOdd(d, a[2 * i + 1], a[2 * i]));
-    }
-    return SumLanesOfEach<kN / 2>(d, b);
-  }
-#endif
-}
-
-// Decode logits: s[r * lds + j] = q_r . k_j for r < R, j < Pad(nk), with k
-// as rows (stride ldkr, readable up to Pad(nk) rows, zero-padded to dim, a
-// multiple of kFlashPad): per query row and group of Lanes keys, one vector
-// accumulator per key along dim (Lanes independent FMA chains), then one
-// transposing lane sum (SumLanesOfEach) stored as a vector.
-void FlashDecodeLogitsImpl(const float* q, std::int64_t ldq, std::int64_t R, const float* k,
-                           std::int64_t ldkr, std::int64_t nk, std::int64_t dim, float* s,
-                           std::int64_t lds) {
-  const hn::ScalableTag<float> d;
-  constexpr std::size_t kN = hn::MaxLanes(decltype(d)());
-  using V = hn::Vec<decltype(d)>;
-  for (std::int64_t j0 = 0; j0 < nk; j0 += static_cast<std::int64_t>(kN)) {
-    const float* kj = k + j0 * ldkr;
-    for (std::int64_t r = 0; r < R; ++r) {
-      const float* qr = q + r * ldq;
-      V acc[kN];
-      for (std::size_t jj = 0; jj < kN; ++jj) acc[jj] = hn::Zero(d);
-      for (std::int64_t x = 0; x < dim; x += static_cast<std::int64_t>(kN)) {
-        const V qv = hn::LoadU(d, qr + x);
-        for (std::size_t jj = 0; jj < kN; ++jj) {
-          acc[jj] =
-              hn::MulAdd(qv, hn::LoadU(d, kj + static_cast<std::int64_t>(jj) * ldkr + x), acc[jj]);
-        }
-      }
-      hn::StoreU(SumLanesOfEach<kN>(d, acc), d, s + r * lds + j0);
-    }
-  }
 }
 
 }  // namespace HWY_NAMESPACE

@@ -1,5 +1,6 @@
 // SIMD tile kernels of the fused attention: per-target code in
-// flash-inl.h, dispatch here. Numerics and coverage: kernels/simd/flash.h.
+// flash-inl.h and flash_decode-inl.h, dispatch here. Numerics and coverage:
+// kernels/simd/flash.h.
 #include "kernels/simd/flash.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -8,6 +9,7 @@
 #include <hwy/highway.h>
 
 #include "kernels/simd/flash-inl.h"
+#include "kernels/simd/flash_decode-inl.h"
 
 #if HWY_ONCE
 #include "kernels/dassert.h"
@@ -15,6 +17,7 @@
 namespace posenc::kernels::simd {
 
 HWY_EXPORT(FlashTileLogitsImpl);
+HWY_EXPORT(FlashTileLogitsColsImpl);
 HWY_EXPORT(FlashExpRowImpl);
 HWY_EXPORT(FlashAccumulatePVImpl);
 HWY_EXPORT(FlashAccumulatePVScaledImpl);
@@ -26,6 +29,7 @@ HWY_EXPORT(FlashAddRowImpl);
 HWY_EXPORT(FlashSoftmaxTileImpl);
 HWY_EXPORT(FlashLoadRowsImpl);
 HWY_EXPORT(FlashStoreRowsImpl);
+HWY_EXPORT(FlashRoundRowsBf16Impl);
 HWY_EXPORT(FlashTouchImpl);
 HWY_EXPORT(FlashDecodeLogitsImpl);
 HWY_EXPORT(FlashAccumulatePVStoredImpl);
@@ -34,6 +38,13 @@ void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int
                      std::int64_t dim, std::int64_t ld, float* s) {
   POSENC_DASSERT(ld % kFlashPad == 0 && ldq >= dim && nq >= 0 && dim >= 0);
   HWY_DYNAMIC_DISPATCH(FlashTileLogitsImpl)(q, ldq, kt, nq, dim, ld, s);
+}
+
+void FlashTileLogitsCols(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                         std::int64_t dim, std::int64_t ld, std::int64_t cols, float* s) {
+  POSENC_DASSERT(ld % kFlashPad == 0 && cols % kFlashPad == 0 && cols <= ld && ldq >= dim &&
+                 nq >= 0 && dim >= 0);
+  HWY_DYNAMIC_DISPATCH(FlashTileLogitsColsImpl)(q, ldq, kt, nq, dim, ld, cols, s);
 }
 
 void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
@@ -70,6 +81,12 @@ void FlashStoreRows(const float* src, std::int64_t ld, std::int64_t n, std::int6
   POSENC_DASSERT(ld >= dim && dim >= 0 && n >= 0 && storage != FlashStorage::kFloat16);
   HWY_DYNAMIC_DISPATCH(FlashStoreRowsImpl)
   (static_cast<int>(storage), src, ld, n, dim, scale, dst, stride);
+}
+
+void FlashRoundRowsBf16(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t n,
+                        float* dst) {
+  POSENC_DASSERT(ld >= n && n % kFlashPad == 0 && rows >= 0);
+  HWY_DYNAMIC_DISPATCH(FlashRoundRowsBf16Impl)(src, ld, rows, n, dst);
 }
 
 std::uint32_t FlashTouch(const void* p, std::int64_t bytes) {

@@ -29,6 +29,12 @@ inline constexpr std::int64_t kFlashPad = 16;
 void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
                      std::int64_t dim, std::int64_t ld, float* s);
 
+// FlashTileLogits over columns j < cols only (cols a multiple of
+// kFlashPad, <= ld; columns past cols are not written): the bands of a
+// causal diagonal tile.
+void FlashTileLogitsCols(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
+                         std::int64_t dim, std::int64_t ld, std::int64_t cols, float* s);
+
 // row[j] = exp(row[j] - max) for j < n (n a multiple of kFlashPad; -inf
 // entries become 0); returns the sum of the new row.
 float FlashExpRow(float* row, std::int64_t n, float max);
@@ -145,6 +151,31 @@ float FlashScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale, c
 // Highway 1.0.3 cannot emit them). Available when the CPU has AVX512_BF16
 // and Highway currently dispatches to an AVX-512 target.
 bool FlashBf16DotAvailable();
+
+// How the attention engines run products of bfloat16 values where the CPU
+// has AVX512_BF16: kAuto (the default) VDPBF16PS unless CpuBf16DotSlow()
+// (kernels/simd/x86_features.h), kDot always, kFloat32 never (float32 FMAs
+// on operands kept as float32: the same exact products, float32 sums). Set
+// by tests, so that each path runs on every machine; process-wide.
+enum class FlashBf16Dots : int { kAuto = 0, kDot = 1, kFloat32 = 2 };
+void SetFlashBf16Dots(FlashBf16Dots mode);
+
+// FlashBf16DotAvailable() and the FlashBf16Dots mode picks VDPBF16PS: the
+// engines' choice of bfloat16 dot products for the logits and the
+// FlashPrecision::kBFloat16 products.
+bool FlashBf16DotPreferred();
+
+// FlashBf16DotPreferred(), or AMX runs the logits (FlashAmxLogitsAvailable)
+// and the mode is not kFloat32: the engines' choice for the q . k and
+// dO . v logits of bfloat16 inputs (FlashTileLogitsBf16).
+bool FlashBf16LogitsPreferred(std::int64_t dim);
+
+// dst[r * ld + j] = the bfloat16 value of src[r * ld + j] (round to
+// nearest even, NaN kept quiet, exactly as FloatToBF16; kept as float32),
+// r < rows, j < n (n a multiple of kFlashPad; dst == src: in place): P and
+// dS of FlashPrecision::kBFloat16 when the products run as float32 FMAs.
+void FlashRoundRowsBf16(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t n,
+                        float* dst);
 
 // s[i * ld + j] = sum_x q[i, x] * k[j, x] for bfloat16 q and k (dim even),
 // with AMX tiles (FlashTileLogitsAmx) where FlashAmxLogitsAvailable(dim),

@@ -15,6 +15,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string_view>
 
@@ -260,6 +261,32 @@ bool FlashBf16DotAvailable() {
   if (!CpuHasAvx512Bf16()) return false;
   const std::string_view target = DispatchedTargetName();
   return target == "AVX3" || target == "AVX3_DL";
+}
+
+namespace {
+std::atomic<int> g_bf16_dots{static_cast<int>(FlashBf16Dots::kAuto)};
+}  // namespace
+
+void SetFlashBf16Dots(FlashBf16Dots mode) {
+  g_bf16_dots.store(static_cast<int>(mode), std::memory_order_relaxed);
+}
+
+bool FlashBf16DotPreferred() {
+  if (!FlashBf16DotAvailable()) return false;
+  switch (static_cast<FlashBf16Dots>(g_bf16_dots.load(std::memory_order_relaxed))) {
+    case FlashBf16Dots::kDot:
+      return true;
+    case FlashBf16Dots::kFloat32:
+      return false;
+    default:
+      return !CpuBf16DotSlow();
+  }
+}
+
+bool FlashBf16LogitsPreferred(std::int64_t dim) {
+  if (FlashBf16DotPreferred()) return true;
+  return FlashBf16DotAvailable() && FlashAmxLogitsAvailable(dim) &&
+         g_bf16_dots.load(std::memory_order_relaxed) != static_cast<int>(FlashBf16Dots::kFloat32);
 }
 
 bool FlashAmxLogitsAvailable(std::int64_t dim) { return dim % 32 == 0 && AmxAvailable(); }

@@ -61,6 +61,22 @@ const AmxState& Amx() {
 
 }  // namespace
 
+bool CpuBf16DotSlow() {
+#if defined(__x86_64__)
+  static const bool slow = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid(0, a, b, c, d);
+    const bool intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // GenuineIntel
+    __cpuid_count(7, 0, a, b, c, d);
+    return intel && (d & (1u << 23)) != 0;  // AVX512_FP16
+  }();
+  return slow;
+#else
+  return false;
+#endif
+}
+
 bool CpuHasAvx512Bf16() {
 #if defined(__x86_64__)
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");

@@ -20,6 +20,15 @@ namespace posenc::kernels::simd {
 // The CPU has AVX512F and AVX512_BF16.
 bool CpuHasAvx512Bf16();
 
+// The CPU runs VDPBF16PS zmm at half the rate of its float32 FMAs, so the
+// bfloat16 products (exact in float32) are faster as float32 FMAs: Intel
+// CPUs with AVX512_FP16 (CPUID leaf 7 EDX bit 23: Sapphire Rapids and
+// later; no AMD CPU has it). Measured on such a Xeon here: VDPBF16PS 1.27 G
+// instructions/s (64 flops each) against 5.3 G FMAs/s (32 flops each), one
+// core (docs/PERFORMANCE.md, "bfloat16 dot products on Intel"). AMD Zen 4/5
+// run VDPBF16PS at the FMA rate or better.
+bool CpuBf16DotSlow();
+
 // The CPU has AMX-TILE and AMX-BF16 and the kernel granted this process the
 // tile data state (requested on the first call; cached).
 bool AmxAvailable();
