@@ -2,20 +2,7 @@
 // float32 results below 2^-126 become 0 (FTZ) and such inputs are read as 0
 // (DAZ) while a ScopedFlushSubnormals lives, on x86-64 through MXCSR bits 15
 // and 6 of the calling thread, restored when it ends (nothing changes on
-// other targets).
-//
-// Why: on Intel CPUs an SSE/AVX operation whose result or input is subnormal
-// takes a microcode assist of ~100+ cycles. Attention makes such values
-// routinely: P = exp(x - max) of a far key under ALiBi is ~1e-38, and
-// P . V, dS = P (dP - D) and dS . K then give subnormal products. The
-// causal ALiBi backward at S = 4096 (float32 products) ran 4.5x slower
-// on a Xeon here than with flushing (docs/PERFORMANCE.md, "Subnormals on
-// Intel"); AMD CPUs handle subnormals at full speed. VDPBF16PS flushes
-// by definition, so this also gives the float32 and the bfloat16-dot paths
-// the same semantics.
-// Numerics: each flushed term is below 2^-126 in magnitude, far below the
-// float32 rounding of any sum it enters whose largest term is normal, so
-// the error bounds of include/posenc/flash_attention.h hold unchanged.
+// other targets). Why and the numerics: the class comment below.
 #pragma once
 
 #if defined(__x86_64__) || defined(__SSE__)
@@ -24,6 +11,17 @@
 
 namespace posenc::kernels {
 
+// On Intel CPUs an SSE/AVX operation whose result or input is subnormal
+// takes a microcode assist of ~100+ cycles, and attention makes such values
+// routinely: P = exp(x - max) of a far key under ALiBi is ~1e-38, so P . V,
+// dS = P (dP - D) and dS . K give subnormal products. The causal ALiBi
+// backward at S = 4096 (float32 products) ran 4.5x slower on a Xeon here
+// than with flushing (docs/PERFORMANCE.md, "Intel Xeon: half-rate VDPBF16PS
+// and subnormal assists"); AMD CPUs handle subnormals at full speed, and
+// VDPBF16PS flushes by definition, so the float32 and the bfloat16-dot paths
+// also get the same semantics. Numerics: each flushed term is below 2^-126,
+// far under the float32 rounding of any sum it enters whose largest term is
+// normal; the error bounds of include/posenc/flash_attention.h hold.
 class ScopedFlushSubnormals {
  public:
   ScopedFlushSubnormals() {
