@@ -23,12 +23,13 @@ struct Layout {
   // FlashPrecision::kBFloat16: P^T dO, dS^T Q, dS K with P and dS rounded
   // to bfloat16; bf16_pairs: as bfloat16 pairs (FlashMatMulBf16: VDPBF16PS
   // where FlashBf16DotPreferred, or the scalar backend), otherwise rounded
-  // in place and run by the float32 kernels; simd: VDPBF16PS allowed.
+  // into float32 copies (Scratch::p16, ds16) for the float32 kernels;
+  // simd: VDPBF16PS allowed.
   bool bf16_products = false, bf16_pairs = false, simd = true;
   // Floats of one unit: q rows, dO rows, lse, chunk partials of dQ.
   Index RowsFloats() const { return G * Sq * (ldd + ldv + 1); }
   Index UnitFloats() const { return RowsFloats() + chunks * G * Sq * ldd; }
-  // Pairs of one query tile as B operands (bf16_products): Q then dO.
+  // Pairs of one query tile as B operands (bf16_pairs): Q then dO.
   Index TileBPairs() const { return bf16_pairs ? half_bq * (ldd + ldv) : 0; }
   Index UnitPairs() const {
     return (bf16_qk ? G * Sq * D / 2 : 0) + (bf16_dv ? G * Sq * Dv / 2 : 0) +
