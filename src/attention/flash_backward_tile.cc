@@ -12,6 +12,9 @@ namespace {
 
 using attention_internal::SchemeRow;
 
+// Bf16Products halves a band's first row into its first query pair.
+static_assert(kBandRows % 2 == 0);
+
 struct PairWork {
   const BackwardCall& c;
   const Layout& L;
@@ -111,39 +114,51 @@ struct PairWork {
     }
   }
 
+  // The blocks of the transposed products (dV += P^T dO, dK += dS^T Q):
+  // f(j0, n, i0) for keys [j0, j0 + n) and their first query row i0. A
+  // banded tile gives blocks of kBandRows keys, each starting at the first
+  // band that sees them (the rows above see none); otherwise one block.
+  template <class F>
+  void KeyBlocks(Index nq, Index nk, bool banded, F&& f) const {
+    const Index step = banded ? kBandRows : nk;
+    for (Index j0 = 0, b0 = 0; j0 < nk; j0 += step) {
+      while (banded && b0 * kBandRows < nq && w.band_cols[Z(b0)] <= j0) ++b0;
+      if (b0 * kBandRows >= nq) break;
+      f(j0, std::min(step, nk - j0), b0 * kBandRows);
+    }
+  }
+
+  // The row blocks of dQ += dS K: f(i0, n, cols) for query rows [i0, i0 +
+  // n) over keys [0, cols): each band to its columns, otherwise one block.
+  template <class F>
+  void RowBlocks(Index nq, Index nk, bool banded, F&& f) const {
+    for (Index i0 = 0; i0 < nq; i0 += banded ? kBandRows : nq) {
+      f(i0, banded ? std::min(kBandRows, nq - i0) : nq,
+        banded ? std::min(nk, w.band_cols[Z(i0 / kBandRows)]) : nk);
+    }
+  }
+
   // dV += P^T dO, dK += dS^T Q, dQ += dS K (float32 kernels; P, dS [nq,
-  // ldk]). A banded tile skips the masked products as Bf16Products does.
+  // ldk]), skipping a banded tile's masked products (KeyBlocks, RowBlocks).
   void Float32Products(const float* p, const float* ds, Index nq, Index nk, const float* qt,
                        const float* dot, float* dq, bool banded) {
     const Index ldk = L.ldk;
-    if (!banded) {
-      ops.PTV(p, ldk, dot, nq, nk, L.ldv, w.dv.data());    // dV += P^T dO
-      ops.PTV(ds, ldk, qt, nq, nk, L.ldd, w.dk.data());    // dK += dS^T Q
-      ops.PV(ds, ldk, w.krows.data(), nq, nk, L.ldd, dq);  // dQ += dS K
-      return;
-    }
-    for (Index j0 = 0, b0 = 0; j0 < nk; j0 += kBandRows) {  // keys [j0, j0 + n)
-      while (b0 * kBandRows < nq && w.band_cols[Z(b0)] <= j0) ++b0;
-      const Index i0 = b0 * kBandRows, n = std::min(kBandRows, nk - j0);  // first query row
-      if (i0 >= nq) break;
+    KeyBlocks(nq, nk, banded, [&](Index j0, Index n, Index i0) {
       ops.PTV(p + i0 * ldk + j0, ldk, dot + i0 * L.ldv, nq - i0, n, L.ldv,
               w.dv.data() + j0 * L.ldv);
       ops.PTV(ds + i0 * ldk + j0, ldk, qt + i0 * L.ldd, nq - i0, n, L.ldd,
               w.dk.data() + j0 * L.ldd);
-    }
-    for (Index i0 = 0; i0 < nq; i0 += kBandRows) {
-      const Index n = std::min(kBandRows, nq - i0);
-      ops.PV(ds + i0 * ldk, ldk, w.krows.data(), n, std::min(nk, w.band_cols[Z(i0 / kBandRows)]),
-             L.ldd, dq + i0 * L.ldd);
-    }
+    });
+    RowBlocks(nq, nk, banded, [&](Index i0, Index n, Index cols) {
+      ops.PV(ds + i0 * ldk, ldk, w.krows.data(), n, cols, L.ldd, dq + i0 * L.ldd);
+    });
   }
 
-  // dV += P^T dO, dK += dS^T Q, dQ += dS K with P and dS rounded to
-  // bfloat16 against the bfloat16 pairs of dO, Q and K (float32 sums). A
-  // banded tile skips the masked products: key rows start at the first band
-  // that sees them, dQ rows end at their band's columns.
+  // The same products with P and dS rounded to bfloat16 against the
+  // bfloat16 pairs of dO, Q and K (float32 sums), over the same blocks (a
+  // band starts at an even row: i0 / 2 is its first query pair).
   void Bf16Products(Index t, Index nq, Index nk, float* dq, bool banded) {
-    const Index ldk = L.ldk, pairs_q = (nq + 1) / 2, pairs_k = (nk + 1) / 2;
+    const Index ldk = L.ldk, pairs_q = (nq + 1) / 2;
     using kernels::simd::FlashMatMulBf16;
     using kernels::simd::FlashPackPairsB;
     FlashPackPairsB(w.s.data(), ldk, nq, nk, w.pt_a.data(), ldk, L.simd);
@@ -152,22 +167,17 @@ struct PairWork {
     const auto* pt = reinterpret_cast<const std::uint32_t*>(w.pt_a.data());
     const auto* dst = reinterpret_cast<const std::uint32_t*>(w.dst_a.data());
     const float* ones = w.ones.data();
-    const Index step = banded ? kBandRows : nk;
-    for (Index j0 = 0, b0 = 0; j0 < nk; j0 += step) {
-      while (banded && b0 * kBandRows < nq && w.band_cols[Z(b0)] <= j0) ++b0;
-      const Index t0 = b0 * kBandRows / 2, n = std::min(step, nk - j0);  // first query pair
-      if (t0 >= pairs_q) break;
+    KeyBlocks(nq, nk, banded, [&](Index j0, Index n, Index i0) {
+      const Index t0 = i0 / 2;
       FlashMatMulBf16(pt + j0 + t0 * ldk, 1, ldk, n, u.DoutB(L, hl, t) + t0 * 2 * L.ldv,
                       pairs_q - t0, L.ldv, L.ldv, ones, w.dv.data() + j0 * L.ldv, L.ldv, L.simd);
       FlashMatMulBf16(dst + j0 + t0 * ldk, 1, ldk, n, u.QB(L, hl, t) + t0 * 2 * L.ldd, pairs_q - t0,
                       L.ldd, L.ldd, ones, w.dk.data() + j0 * L.ldd, L.ldd, L.simd);
-    }
-    for (Index i0 = 0; i0 < nq; i0 += banded ? kBandRows : nq) {
-      const Index n = banded ? std::min(kBandRows, nq - i0) : nq;
-      const Index pairs = banded ? std::min(pairs_k, w.band_cols[Z(i0 / kBandRows)] / 2) : pairs_k;
-      FlashMatMulBf16(w.ds_a.data() + i0 * (ldk / 2), ldk / 2, 1, n, w.k_b.data(), pairs, L.ldd,
-                      L.ldd, ones, dq + i0 * L.ldd, L.ldd, L.simd);
-    }
+    });
+    RowBlocks(nq, nk, banded, [&](Index i0, Index n, Index cols) {
+      FlashMatMulBf16(w.ds_a.data() + i0 * (ldk / 2), ldk / 2, 1, n, w.k_b.data(), (cols + 1) / 2,
+                      L.ldd, L.ldd, ones, dq + i0 * L.ldd, L.ldd, L.simd);
+    });
   }
 
   // The scheme's parameter gradients and content dq terms of the tile (dq
