@@ -5,11 +5,11 @@ against PyTorch eager autograd (docs/PERFORMANCE.md, "From Python").
 Usage (from the repository root, after a release build):
   PYTHONPATH=build/release/python /usr/bin/python3 bench/posenc_torch_attention.py \
       [--threads 2] [--reps 20] [--warmup 3] [--dtype bfloat16] [--precision float32] \
-      [--batch 32 --seq 128 --heads 4 --head-dim 32] [--scheme alibi]
+      [--batch 32 --seq 128 --heads 4 --head-dim 32] [--scheme alibi] [--workers auto]
 -> one JSON object on stdout: {"case", "threads", "precision", "posenc_ms", "torch_ms",
    "speedup_vs_torch", "posenc_forward_ms", "torch_forward_ms", "max_abs_diff_vs_torch", "torch",
-   "posenc_threads_followed_torch"}. `posenc bench attention --backward` runs it (entries
-   "attention_train_step") at this case and at S = 4096, H = 8, D = 64.
+   "posenc_threads_followed_torch", "posenc_workers"}. `posenc bench attention --backward` runs it
+   (entries "attention_train_step") at this case and at S = 4096, H = 8, D = 64.
 
 The case is the issue's model-shaped one: causal ALiBi self-attention, q, k, v
 [B, S, H, D] (bshd, the layout a model has right after its q/k/v projections
@@ -17,8 +17,10 @@ and .view), bfloat16, requires_grad; one step is out = attention(q, k, v);
 out.backward(dout), the .grad tensors reset between steps, median of --reps
 steps after --warmup. posenc runs `posenc.torch.attention(q, k, v,
 scheme="alibi", mask="causal", layout="bshd", precision=--precision)` with
-no ctx: it follows
-torch.get_num_threads() (set here with torch.set_num_threads). torch runs
+no ctx: it follows torch.get_num_threads() (set here with
+torch.set_num_threads), on torch's own OpenMP threads where torch runs
+OpenMP (posenc.torch's choice; --workers pool or openmp passes
+ctx=posenc.Context(threads, workers=...) instead, to compare). torch runs
 Hugging Face's eager formula (BLOOM/MPT-style ALiBi): q, k, v transposed to
 [B, H, S, D], scores = q k^T / sqrt(D) + (ALiBi bias + causal mask, [1, H, S, S]
 materialised once before timing, as HF builds it once per forward),
@@ -36,6 +38,7 @@ import time
 
 import torch
 
+import posenc
 import posenc.torch as pt
 
 
@@ -65,6 +68,7 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--head-dim", type=int, default=32)
     ap.add_argument("--scheme", choices=["alibi", "none"], default="alibi")
+    ap.add_argument("--workers", choices=["auto", "pool", "openmp"], default="auto")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -90,6 +94,8 @@ def main():
         return torch.matmul(probs, vt).transpose(1, 2)
 
     kwargs = dict(slopes=slopes.double()) if a.scheme == "alibi" else {}
+    if a.workers != "auto":
+        kwargs["ctx"] = posenc.Context(a.threads, workers=a.workers)
 
     def posenc_attention(q, k, v):
         return pt.attention(q, k, v, scheme=a.scheme, mask="causal", layout="bshd",
@@ -128,6 +134,7 @@ def main():
         "max_abs_diff_vs_torch": float(diff),
         "torch": torch.__version__,
         "posenc_threads_followed_torch": pt._torch_ctx().num_threads == torch.get_num_threads(),
+        "posenc_workers": kwargs["ctx"].workers if "ctx" in kwargs else pt._torch_ctx().workers,
     }
     json.dump(result, sys.stdout, indent=2)
     print()

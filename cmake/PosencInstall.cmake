@@ -9,7 +9,7 @@ include(CMakePackageConfigHelpers)
 
 set(POSENC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/posenc)
 # Two export sets: posenc::shared needs only Threads at a consumer's link
-# step, posenc::posenc (static) also Highway and nlohmann_json; the package
+# step, posenc::posenc (static) also Highway, nlohmann_json and OpenMP; the package
 # config (posenc-config.cmake.in) looks for those only for the static one.
 install(TARGETS posenc EXPORT posenc-static-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -41,6 +41,14 @@ install(FILES ${PROJECT_BINARY_DIR}/posenc-config.cmake
 
 # pkg-config: relocatable (prefix found from the .pc file's own directory).
 file(RELATIVE_PATH POSENC_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+set(POSENC_PC_OPENMP "")  # the OpenMP runtime of a static link (Workers::kOpenMP)
+if(POSENC_WITH_OPENMP)
+  foreach(lib IN LISTS OpenMP_CXX_LIB_NAMES)
+    if(NOT lib STREQUAL "pthread")
+      string(APPEND POSENC_PC_OPENMP "-l${lib} ")
+    endif()
+  endforeach()
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/posenc.pc.in ${PROJECT_BINARY_DIR}/posenc.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/posenc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 # The build tree's own .pc (the pkg-config convention: with the build

@@ -68,5 +68,6 @@ set(POSENC_LIBRARY_SOURCES
   kernels/simd/targets.cc
   kernels/simd/x86_features.cc
   kernels/thread_scratch.cc
+  threading/openmp.cc
   threading/thread_pool.cc
 )

@@ -173,6 +173,20 @@ enum { POSENC_BACKEND_AUTO = 0, POSENC_BACKEND_SCALAR = 1, POSENC_BACKEND_SIMD =
 /* num_threads: 1 = the calling thread only, 0 = one per hardware thread. */
 POSENC_C_API posenc_status posenc_context_create(int32_t num_threads, posenc_backend backend,
                                                  posenc_context** out);
+typedef int32_t posenc_workers; /* one of: */
+enum { POSENC_WORKERS_POOL = 0, POSENC_WORKERS_OPENMP = 1 };
+/* As posenc_context_create, with the threads that run its tasks:
+ * POSENC_WORKERS_POOL, posenc's own (what posenc_context_create gives), or
+ * POSENC_WORKERS_OPENMP, the calling thread's OpenMP team, for an engine
+ * that is an OpenMP program itself (ggml's CPU backend, any `omp parallel`
+ * host): posenc's tasks then run on the threads the engine's own parallel
+ * regions use instead of competing with them for the cores (posenc/context.h,
+ * Workers). POSENC_ERROR_INVALID_ARGUMENT, naming workers, for
+ * POSENC_WORKERS_OPENMP where libposenc was built without OpenMP
+ * (posenc_openmp_available() == 0). */
+POSENC_C_API posenc_status posenc_context_create_on(int32_t num_threads, posenc_backend backend,
+                                                    posenc_workers workers, posenc_context** out);
+POSENC_C_API int32_t posenc_openmp_available(void);            /* 1 if built with OpenMP, else 0 */
 POSENC_C_API void posenc_context_destroy(posenc_context* ctx); /* NULL is a no-op */
 /* Frees the scratch kept between calls ("Memory" above) by the calling
  * thread and by ctx's threads (NULL: the calling thread's); the next calls

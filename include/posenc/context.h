@@ -6,9 +6,22 @@
 //  - the backend: kScalar (the reference kernels, plain loops, float64 angle
 //    maths), kSimd (Highway kernels, runtime-dispatched to the best compiled
 //    target), or kAuto (kSimd where a fast path exists, else kScalar);
-//  - a thread pool of num_threads workers (the calling thread is worker 0).
+//  - its workers: num_threads threads (the calling thread is worker 0),
+//    either posenc's own pool (Workers::kPool, the default) or the calling
+//    thread's OpenMP team (Workers::kOpenMP).
 // Work is split into coarse tasks (batch*head x position tiles), never into
 // elements; ParallelFor hands tasks out dynamically.
+//
+// Workers::kOpenMP is for callers that are themselves OpenMP programs:
+// PyTorch's ATen (posenc.torch uses it when torch's parallel backend is
+// OpenMP), ggml, any `#pragma omp` application. Each ParallelFor is one
+// parallel region of num_threads threads on the same OpenMP runtime, so it
+// runs on the threads the host's own regions use. A separate pool would
+// compete with them: libgomp's threads keep spinning after a region ends
+// (GOMP_SPINCOUNT), and a posenc call right after a torch op shared the
+// cores with them (docs/PERFORMANCE.md, "Sharing torch's OpenMP threads").
+// Waiting policy, thread limits and binding follow the host's OpenMP
+// settings (OMP_WAIT_POLICY, OMP_THREAD_LIMIT, ...).
 //
 // Thread safety (tests/unit/concurrency_test.cc, run under ThreadSanitizer
 // by the tsan preset):
@@ -21,6 +34,10 @@
 //    runs the inner tasks inline on the calling worker instead of
 //    deadlocking;
 //  - separate Contexts share nothing and run fully in parallel;
+//  - kOpenMP: concurrent ParallelFor calls from different threads run at
+//    once, each on its caller's OpenMP team; one from inside any active
+//    OpenMP parallel region (a posenc task or the host's own) runs inline
+//    on the calling thread as worker 0;
 //  - set_backend is a plain write: do not call it while another thread is
 //    using the same Context; moving or destroying a Context while a call is
 //    running on it is undefined, as for any object.
@@ -39,6 +56,18 @@ enum class Backend : std::uint8_t { kAuto, kScalar, kSimd };
 std::string_view BackendName(Backend backend);  // "auto", "scalar", "simd"
 Backend ParseBackend(std::string_view text, std::string_view arg = "backend");
 
+// Whose threads run a Context's tasks (see above).
+enum class Workers : std::uint8_t {
+  kPool,    // posenc's own: num_threads - 1 threads started by the Context
+  kOpenMP,  // the calling thread's OpenMP team, one parallel region per call
+};
+
+std::string_view WorkersName(Workers workers);  // "pool", "openmp"
+Workers ParseWorkers(std::string_view text, std::string_view arg = "workers");
+// Whether this build of posenc has OpenMP (CMake option POSENC_OPENMP, on
+// where the compiler has it; the WebAssembly build has none).
+bool OpenMPAvailable();
+
 class ThreadPool;  // defined in src/threading
 
 class Context {
@@ -50,7 +79,10 @@ class Context {
   // whole program (the CLI, an engine) can run on the scalar reference
   // without a code change; any other value throws InvalidArgument naming
   // POSENC_BACKEND.
-  explicit Context(int num_threads = 1, Backend backend = Backend::kAuto);
+  // workers kOpenMP throws InvalidArgument (naming "workers") in a build
+  // without OpenMP (OpenMPAvailable()).
+  explicit Context(int num_threads = 1, Backend backend = Backend::kAuto,
+                   Workers workers = Workers::kPool);
   ~Context();
   Context(Context&&) noexcept;
   Context& operator=(Context&&) noexcept;
@@ -59,6 +91,7 @@ class Context {
 
   int num_threads() const { return num_threads_; }
   Backend backend() const { return backend_; }
+  Workers workers() const { return workers_; }
   void set_backend(Backend backend) { backend_ = backend; }
 
   // Runs fn(task, worker) for every task in [0, num_tasks); worker is in
@@ -86,6 +119,7 @@ class Context {
  private:
   int num_threads_;
   Backend backend_;
+  Workers workers_;
   std::unique_ptr<ThreadPool> pool_;
 };
 

@@ -11,8 +11,9 @@ the value and what is allowed.
 Threads: a call with ctx=None runs on the process-wide default Context,
 posenc.set_num_threads(n) (initially one thread per core available, or the
 POSENC_NUM_THREADS environment variable); posenc.torch follows
-torch.get_num_threads() instead. Pass ctx=posenc.Context(threads, backend)
-to choose per call.
+torch.get_num_threads() instead, on torch's own OpenMP threads where it can
+(workers="openmp"). Pass ctx=posenc.Context(threads, backend, workers) to
+choose per call.
 
 Usage notes: python/README.md. Formulas and conventions: the C++ headers in
 include/posenc/ (each family's docblock).
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from . import _posenc
 from ._posenc import (MAX_POSITION, ConfigError, Context, IoError, __version__,
-                      get_num_threads, set_num_threads, simd_target)
+                      get_num_threads, openmp_available, set_num_threads, simd_target)
 from ._absolute import LearnedTable, add_sinusoidal, sinusoidal_inv_freq, sinusoidal_table
 from ._attention import (attention, attention_backward, flash_attention,
                          flash_attention_backward, flash_attention_decode,
@@ -36,7 +37,7 @@ from ._rope import apply_mrope, apply_rope, apply_rope_qk, rope_cos_sin, rope_de
 
 __all__ = [
     "__version__", "MAX_POSITION", "ConfigError", "Context", "IoError", "simd_target",
-    "set_num_threads", "get_num_threads",
+    "set_num_threads", "get_num_threads", "openmp_available",
     "LearnedTable", "add_sinusoidal", "sinusoidal_inv_freq", "sinusoidal_table",
     "apply_mrope", "apply_rope", "apply_rope_qk", "rope_cos_sin", "rope_default_inv_freq",
     "choose", "inspect", "rope_config", "rope_inv_freq", "attention", "attention_backward",

@@ -93,21 +93,31 @@ void BindCore(py::module_& m) {
   py::class_<Context>(m, "Context", R"doc(
 Execution context of posenc calls: a thread pool and a backend.
 
-Context(threads=1, backend="auto"): threads = 0 uses one thread per hardware
-thread; backend is "auto" (SIMD where a fast path exists), "scalar" (the
-reference loops) or "simd". Pass it as ctx= to any function. Kernels run with
-the GIL released, so several Python threads can use posenc at once.)doc")
-      .def(py::init([](int threads, const std::string& backend) {
-             return std::make_unique<Context>(threads, ParseBackend(backend, "backend"));
+Context(threads=1, backend="auto", workers="pool"): threads = 0 uses one
+thread per hardware thread; backend is "auto" (SIMD where a fast path
+exists), "scalar" (the reference loops) or "simd"; workers is "pool"
+(posenc's own threads) or "openmp" (the calling thread's OpenMP team, shared
+with an OpenMP host such as torch: posenc.torch uses it when torch's
+parallel backend is OpenMP; see openmp_available()). Pass it as ctx= to any
+function. Kernels run with the GIL released, so several Python threads can
+use posenc at once.)doc")
+      .def(py::init([](int threads, const std::string& backend, const std::string& workers) {
+             return std::make_unique<Context>(threads, ParseBackend(backend, "backend"),
+                                              ParseWorkers(workers, "workers"));
            }),
-           py::arg("threads") = 1, py::arg("backend") = "auto")
+           py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("workers") = "pool")
       .def_property_readonly("num_threads", &Context::num_threads)
       .def_property_readonly("backend",
                              [](const Context& c) { return std::string(BackendName(c.backend())); })
+      .def_property_readonly("workers",
+                             [](const Context& c) { return std::string(WorkersName(c.workers())); })
       .def("__repr__", [](const Context& c) {
         return "posenc.Context(threads=" + std::to_string(c.num_threads()) + ", backend='" +
-               std::string(BackendName(c.backend())) + "')";
+               std::string(BackendName(c.backend())) + "', workers='" +
+               std::string(WorkersName(c.workers())) + "')";
       });
+  m.def("openmp_available", &OpenMPAvailable,
+        "Whether this build has OpenMP, i.e. Context(workers=\"openmp\") is allowed.");
   m.def("set_num_threads", &SetDefaultThreads, py::arg("threads"), R"doc(
 Sets the process-wide default thread count: every posenc call made with
 ctx=None runs on a shared Context of this many threads (0: one per core

@@ -71,3 +71,30 @@ def test_thread_default_and_torch_threads():
     posenc.set_num_threads(before)
     n = torch.get_num_threads()
     assert pt._torch_ctx().num_threads == max(1, n)
+    # On torch's own OpenMP threads where torch runs OpenMP and posenc has it
+    # (Debian's torch does: its ATen backend is OpenMP, on libgomp).
+    aten_openmp = "ATen parallel backend: OpenMP" in torch.__config__.parallel_info()
+    want = "openmp" if aten_openmp and posenc.openmp_available() else "pool"
+    assert pt._torch_ctx().workers == want
+
+
+def test_torch_attention_same_bits_on_torch_threads_and_on_the_pool():
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(2, 70, 4, 32).to(torch.bfloat16).requires_grad_() for _ in range(3))
+    dout = torch.randn(2, 70, 4, 32).to(torch.bfloat16)
+    results = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # ctx=None: two of torch's threads
+    try:
+        for ctx in (None, posenc.Context(2), posenc.Context(1)):
+            out = pt.attention(q, k, v, layout="bshd", scheme="alibi", precision="bfloat16",
+                               ctx=ctx)
+            out.backward(dout)
+            results.append([out.detach()] + [t.grad for t in (q, k, v)])
+            q.grad = k.grad = v.grad = None
+        assert pt._torch_ctx().num_threads == 2
+    finally:
+        torch.set_num_threads(before)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert torch.equal(a, b)

@@ -105,6 +105,25 @@ def test_context_threads_and_backends_agree():
     assert isinstance(posenc.simd_target(), str) and posenc.simd_target()
 
 
+def test_context_workers():
+    """workers="openmp": the same values as the pool; refused with a clear
+    error where the build has no OpenMP; any other name is a ValueError."""
+    assert posenc.Context(2).workers == "pool"
+    with pytest.raises(ValueError, match="workers: got omp, expected one of pool, openmp"):
+        posenc.Context(2, workers="omp")
+    if not posenc.openmp_available():
+        with pytest.raises(ValueError, match="workers: got openmp.*no OpenMP"):
+            posenc.Context(2, workers="openmp")
+        return
+    ctx = posenc.Context(3, "auto", "openmp")
+    assert ctx.workers == "openmp" and ctx.num_threads == 3
+    assert repr(ctx) == "posenc.Context(threads=3, backend='auto', workers='openmp')"
+    x = np.random.default_rng(1).standard_normal((2, 4, 33, 64)).astype(np.float32)
+    pos = np.arange(33) * 7
+    assert np.array_equal(posenc.apply_rope(x, pos, ctx=ctx),
+                          posenc.apply_rope(x, pos, ctx=posenc.Context(3)))
+
+
 def test_gil_is_released_inside_kernels():
     out = np.empty((300_000, 128), dtype=np.float32)
     ticks = []

@@ -4,7 +4,7 @@
 // A call is a list of segments (a dense batch row, or one packed sequence) run in groups of
 // (segment, kv head) units, each group in two ParallelFor phases (RunGroup): 1. pack every key
 // tile once (PackKeyTile); 2. the online softmax of every query tile over the packed key tiles
-// (QueryTask); many small units run both steps of a unit as one task (RunUnitTasks).
+// (QueryTask); many small units run both as one task per run of kv heads (RunUnitTasks).
 // Backend::kScalar runs plain loops with the same buffers and formulas.
 // Float32 throughout; positions [0, 2^24).
 #include "attention/flash_forward_engine.h"
@@ -161,7 +161,7 @@ void PackKeyTile(const Problem& p, const ForwardPlan& plan, const Segment& s, st
                serial);
     if (p.Bf16()) RoundToBf16(w.k.data(), nk * D);  // as a bfloat16 model stores rotated keys
   }
-  if (!plan.bf16) TransposeTile(w.k.data(), nk, D, D, dst, ldk);  // K^T [D, ldk]
+  if (!plan.bf16) TransposeTile(w.k.data(), nk, D, D, dst, ldk, plan.simd);  // K^T [D, ldk]
   float* vt = dst + plan.KtFloats();
   if (plan.pv_pairs) {  // V as bfloat16 pairs along the keys (exact: v holds bfloat16 values)
     LoadRows(v, p.vd, s.batch, hk, s.k0 + j0, nk, w.v.data(), plan.Dv);
@@ -520,29 +520,39 @@ void RunGroup(const SegmentsCall& call, const std::vector<Unit>& units) {
   });
 }
 
-// One task per unit (kUnitsPerThread): the unit's key tiles packed into the
-// worker's own buffer, then every query tile of the unit's query heads over
-// them. The same tiles and formulas as RunGroup, so the same bits.
+// One task per run of up to UnitRunHeads consecutive kv heads of a segment
+// (units ordered by segment, kv head): each unit's key tiles packed into the
+// worker's buffer, then its query tiles over them, as RunGroup does.
 void RunUnitTasks(const SegmentsCall& call, const std::vector<Unit>& units) {
   const ForwardPlan& plan = call.plan;
-  call.ctx.ParallelFor(static_cast<std::int64_t>(units.size()), [&](std::int64_t task, int worker) {
-    const kernels::ScopedFlushSubnormals ftz;  // kernels/float_mode.h
-    const Unit& u = units[static_cast<std::size_t>(task)];
-    const Segment& s = call.segs[u.segment];
-    Work& w = call.work[static_cast<std::size_t>(worker)];
-    float* tiles = w.tiles.data();
-    for (std::int64_t t = 0; t < plan.KeyTiles(s); ++t) {
-      float* dst = tiles + t * plan.tile_floats;
-      // A short last tile leaves rows unwritten: zero, as RunGroup's buffer.
-      if (s.nk - t * plan.bk < plan.bk) std::fill(dst, dst + plan.tile_floats, 0.0f);
-      PackKeyTile(call.p, plan, s, plan.tile_base[u.segment] + t, t, u.hk, call.k, call.v, w,
-                  call.serial[static_cast<std::size_t>(worker)], dst);
+  const auto n = static_cast<std::int64_t>(units.size());
+  const std::int64_t g =
+      UnitRunHeads(n, call.p.dims.kv_heads, call.ctx.num_threads(), kUnitsPerThread);
+  std::vector<std::int64_t> runs{0};  // task boundaries
+  for (std::int64_t i = 1; i <= n; ++i) {
+    if (i == n || i - runs.back() == g || units[Z(i)].segment != units[Z(i - 1)].segment) {
+      runs.push_back(i);
     }
-    const std::int64_t n = call.p.dims.Group() * plan.QueryTiles(s);
-    for (std::int64_t local = 0; local < n; ++local) {
-      RunUnitQueryTile(call, u, local, tiles, worker);
-    }
-  });
+  }
+  call.ctx.ParallelFor(
+      static_cast<std::int64_t>(runs.size()) - 1, [&](std::int64_t task, int worker) {
+        const kernels::ScopedFlushSubnormals ftz;  // kernels/float_mode.h
+        Work& w = call.work[Z(worker)];
+        for (std::int64_t i = runs[Z(task)]; i < runs[Z(task + 1)]; ++i) {
+          const Unit& u = units[Z(i)];
+          const Segment& s = call.segs[u.segment];
+          for (std::int64_t t = 0; t < plan.KeyTiles(s); ++t) {
+            float* dst = w.tiles.data() + t * plan.tile_floats;
+            // A short last tile leaves rows unwritten: zero, as RunGroup's buffer.
+            if (s.nk - t * plan.bk < plan.bk) std::fill(dst, dst + plan.tile_floats, 0.0f);
+            PackKeyTile(call.p, plan, s, plan.tile_base[u.segment] + t, t, u.hk, call.k, call.v, w,
+                        call.serial[Z(worker)], dst);
+          }
+          for (std::int64_t local = 0; local < call.p.dims.Group() * plan.QueryTiles(s); ++local) {
+            RunUnitQueryTile(call, u, local, w.tiles.data(), worker);
+          }
+        }
+      });
 }
 
 }  // namespace

@@ -268,12 +268,18 @@ void LoadRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, s
 }
 
 void TransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld_rows,
-                   float* dst, std::int64_t ldk) {
+                   float* dst, std::int64_t ldk, bool simd) {
+  if (simd) return kernels::simd::FlashTransposeTile(rows, n, dim, ld_rows, dst, ldk);
   for (std::int64_t x = 0; x < dim; ++x) {
     float* col = dst + x * ldk;
     for (std::int64_t j = 0; j < n; ++j) col[j] = rows[j * ld_rows + x];
     std::fill(col + n, col + ldk, 0.0f);
   }
+}
+
+std::int64_t UnitRunHeads(std::int64_t units, std::int64_t kv_heads, int threads,
+                          std::int64_t tasks_per_thread) {
+  return std::clamp<std::int64_t>(units / (tasks_per_thread * threads), 1, kv_heads);
 }
 
 bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,

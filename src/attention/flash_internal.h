@@ -217,6 +217,16 @@ inline void RoundToBf16(float* x, std::int64_t n) {
 // Query rows per band of a causal diagonal tile (DiagonalBands).
 inline constexpr std::int64_t kBandRows = kFlashPad;
 
+// The engines' one task per unit mode (RunUnitTasks) runs tasks of up to
+// this many consecutive kv heads of one sequence: as many as leave
+// tasks_per_thread tasks per thread, at most kv_heads, at least 1. A task
+// keeps a thread on neighbouring heads, whose rows share cache lines and
+// pages in a [B, S, H, D] tensor, and threads on different runs: with one
+// task per unit two cores took neighbouring heads at once and fought over
+// those lines (docs/PERFORMANCE.md, "Sharing torch's OpenMP threads").
+std::int64_t UnitRunHeads(std::int64_t units, std::int64_t kv_heads, int threads,
+                          std::int64_t tasks_per_thread);
+
 // A causal tile on the diagonal cut into bands of kBandRows query rows
 // (queries at qpos[0, nq), keys at kpos[0, nk)): band b needs only keys
 // [0, cols[b]), cols[b] = Pad(the longest visible prefix among its rows)
@@ -274,9 +284,10 @@ void StoreGradRows(const TensorView& view, const AttentionDims& ad, std::int64_t
                    const Context& serial);
 
 // dst [dim, ldk] = transpose of rows [n, dim] (row stride `ld_rows`);
-// columns [n, ldk) are zeroed so that no stale key reaches a logit.
+// columns [n, ldk) are zeroed so that no stale key reaches a logit. simd:
+// kernels::simd::FlashTransposeTile, else the plain loop (Backend::kScalar).
 void TransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld_rows,
-                   float* dst, std::int64_t ldk);
+                   float* dst, std::int64_t ldk, bool simd);
 
 // Rotates a [n, D] float32 tile in place by per-row positions (direction
 // kForward, or kInverse for gradients). Consecutive positions go through

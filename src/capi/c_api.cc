@@ -246,15 +246,25 @@ posenc_status posenc_positions_offset(int64_t offset, posenc_positions* out) {
 
 posenc_status posenc_context_create(int32_t num_threads, posenc_backend backend,
                                     posenc_context** out) {
+  return posenc_context_create_on(num_threads, backend, POSENC_WORKERS_POOL, out);
+}
+
+posenc_status posenc_context_create_on(int32_t num_threads, posenc_backend backend,
+                                       posenc_workers workers, posenc_context** out) {
   return Guard([&] {
     RequirePointer(out, "out", "a posenc_context* to fill");
     *out = nullptr;
     const auto b = posenc::capi::EnumOf<posenc::Backend>(
         static_cast<int>(backend), 3, "backend",
         "POSENC_BACKEND_AUTO (0), POSENC_BACKEND_SCALAR (1) or POSENC_BACKEND_SIMD (2)");
-    *out = new posenc_context{posenc::Context(num_threads, b)};
+    const auto w = posenc::capi::EnumOf<posenc::Workers>(
+        static_cast<int>(workers), 2, "workers",
+        "POSENC_WORKERS_POOL (0) or POSENC_WORKERS_OPENMP (1)");
+    *out = new posenc_context{posenc::Context(num_threads, b, w)};
   });
 }
+
+int32_t posenc_openmp_available(void) { return posenc::OpenMPAvailable() ? 1 : 0; }
 
 void posenc_context_destroy(posenc_context* ctx) { delete ctx; }
 

@@ -6,6 +6,7 @@
 
 #include "posenc/context.h"
 #include "posenc/error.h"
+#include "threading/openmp.h"
 
 namespace posenc {
 
@@ -144,9 +145,28 @@ Backend ParseBackend(std::string_view text, std::string_view arg) {
   throw InvalidArgument(ArgMessage(arg, std::string(text), "one of auto, scalar, simd"));
 }
 
-Context::Context(int num_threads, Backend backend) : backend_(backend) {
+std::string_view WorkersName(Workers workers) {
+  return workers == Workers::kOpenMP ? "openmp" : "pool";
+}
+
+Workers ParseWorkers(std::string_view text, std::string_view arg) {
+  if (text == "pool") return Workers::kPool;
+  if (text == "openmp") return Workers::kOpenMP;
+  throw InvalidArgument(ArgMessage(arg, std::string(text), "one of pool, openmp"));
+}
+
+bool OpenMPAvailable() { return openmp::Built(); }
+
+Context::Context(int num_threads, Backend backend, Workers workers)
+    : backend_(backend), workers_(workers) {
   Require(num_threads >= 0 && num_threads <= 1024, "num_threads", num_threads,
           "0 (one per hardware thread) or a count in [1, 1024]");
+  Require(workers == Workers::kPool || workers == Workers::kOpenMP, "workers",
+          static_cast<int>(workers), "Workers::kPool or Workers::kOpenMP");
+  if (workers == Workers::kOpenMP && !openmp::Built()) {
+    throw InvalidArgument(ArgMessage("workers", std::string("openmp"),
+                                     "'pool' (this build of posenc has no OpenMP)"));
+  }
   if (backend_ == Backend::kAuto) {
     // A whole program on one backend without a code change (context.h).
     if (const char* env = std::getenv("POSENC_BACKEND"); env != nullptr && *env != '\0') {
@@ -158,7 +178,9 @@ Context::Context(int num_threads, Backend backend) : backend_(backend) {
     if (num_threads < 1) num_threads = 1;
   }
   num_threads_ = num_threads;
-  if (num_threads_ > 1) pool_ = std::make_unique<ThreadPool>(num_threads_);
+  if (num_threads_ > 1 && workers_ == Workers::kPool) {
+    pool_ = std::make_unique<ThreadPool>(num_threads_);
+  }
 }
 
 Context::~Context() = default;
@@ -166,6 +188,10 @@ Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 
 void Context::RunOnEachThread(const std::function<void(int worker)>& fn) const {
+  if (num_threads_ > 1 && workers_ == Workers::kOpenMP) {
+    openmp::RunOnEachThread(num_threads_, fn);
+    return;
+  }
   if (!pool_) {
     fn(0);
     return;
@@ -176,8 +202,12 @@ void Context::RunOnEachThread(const std::function<void(int worker)>& fn) const {
 void Context::ParallelFor(std::int64_t num_tasks,
                           const std::function<void(std::int64_t task, int worker)>& fn) const {
   if (num_tasks <= 0) return;
-  if (!pool_ || num_tasks == 1) {
+  if (num_threads_ == 1 || num_tasks == 1) {
     for (std::int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
+    return;
+  }
+  if (workers_ == Workers::kOpenMP) {
+    openmp::Run(num_threads_, num_tasks, fn);
     return;
   }
   pool_->Run(num_tasks, fn);

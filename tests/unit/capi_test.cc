@@ -338,7 +338,40 @@ TEST(CApi, BadInputGivesStatusAndMessage) {
   ExpectStatus(posenc_context_create(-1, POSENC_BACKEND_AUTO, &ctx), POSENC_ERROR_INVALID_ARGUMENT,
                {"-1"});
   EXPECT_EQ(ctx, nullptr);
+  ExpectStatus(posenc_context_create_on(2, POSENC_BACKEND_AUTO, 2, &ctx),
+               POSENC_ERROR_INVALID_ARGUMENT,
+               {"workers: got 2", "POSENC_WORKERS_POOL (0) or POSENC_WORKERS_OPENMP (1)"});
+  EXPECT_EQ(ctx, nullptr);
   posenc_context_destroy(nullptr);
+}
+
+// posenc_context_create_on: a context on the caller's OpenMP team gives the
+// pool's values; refused, naming workers, in a build without OpenMP.
+TEST(CApi, ContextOnOpenMPWorkers) {
+  posenc_context* ctx = nullptr;
+  if (posenc_openmp_available() == 0) {
+    ExpectStatus(posenc_context_create_on(2, POSENC_BACKEND_AUTO, POSENC_WORKERS_OPENMP, &ctx),
+                 POSENC_ERROR_INVALID_ARGUMENT, {"workers: got openmp", "no OpenMP"});
+    EXPECT_EQ(ctx, nullptr);
+    return;
+  }
+  posenc_context* pool = nullptr;
+  ASSERT_EQ(posenc_context_create_on(3, POSENC_BACKEND_AUTO, POSENC_WORKERS_OPENMP, &ctx),
+            POSENC_OK);
+  ASSERT_EQ(posenc_context_create_on(3, POSENC_BACKEND_AUTO, POSENC_WORKERS_POOL, &pool),
+            POSENC_OK);
+  const int64_t dim = 64, n = 4000;
+  std::vector<float> a(static_cast<std::size_t>(dim * n)), b(a.size());
+  const posenc_tensor ta = CTensor(a.data(), POSENC_FLOAT32, {n, dim});
+  const posenc_tensor tb = CTensor(b.data(), POSENC_FLOAT32, {n, dim});
+  ASSERT_EQ(posenc_sinusoidal_table(ctx, dim, 10000.0, POSENC_SINUSOIDAL_SPLIT, 7, n, &ta),
+            POSENC_OK);
+  ASSERT_EQ(posenc_sinusoidal_table(pool, dim, 10000.0, POSENC_SINUSOIDAL_SPLIT, 7, n, &tb),
+            POSENC_OK);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a[static_cast<std::size_t>(dim * n - 1)], 0.0f);
+  posenc_context_destroy(ctx);
+  posenc_context_destroy(pool);
 }
 
 TEST(CApi, LastErrorIsThreadLocal) {

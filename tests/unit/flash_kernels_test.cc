@@ -8,7 +8,8 @@
 //    FloatToBF16), FlashAccumulatePVStored (equal to the
 //    float32-row kernel on converted rows), FlashTouch (reads every byte),
 //    the narrow rows' blocks of P . V and P^T V, FlashTileLogitsCols (the
-//    bands of a diagonal tile), FlashRoundRowsBf16 (as FloatToBF16);
+//    bands of a diagonal tile), FlashRoundRowsBf16 (as FloatToBF16),
+//    FlashTransposeTile (every value moved, padding zeroed);
 //  - the bfloat16 logits on each hardware path the CPU has: AVX512_BF16
 //    (FlashTileLogitsAvx512Bf16) and AMX (FlashTileLogitsAmx, after the
 //    Linux permission request); a path the CPU lacks is skipped with the
@@ -16,6 +17,7 @@
 //  - the compute ceilings (posenc/bandwidth.h) and the read kernel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -142,6 +144,31 @@ TEST_P(FlashKernelTarget, RoundRowsBf16AsFloatToBF16) {
       std::memcpy(&got_in_place, &in_place[o], sizeof got);
       ASSERT_EQ(got, want) << r << ", " << c << ": " << x[o];
       ASSERT_EQ(got_in_place, want) << r << ", " << c;
+    }
+}
+
+TEST_P(FlashKernelTarget, TransposeTileMovesEveryValue) {
+  // Odd and whole 4 x 4 blocks on both axes (edges of one value), an empty
+  // tile, signed zeros and NaN payloads moved bit for bit; [n, ldk) zeroed
+  // in each of the dim rows, the guard row after them untouched.
+  for (const Index n : {0, 1, 3, 4, 5, 17, 64, 67})
+    for (const Index dim : {1, 3, 4, 6, 32, 33, 64, 70}) {
+      const Index ld_rows = dim + 3, ldk = (n + 15) / 16 * 16 + 16;
+      std::vector<float> rows = Random(std::max<Index>(n, 1) * ld_rows, 20, -5.0f, 5.0f);
+      rows[0] = -0.0f;
+      const std::uint32_t nan_bits = 0x7fc01234u;
+      if (rows.size() > 2) std::memcpy(&rows[2], &nan_bits, sizeof nan_bits);
+      std::vector<float> dst((dim + 1) * ldk, 7.0f);
+      ks::FlashTransposeTile(rows.data(), n, dim, ld_rows, dst.data(), ldk);
+      for (Index x = 0; x <= dim; ++x)
+        for (Index j = 0; j < ldk; ++j) {
+          const float got = dst[static_cast<std::size_t>(x * ldk + j)];
+          const float want = x == dim ? 7.0f
+                             : j < n  ? rows[static_cast<std::size_t>(j * ld_rows + x)]
+                                      : 0.0f;
+          ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+              << "n " << n << " dim " << dim << " x " << x << " j " << j;
+        }
     }
 }
 

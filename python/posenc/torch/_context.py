@@ -14,12 +14,26 @@ import posenc as _pe
 _CONTEXTS: Dict[int, Any] = {}
 
 
+def _torch_workers() -> str:
+    """"openmp" when torch's intra-op threads are an OpenMP team and posenc
+    has OpenMP, else "pool". On OpenMP, posenc's tasks run on torch's own
+    threads (the process has one libgomp); a separate pool would share the
+    cores with them while they spin after each torch op (GOMP_SPINCOUNT;
+    docs/PERFORMANCE.md, "Sharing torch's OpenMP threads")."""
+    aten_openmp = "ATen parallel backend: OpenMP" in torch.__config__.parallel_info()
+    return "openmp" if aten_openmp and _pe.openmp_available() else "pool"
+
+
+WORKERS = _torch_workers()
+
+
 def _torch_ctx() -> Any:
-    """The posenc.Context matching torch.get_num_threads() (cached per count)."""
+    """The posenc.Context matching torch.get_num_threads() (cached per
+    count), on WORKERS."""
     threads = max(1, int(torch.get_num_threads()))
     ctx = _CONTEXTS.get(threads)
     if ctx is None:
-        ctx = _CONTEXTS.setdefault(threads, _pe.Context(threads))
+        ctx = _CONTEXTS.setdefault(threads, _pe.Context(threads, workers=WORKERS))
     return ctx
 
 

@@ -1,5 +1,5 @@
 // SIMD tile kernels of the fused attention: per-target code in
-// flash-inl.h and flash_decode-inl.h, dispatch here. Numerics and coverage:
+// flash-inl.h, flash_decode-inl.h and flash_transpose-inl.h, dispatch here. Numerics and coverage:
 // kernels/simd/flash.h.
 #include "kernels/simd/flash.h"
 
@@ -10,6 +10,7 @@
 
 #include "kernels/simd/flash-inl.h"
 #include "kernels/simd/flash_decode-inl.h"
+#include "kernels/simd/flash_transpose-inl.h"
 
 #if HWY_ONCE
 #include "kernels/dassert.h"
@@ -28,6 +29,7 @@ HWY_EXPORT(FlashBackwardRowImpl);
 HWY_EXPORT(FlashAddRowImpl);
 HWY_EXPORT(FlashSoftmaxTileImpl);
 HWY_EXPORT(FlashLoadRowsImpl);
+HWY_EXPORT(FlashTransposeTileImpl);
 HWY_EXPORT(FlashStoreRowsImpl);
 HWY_EXPORT(FlashRoundRowsBf16Impl);
 HWY_EXPORT(FlashTouchImpl);
@@ -74,6 +76,12 @@ void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, s
                    std::int64_t dim, float* dst, std::int64_t ld) {
   POSENC_DASSERT(ld >= dim && dim >= 0 && n >= 0);
   HWY_DYNAMIC_DISPATCH(FlashLoadRowsImpl)(static_cast<int>(storage), src, stride, n, dim, dst, ld);
+}
+
+void FlashTransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld_rows,
+                        float* dst, std::int64_t ldk) {
+  POSENC_DASSERT(n >= 0 && dim >= 0 && ld_rows >= dim && ldk >= n);
+  HWY_DYNAMIC_DISPATCH(FlashTransposeTileImpl)(rows, n, dim, ld_rows, dst, ldk);
 }
 
 void FlashStoreRows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t dim,

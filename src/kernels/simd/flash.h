@@ -97,6 +97,12 @@ enum class FlashStorage : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
 void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
                    std::int64_t dim, float* dst, std::int64_t ld);
 
+// dst[x * ldk + j] = rows[j * ld_rows + x] for j < n, x < dim (ld_rows >=
+// dim, ldk >= n), zeros in [n, ldk) of each of the dim rows of dst: a
+// tile's K^T or V^T [dim, ldk] from its rows (exact: values are moved).
+void FlashTransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld_rows,
+                        float* dst, std::int64_t ldk);
+
 // The inverse of FlashLoadRows for float32 and bfloat16 storage: n rows of
 // dim values src[r * ld + x] * scale into dst (unit element stride, row
 // stride `stride` elements), bfloat16 rounded to nearest even (NaN kept
