@@ -71,17 +71,17 @@ void RunOnEachThread(int num_threads, const std::function<void(int)>& fn) {
 
 bool Built() { return false; }
 
-namespace {
-[[noreturn]] void Missing() {
-  throw InvalidArgument(
-      ArgMessage("workers", std::string("openmp"), "'pool' (this build of posenc has no OpenMP)"));
-}
-}  // namespace
+void Run(int, std::int64_t, const std::function<void(std::int64_t, int)>&) { RequireBuilt(); }
 
-void Run(int, std::int64_t, const std::function<void(std::int64_t, int)>&) { Missing(); }
-
-void RunOnEachThread(int, const std::function<void(int)>&) { Missing(); }
+void RunOnEachThread(int, const std::function<void(int)>&) { RequireBuilt(); }
 
 #endif
+
+void RequireBuilt() {
+  if (!Built()) {
+    throw InvalidArgument(ArgMessage("workers", std::string("openmp"),
+                                     "'pool' (this build of posenc has no OpenMP)"));
+  }
+}
 
 }  // namespace posenc::openmp

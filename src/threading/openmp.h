@@ -10,6 +10,8 @@
 namespace posenc::openmp {
 
 bool Built();  // compiled with OpenMP (_OPENMP)
+// Throws InvalidArgument naming "workers" unless Built().
+void RequireBuilt();
 
 // Every task once, on one parallel region of num_threads threads (tasks
 // handed out through an atomic counter, as the pool does); inside an active

@@ -163,10 +163,7 @@ Context::Context(int num_threads, Backend backend, Workers workers)
           "0 (one per hardware thread) or a count in [1, 1024]");
   Require(workers == Workers::kPool || workers == Workers::kOpenMP, "workers",
           static_cast<int>(workers), "Workers::kPool or Workers::kOpenMP");
-  if (workers == Workers::kOpenMP && !openmp::Built()) {
-    throw InvalidArgument(ArgMessage("workers", std::string("openmp"),
-                                     "'pool' (this build of posenc has no OpenMP)"));
-  }
+  if (workers == Workers::kOpenMP) openmp::RequireBuilt();
   if (backend_ == Backend::kAuto) {
     // A whole program on one backend without a code change (context.h).
     if (const char* env = std::getenv("POSENC_BACKEND"); env != nullptr && *env != '\0') {

@@ -2,7 +2,8 @@
 // Context whose tasks run on the calling thread's OpenMP team keeps every
 // guarantee of the pool (threading_test.cc): each task once with a worker in
 // range, the first exception rethrown after the others, nested calls inline,
-// concurrent callers, RunOnEachThread once per thread; and a fused attention
+// concurrent callers (RunOnEachThread once per thread: threading_test.cc,
+// for both kinds of workers); and a fused attention
 // forward and backward give the same bits as on the pool. Builds without
 // OpenMP (the tsan preset, whose ThreadSanitizer does not see libgomp's
 // synchronisation) refuse the option with an InvalidArgument naming it.
@@ -145,27 +146,6 @@ TEST(OpenMPWorkers, ConcurrentCallersOnOneContext) {
   for (auto& t : callers) t.join();
   for (int c = 0; c < kCallers; ++c) {
     EXPECT_EQ(sums[static_cast<std::size_t>(c)], 20 * (kTasks * (kTasks - 1) / 2 + kTasks * c));
-  }
-}
-
-TEST(OpenMPWorkers, RunOnEachThreadRunsOncePerThread) {
-  POSENC_REQUIRE_OPENMP();
-  for (const int n : {1, 2, 4}) {
-    const Context ctx(n, Backend::kAuto, Workers::kOpenMP);
-    std::mutex mu;
-    std::set<std::thread::id> threads;
-    std::vector<int> workers;
-    ctx.RunOnEachThread([&](int worker) {
-      const std::lock_guard<std::mutex> lock(mu);
-      threads.insert(std::this_thread::get_id());
-      workers.push_back(worker);
-    });
-    std::sort(workers.begin(), workers.end());
-    std::vector<int> want(static_cast<std::size_t>(n));
-    for (int w = 0; w < n; ++w) want[static_cast<std::size_t>(w)] = w;
-    EXPECT_EQ(workers, want);
-    EXPECT_EQ(threads.size(), static_cast<std::size_t>(n));
-    EXPECT_EQ(threads.count(std::this_thread::get_id()), 1u);
   }
 }
 

@@ -93,28 +93,32 @@ TEST(ThreadPool, BadThreadCountIsInvalidArgument) {
   EXPECT_THROW(Context(1025), InvalidArgument);
 }
 
-// RunOnEachThread: once on every thread of the pool (the caller as worker
-// 0), the caller only from inside a task, and once for a serial context.
+// RunOnEachThread: once on every thread of the pool, and of the OpenMP team
+// where the build has OpenMP (the caller as worker 0), the caller only from
+// inside a task, and once for a serial context.
 TEST(Context, RunOnEachThreadRunsOncePerThread) {
-  for (const int n : {1, 2, 4}) {
-    const Context ctx(n);
-    for (int round = 0; round < 20; ++round) {
-      std::mutex mu;
-      std::set<std::thread::id> threads;
-      std::vector<int> workers;
-      ctx.RunOnEachThread([&](int worker) {
-        const std::lock_guard<std::mutex> lock(mu);
-        threads.insert(std::this_thread::get_id());
-        workers.push_back(worker);
-      });
-      std::sort(workers.begin(), workers.end());
-      std::vector<int> want(static_cast<std::size_t>(n));
-      for (int w = 0; w < n; ++w) want[static_cast<std::size_t>(w)] = w;
-      EXPECT_EQ(workers, want);
-      EXPECT_EQ(threads.size(), static_cast<std::size_t>(n));
-      EXPECT_EQ(threads.count(std::this_thread::get_id()), 1u);
+  std::vector<Workers> kinds = {Workers::kPool};
+  if (OpenMPAvailable()) kinds.push_back(Workers::kOpenMP);
+  for (const Workers kind : kinds)
+    for (const int n : {1, 2, 4}) {
+      const Context ctx(n, Backend::kAuto, kind);
+      for (int round = 0; round < 20; ++round) {
+        std::mutex mu;
+        std::set<std::thread::id> threads;
+        std::vector<int> workers;
+        ctx.RunOnEachThread([&](int worker) {
+          const std::lock_guard<std::mutex> lock(mu);
+          threads.insert(std::this_thread::get_id());
+          workers.push_back(worker);
+        });
+        std::sort(workers.begin(), workers.end());
+        std::vector<int> want(static_cast<std::size_t>(n));
+        for (int w = 0; w < n; ++w) want[static_cast<std::size_t>(w)] = w;
+        EXPECT_EQ(workers, want);
+        EXPECT_EQ(threads.size(), static_cast<std::size_t>(n));
+        EXPECT_EQ(threads.count(std::this_thread::get_id()), 1u);
+      }
     }
-  }
   const Context ctx(3);
   std::atomic<int> inner{0};
   ctx.ParallelFor(3, [&](std::int64_t, int) {
