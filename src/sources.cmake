@@ -10,6 +10,7 @@ set(POSENC_LIBRARY_SOURCES
   attention/flash_decode_plan.cc
   attention/prepared_decode.cc
   attention/flash_forward_engine.cc
+  attention/flash_forward_plan.cc
   attention/flash_varlen.cc
   attention/flash_internal.cc
   attention/flash_kv.cc

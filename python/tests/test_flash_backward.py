@@ -150,6 +150,28 @@ def test_bfloat16_inputs_use_flash():
         assert torch.allclose(x[name].grad.double(), ref[name].grad, atol=5e-2), name
 
 
+@pytest.mark.parametrize("scheme", ("alibi", "t5", "shaw"))
+@pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16, torch.float32))
+def test_nothing_to_differentiate_gives_the_same_output(scheme, dtype):
+    # Under torch.no_grad() or with no input requiring grad, the kernel writes
+    # O in q's dtype directly (no float32 O, no lse): the same bits as the
+    # differentiable call's float32 O rounded by .to().
+    x, _ = make(scheme, dtype=dtype)
+    kw = dict(layout="bshd", scheme=scheme, **scheme_kwargs(scheme, x))
+    for precision in (("float32", "bfloat16") if dtype == torch.bfloat16 else ("float32",)):
+        graded = pt.attention(x["q"], x["k"], x["v"], precision=precision, **kw)
+        assert graded.requires_grad and graded.grad_fn is not None
+        with torch.no_grad():
+            free = pt.attention(x["q"], x["k"], x["v"], precision=precision, **kw)
+        detached = {n: t.detach() for n, t in x.items()}
+        plain = pt.attention(detached["q"], detached["k"], detached["v"], precision=precision,
+                             layout="bshd", scheme=scheme, **scheme_kwargs(scheme, detached))
+        bits = torch.int32 if dtype == torch.float32 else torch.int16
+        for out in (free, plain):
+            assert out.dtype == dtype and not out.requires_grad
+            assert torch.equal(out.view(bits), graded.detach().view(bits))
+
+
 def test_backward_binding_recomputes_lse_when_none():
     x, _ = make("rope")
     q, k, v = (x[n].detach() for n in ("q", "k", "v"))

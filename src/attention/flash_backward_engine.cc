@@ -104,13 +104,15 @@ void PackQueryTile(const BackwardCall& c, const Layout& L, const UnitView& u, co
   const Problem& p = c.p;
   const Index i0 = t * c.bq, nq = std::min(c.bq, L.Sq - i0), row0 = hl * L.Sq + i0;
   const Index* qpos = &c.qpos[Z(b * L.Sq + i0)];
+  // Unpadded rows (ldd == D) load in place; padded ones through w.rows.
   float* tmp = w.rows.data();
-  LoadRows(q, p.qd, b, h, i0, nq, tmp, L.D);
+  float* rows = L.ldd == L.D ? u.q + row0 * L.ldd : tmp;
+  LoadRows(q, p.qd, b, h, i0, nq, rows, L.D);
   if (p.rope != nullptr) {
-    RotateTile(*p.rope, tmp, nq, L.D, qpos, w.serial);
-    if (p.Bf16()) RoundToBf16(tmp, nq * L.D);  // as the forward rounds them
+    RotateTile(*p.rope, rows, nq, L.D, qpos, w.serial);
+    if (p.Bf16()) RoundToBf16(rows, nq * L.D);  // as the forward rounds them
   }
-  for (Index i = 0; i < nq; ++i) {
+  for (Index i = 0; i < nq && rows == tmp; ++i) {
     float* dst = u.q + (row0 + i) * L.ldd;
     std::copy_n(tmp + i * L.D, L.D, dst);
     std::fill(dst + L.D, dst + L.ldd, 0.0f);
@@ -143,7 +145,8 @@ void LoadKeyTile(const BackwardCall& c, const Layout& L, const TensorView& k, co
                  Index b, Index hk, Index u, Scratch& w) {
   const Problem& p = c.p;
   const Index j0 = u * c.bk, nk = std::min(c.bk, p.dims.key_len - j0);
-  float* tmp = w.rows.data();
+  // Unpadded K rows (ldd == D) load in place into w.krows.
+  float* tmp = L.ldd == L.D && !L.bf16_pairs ? w.krows.data() : w.rows.data();
   LoadRows(k, p.kd, b, hk, j0, nk, tmp, L.D);
   if (p.rotate_keys) {
     RotateTile(*p.rope, tmp, nk, L.D, &c.kpos[Z(b * p.dims.key_len + j0)], w.serial);
@@ -157,13 +160,14 @@ void LoadKeyTile(const BackwardCall& c, const Layout& L, const TensorView& k, co
   }
   if (L.bf16_pairs) {
     kernels::simd::FlashPackPairsB(tmp, L.D, nk, L.D, w.k_b.data(), L.ldd, L.simd);
-  } else {
+  } else if (tmp != w.krows.data()) {
     for (Index j = 0; j < nk; ++j) {
       float* dst = w.krows.data() + j * L.ldd;
       std::copy_n(tmp + j * L.D, L.D, dst);
       std::fill(dst + L.D, dst + L.ldd, 0.0f);
     }
   }
+  tmp = w.rows.data();
   LoadRows(v, p.vd, b, hk, j0, nk, tmp, L.Dv);
   if (L.bf16_dv) {
     PackTransposedPairs(tmp, nk, L.Dv, L.Dv, w.vt_pairs.data(), L.ldk);

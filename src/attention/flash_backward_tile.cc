@@ -11,6 +11,7 @@ namespace posenc::flash_internal {
 namespace {
 
 using attention_internal::SchemeRow;
+using Rounding = kernels::simd::FlashRowRounding;
 
 // Bf16Products halves a band's first row into its first query pair.
 static_assert(kBandRows % 2 == 0);
@@ -33,37 +34,78 @@ struct PairWork {
     return r;
   }
 
+  // What the steps of one (query tile t, key tile ku) pair share.
+  struct Pair {
+    Index row0, nq, nk;
+    const Index *qpos, *kpos;
+    const float *qt, *dot;
+    bool all_visible, banded;
+    PositionRange qr, kr;
+  };
+
   void Run(Index t, Index ku, const PositionRange& qr, const PositionRange& kr) {
     const Problem& p = c.p;
-    const Index i0 = t * c.bq, nq = std::min(c.bq, L.Sq - i0), row0 = hl * L.Sq + i0;
-    const Index nk = std::min(c.bk, p.dims.key_len - ku * c.bk), ldk = L.ldk;
-    const Index* qpos = &c.qpos[Z(b * L.Sq + i0)];
-    const Index* kpos = &c.kpos[Z(b * p.dims.key_len + ku * c.bk)];
-    const float* qt = u.q + row0 * L.ldd;
-    const float* dot = u.dout + row0 * L.ldv;
+    const Index i0 = t * c.bq, ldk = L.ldk;
+    Pair pr{hl * L.Sq + i0,
+            std::min(c.bq, L.Sq - i0),
+            std::min(c.bk, p.dims.key_len - ku * c.bk),
+            &c.qpos[Z(b * L.Sq + i0)],
+            &c.kpos[Z(b * p.dims.key_len + ku * c.bk)],
+            nullptr,
+            nullptr,
+            p.TileVisible(qr.min, qr.max, kr.min, kr.max),
+            false,
+            qr,
+            kr};
+    const Index row0 = pr.row0, nq = pr.nq, nk = pr.nk;
+    pr.qt = u.q + row0 * L.ldd;
+    pr.dot = u.dout + row0 * L.ldv;
     float* s = w.s.data();
     float* dp = w.dp.data();
-    const bool all_visible = p.TileVisible(qr.min, qr.max, kr.min, kr.max);
-    const bool terms = w.tile_terms.active(), values = p.scheme->Has(SchemeTerm::kValue);
+    const bool values = p.scheme->Has(SchemeTerm::kValue);
     // A causal diagonal tile: each band of rows computes its visible keys only.
-    const bool banded = !all_visible && !values &&
-                        DiagonalBands(p, qpos, nq, kpos, nk, kr.consecutive, w.band_cols.data());
-    const Index* bands = banded ? w.band_cols.data() : nullptr;
+    pr.banded = !pr.all_visible && !values &&
+                DiagonalBands(p, pr.qpos, nq, pr.kpos, nk, kr.consecutive, w.band_cols.data());
+    const Index* bands = pr.banded ? w.band_cols.data() : nullptr;
     if (L.bf16_qk) {
       TileLogitsBf16(u.q_pairs + row0 * L.D / 2, L.D, w.kt_pairs.data(), nq, ldk, bands, s, L.simd);
     } else {
-      ops.LogitsBands(qt, L.ldd, w.kt.data(), nq, L.D, ldk, bands, s);
+      ops.LogitsBands(pr.qt, L.ldd, w.kt.data(), nq, L.D, ldk, bands, s);
     }
     if (L.bf16_dv) {
       TileLogitsBf16(u.dout_pairs + row0 * L.Dv / 2, L.Dv, w.vt_pairs.data(), nq, ldk, bands, dp,
                      L.simd);
     } else {
-      ops.LogitsBands(dot, L.ldv, w.vt.data(), nq, L.Dv, ldk, bands, dp);
+      ops.LogitsBands(pr.dot, L.ldv, w.vt.data(), nq, L.Dv, ldk, bands, dp);
     }
-    if (terms) w.tile_terms.Prepare(h, qr, kpos, nk, kr);
-    for (Index i = 0; i < nq; ++i) {
-      float* srow = s + i * ldk;
-      float* dprow = dp + i * ldk;
+    if (w.tile_terms.active()) w.tile_terms.Prepare(h, qr, pr.kpos, nk, kr);
+    // Rounded P and dS in place, when nothing reads them unrounded (the
+    // scheme's gradients do).
+    const bool scheme_reads = c.any_scheme_grad || p.scheme->Has(SchemeTerm::kLogit);
+    const bool in_place = L.bf16_products && !L.bf16_pairs && !scheme_reads;
+    const auto rounding = in_place ? Rounding::kBFloat16 : Rounding::kNone;
+    RowPass(pr, values, rounding);
+    float* dq = u.dq + (chunk * L.G * L.Sq + row0) * L.ldd;
+    if (L.bf16_pairs) {
+      Bf16Products(t, nq, nk, dq, pr.banded);
+    } else if (L.bf16_products && !in_place) {  // P and dS as bfloat16 values in float32 copies
+      kernels::simd::FlashRoundRowsBf16(s, ldk, nq, ldk, w.p16.data());
+      kernels::simd::FlashRoundRowsBf16(dp, ldk, nq, ldk, w.ds16.data());
+      Float32Products(w.p16.data(), w.ds16.data(), nq, nk, pr.qt, pr.dot, dq, pr.banded);
+    } else {
+      Float32Products(s, dp, nq, nk, pr.qt, pr.dot, dq, pr.banded);
+    }
+    if (scheme_reads) SchemeGrads(row0, nq, nk, pr.qpos, pr.kpos, qr, kr, dq);
+  }
+
+  // The row pass (P and dS into w.s and w.dp), row by row.
+  void RowPass(const Pair& pr, bool values, Rounding rounding) {
+    const Problem& p = c.p;
+    const Index ldk = L.ldk, nk = pr.nk, row0 = pr.row0;
+    const Index *qpos = pr.qpos, *kpos = pr.kpos;
+    for (Index i = 0; i < pr.nq; ++i) {
+      float* srow = w.s.data() + i * ldk;
+      float* dprow = w.dp.data() + i * ldk;
       const float lse = u.lse[row0 + i];
       if (lse == kNegInf) {  // the query sees no key: P = dS = 0
         std::fill(srow, srow + ldk, 0.0f);
@@ -71,11 +113,13 @@ struct PairWork {
         continue;
       }
       const float* bias = nullptr;
-      if (terms) bias = w.tile_terms.Row(qpos[i], qt + i * L.ldd, p.scale, w.bias.data());
+      if (w.tile_terms.active()) {
+        bias = w.tile_terms.Row(qpos[i], pr.qt + i * L.ldd, p.scale, w.bias.data());
+      }
       // A causal diagonal tile: row i sees a prefix of the keys, masked by length.
       const Index prefix =
-          all_visible || !kr.consecutive ? -1 : p.VisiblePrefix(qpos[i], kpos[0], nk);
-      if (!all_visible && prefix < 0) {
+          pr.all_visible || !pr.kr.consecutive ? -1 : p.VisiblePrefix(qpos[i], kpos[0], nk);
+      if (!pr.all_visible && prefix < 0) {
         float* m = w.bias.data();
         if (bias == nullptr) {
           std::fill(m, m + ldk, 0.0f);
@@ -89,28 +133,15 @@ struct PairWork {
       }
       double delta = u.delta[row0 + i];
       if (values) {  // dP_ij += dO_i . a_ij - D_i (the scheme rounds the difference once)
-        p.scheme->ValueGradRow(RowOf(row0, i, qpos, kpos, nk), dot + i * L.ldv, delta, dprow);
+        p.scheme->ValueGradRow(RowOf(row0, i, qpos, kpos, nk), pr.dot + i * L.ldv, delta, dprow);
         delta = 0.0;
       }
       // A band's keys past its columns: P = dS = 0, as the row pass would write.
-      const Index cols = banded ? w.band_cols[Z(i / kBandRows)] : ldk;
+      const Index cols = pr.banded ? w.band_cols[Z(i / kBandRows)] : ldk;
       ops.BackwardRow(srow, dprow, prefix >= 0 ? prefix : nk, cols, p.scale, bias, lse,
-                      static_cast<float>(delta));
+                      static_cast<float>(delta), rounding);
       std::fill(srow + cols, srow + ldk, 0.0f);
       std::fill(dprow + cols, dprow + ldk, 0.0f);
-    }
-    float* dq = u.dq + (chunk * L.G * L.Sq + row0) * L.ldd;
-    if (L.bf16_pairs) {
-      Bf16Products(t, nq, nk, dq, banded);
-    } else if (L.bf16_products) {  // P and dS as bfloat16 values in float32 copies
-      kernels::simd::FlashRoundRowsBf16(s, ldk, nq, ldk, w.p16.data());
-      kernels::simd::FlashRoundRowsBf16(dp, ldk, nq, ldk, w.ds16.data());
-      Float32Products(w.p16.data(), w.ds16.data(), nq, nk, qt, dot, dq, banded);
-    } else {
-      Float32Products(s, dp, nq, nk, qt, dot, dq, banded);
-    }
-    if (c.any_scheme_grad || p.scheme->Has(SchemeTerm::kLogit)) {
-      SchemeGrads(row0, nq, nk, qpos, kpos, qr, kr, dq);
     }
   }
 

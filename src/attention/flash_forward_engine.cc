@@ -8,6 +8,7 @@
 // Backend::kScalar runs plain loops with the same buffers and formulas.
 // Float32 throughout; positions [0, 2^24).
 #include "attention/flash_forward_engine.h"
+#include "attention/flash_forward_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +25,7 @@ namespace posenc::flash_internal {
 namespace {
 
 using attention_internal::SchemeRow;
+using Rounding = kernels::simd::FlashRowRounding;
 
 // Groups of units are cut so that the packed tiles of one group stay under
 // this budget (a single unit larger than that is packed alone), so extra
@@ -40,40 +42,15 @@ constexpr std::int64_t kPackBudgetBytes = std::int64_t{16} << 20;
 constexpr std::int64_t kUnitsPerThread = 8;
 constexpr std::int64_t kUnitTilesBytes = std::int64_t{256} << 10;
 
-// Tile geometry and key positions of one forward call (positions do not
-// depend on the head, so they are computed once per key tile).
-struct ForwardPlan {
-  std::int64_t bq = 1, bk = 1, ldk = 0, ldv = 0, D = 0, Dv = 0;
-  // Packed key tile: K^T block [D, ldk] + V block [bk, ldv]; with bf16, the
-  // V block + K^T as bfloat16 pairs [D / 2, ldk, 2] (no float32 K^T: the
-  // bfloat16 dot products read the pairs only); with bf16_pv, V as
-  // bfloat16 pairs [(bk + 1) / 2, ldv, 2] (FlashMatMulBf16's B) instead of
-  // float32 rows when pv_pairs.
-  std::int64_t tile_floats = 0;
-  std::int64_t KtFloats() const { return bf16 ? 0 : D * ldk; }
-  std::int64_t VFloats() const { return pv_pairs ? (bk + 1) / 2 * ldv : bk * ldv; }
-  bool bf16 = false;     // bfloat16 q.k logits (FlashTileLogitsBf16)
-  bool bf16_pv = false;  // FlashPrecision::kBFloat16: bfloat16 P . V
-  // bf16_pv with VDPBF16PS (FlashBf16DotPreferred) or the scalar backend:
-  // P and V as bfloat16 pairs (FlashMatMulBf16); otherwise P is rounded to
-  // bfloat16 values in place and runs the float32 P . V kernel.
-  bool pv_pairs = false;
-  bool simd = true;                     // FlashMatMulBf16's VDPBF16PS path allowed
-  std::vector<std::int64_t> tile_base;  // per segment: its first key tile
-  std::vector<std::int64_t> kpos;       // [tiles, bk]
-  std::vector<PositionRange> ranges;    // [tiles]
-  std::int64_t KeyTiles(const Segment& s) const { return (s.nk + bk - 1) / bk; }
-  std::int64_t QueryTiles(const Segment& s) const { return (s.nq + bq - 1) / bq; }
-};
-
 // Per-worker buffers.
 struct Work {
   std::vector<float> q, k, s, acc, m, l, alpha, terms;
-  std::vector<std::uint32_t> q_pairs;   // bf16 logits: q as bfloat16 pairs
-  std::vector<float> v;                 // bf16_pv: the V rows before packing
-  std::vector<float> tiles;             // RunUnitTasks: the packed key tiles of one unit
-  std::vector<std::int64_t> band_cols;  // DiagonalBands of the current tile
-  std::vector<std::uint32_t> p_pairs;   // bf16_pv: P as bfloat16 pairs [bq, ldk / 2]
+  std::vector<std::uint32_t> q_pairs;       // bf16 logits: q as bfloat16 pairs
+  std::vector<float> v;                     // bf16_pv: the V rows before packing
+  std::vector<float> tiles;                 // RunUnitTasks: the packed key tiles of one unit
+  std::vector<std::int64_t> band_cols;      // DiagonalBands of the current tile
+  std::vector<std::int64_t> visible, cols;  // per row of a fused diagonal tile
+  std::vector<std::uint32_t> p_pairs;       // bf16_pv: P as bfloat16 pairs [bq, ldk / 2]
   std::vector<std::int64_t> qpos;
   std::vector<const float*> bias_rows;  // per query row: its terms (FlashSoftmaxTile)
   TileTerms tile_terms;
@@ -102,47 +79,6 @@ struct RowOps {
     kernels::scalar::FlashAccumulatePVScaled(p, ldp, v, nq, nk, ldv, alpha, acc);
   }
 };
-
-ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
-                     const FlashAttentionOptions& options, bool bf16, bool simd) {
-  ForwardPlan plan;
-  plan.bf16 = bf16;
-  plan.bf16_pv = p.Bf16();
-  plan.pv_pairs = plan.bf16_pv && (!simd || kernels::simd::FlashBf16DotPreferred());
-  plan.simd = simd;
-  std::int64_t max_q = 1, max_k = 1;
-  for (const Segment& s : segs) {
-    max_q = std::max(max_q, s.nq);
-    max_k = std::max(max_k, s.nk);
-  }
-  plan.bq = std::min(options.query_tile, max_q);
-  plan.bk = std::min(options.key_tile, max_k);
-  plan.ldk = Pad(plan.bk);
-  plan.D = p.dims.head_dim;
-  plan.Dv = p.dims.value_dim;
-  plan.ldv = Pad(plan.Dv);
-  plan.tile_floats = plan.KtFloats() + plan.VFloats() + (bf16 ? plan.D * plan.ldk / 2 : 0);
-  std::int64_t tiles = 0;
-  for (const Segment& s : segs) {
-    plan.tile_base.push_back(tiles);
-    tiles += plan.KeyTiles(s);
-  }
-  plan.kpos.assign(static_cast<std::size_t>(tiles * plan.bk), 0);
-  plan.ranges.assign(static_cast<std::size_t>(tiles), PositionRange{});
-  for (std::size_t si = 0; si < segs.size(); ++si) {
-    const Segment& s = segs[si];
-    for (std::int64_t t = 0; t < plan.KeyTiles(s); ++t) {
-      const std::int64_t tile = plan.tile_base[si] + t, j0 = t * plan.bk;
-      const std::int64_t nk = std::min(plan.bk, s.nk - j0);
-      std::int64_t* kp = &plan.kpos[static_cast<std::size_t>(tile * plan.bk)];
-      for (std::int64_t j = 0; j < nk; ++j) {
-        kp[j] = s.relative ? j0 + j : p.key_positions.At(s.batch, s.k0 + j0 + j, p.dims.key_len);
-      }
-      plan.ranges[static_cast<std::size_t>(tile)] = RangeOf(kp, nk);
-    }
-  }
-  return plan;
-}
 
 // Packs key tile t of unit (segment s, kv head hk) at dst (phase 1): loaded
 // once, converted to float32 (any input dtype), rotated by the scheme's
@@ -267,22 +203,9 @@ struct QueryTask {
     } else {
       ops.LogitsBands(w.q.data(), D, kt, nq, D, ldk, banded ? w.band_cols.data() : nullptr, sc);
     }
-    if (rows.simd && all_visible && !values &&
+    if (rows.simd && (all_visible || banded) && !values &&
         (!w.tile_terms.active() || w.tile_terms.WindowsOnly())) {
-      // The common case in one SIMD call: the terms are windows of the
-      // tile's distance table (or none), so every row's pointer stays valid.
-      const float** bias = nullptr;
-      if (w.tile_terms.active()) {
-        for (std::int64_t i = 0; i < nq; ++i) {
-          w.bias_rows[static_cast<std::size_t>(i)] = w.tile_terms.Row(
-              w.qpos[static_cast<std::size_t>(i)], w.q.data() + i * D, p.scale, w.terms.data());
-        }
-        bias = w.bias_rows.data();
-      }
-      kernels::simd::FlashSoftmaxTile(sc, ldk, nq, nk, p.scale, bias, w.m.data(), w.l.data(),
-                                      w.alpha.data());
-      AccumulatePV(sc, vt, 0, nq, nk);
-      return;
+      return SoftmaxTile(sc, vt, kpos, nk, banded);
     }
     for (std::int64_t i = 0; i < nq; ++i) {
       float* row = sc + i * ldk;
@@ -313,22 +236,59 @@ struct QueryTask {
         p.scheme->AddValues(r, row, acc);
       }
     }
-    if (!banded) return AccumulatePV(sc, vt, 0, nq, nk);
+    BandsPV(sc, vt, nk, banded, Rounding::kNone);
+  }
+
+  // The common cases in one SIMD call (FlashSoftmaxTile): a fully visible
+  // tile, or a causal diagonal one (each row to its visible prefix, each
+  // band of rows to its columns), whose terms are windows of the tile's
+  // distance table (or none), so every row's pointer stays valid; P rounded
+  // to bfloat16 in the same pass when the P . V kernel takes float32 rows.
+  void SoftmaxTile(float* sc, const float* vt, const std::int64_t* kpos, std::int64_t nk,
+                   bool banded) {
+    const float** bias = nullptr;
+    if (w.tile_terms.active()) {
+      for (std::int64_t i = 0; i < nq; ++i) {
+        w.bias_rows[Z(i)] =
+            w.tile_terms.Row(w.qpos[Z(i)], w.q.data() + i * plan.D, p.scale, w.terms.data());
+      }
+      bias = w.bias_rows.data();
+    }
+    kernels::simd::FlashSoftmaxRows shape;
+    if (banded) {
+      for (std::int64_t i = 0; i < nq; ++i) {
+        w.visible[Z(i)] = p.VisiblePrefix(w.qpos[Z(i)], kpos[0], nk);
+        w.cols[Z(i)] = w.band_cols[Z(i / kBandRows)];
+      }
+      shape.visible = w.visible.data();
+      shape.cols = w.cols.data();
+    }
+    if (plan.bf16_pv && !plan.pv_pairs) shape.rounding = Rounding::kBFloat16;
+    kernels::simd::FlashSoftmaxTile(sc, plan.ldk, nq, nk, p.scale, bias, w.m.data(), w.l.data(),
+                                    w.alpha.data(), shape);
+    BandsPV(sc, vt, nk, banded, shape.rounding);
+  }
+
+  // AccumulatePV over the whole tile, or band by band over each band's columns.
+  void BandsPV(float* sc, const float* vt, std::int64_t nk, bool banded, Rounding done) {
+    if (!banded) return AccumulatePV(sc, vt, 0, nq, nk, done);
     for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {
       AccumulatePV(sc, vt, i0, std::min(kBandRows, nq - i0),
-                   std::min(nk, w.band_cols[Z(i0 / kBandRows)]));
+                   std::min(nk, w.band_cols[Z(i0 / kBandRows)]), done);
     }
   }
 
   // acc = alpha * acc + P . V for query rows [i0, i0 + n) over the first nk
-  // keys: float32, or P rounded to bfloat16 (FlashPrecision): against V's
-  // bfloat16 pairs, or in place against V's float32 rows (ForwardPlan).
-  void AccumulatePV(float* sc, const float* vt, std::int64_t i0, std::int64_t n, std::int64_t nk) {
+  // keys: float32, or P rounded to bfloat16 (FlashPrecision; `done`: already
+  // rounded): against V's bfloat16 pairs, or in place against V's float32
+  // rows (ForwardPlan).
+  void AccumulatePV(float* sc, const float* vt, std::int64_t i0, std::int64_t n, std::int64_t nk,
+                    Rounding done) {
     const std::int64_t ldk = plan.ldk, ldv = plan.ldv;
     const float* alpha = w.alpha.data() + i0;
     float* acc = w.acc.data() + i0 * ldv;
     if (!plan.pv_pairs) {
-      if (plan.bf16_pv)
+      if (plan.bf16_pv && done == Rounding::kNone)
         kernels::simd::FlashRoundRowsBf16(sc + i0 * ldk, ldk, n, Pad(nk), sc + i0 * ldk);
       return rows.PVScaled(sc + i0 * ldk, ldk, vt, n, nk, ldv, alpha, acc);
     }
@@ -434,6 +394,8 @@ void PrepareWorkers(const Problem& p, const ForwardPlan& plan, const Context& ct
     zeros(w.p_pairs, plan.pv_pairs ? plan.bq * plan.ldk / 2 : 0);
     zeros(w.tiles, unit_floats);
     zeros(w.band_cols, (plan.bq + kBandRows - 1) / kBandRows);
+    zeros(w.visible, plan.bq);
+    zeros(w.cols, plan.bq);
     w.tile_terms.Reset(*p.scheme, 4 * (plan.bq + plan.bk), plan.ldk);
     serial.emplace_back(1, ctx.backend());
   }

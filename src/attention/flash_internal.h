@@ -167,6 +167,11 @@ void RunForward(const Problem& p, const TensorView& q, const TensorView& k, cons
 void LoadRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
               std::int64_t s0, std::int64_t n, float* dst, std::int64_t ld);
 
+// Software prefetch of the lines of rows [s0, s0 + n) of head h, batch b
+// (each row's head_dim values), for reading (write false) or writing.
+void PrefetchRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
+                  std::int64_t s0, std::int64_t n, bool write);
+
 using kernels::simd::kFlashPad;
 
 inline std::int64_t Pad(std::int64_t n) { return (n + kFlashPad - 1) / kFlashPad * kFlashPad; }
@@ -380,11 +385,18 @@ struct TileOps {
     kernels::scalar::FlashAccumulatePTV(p, ldp, v, nq, nk, ldv, acc);
   }
   // The backward row pass (kernels/simd/flash.h FlashBackwardRow): P into
-  // s, dS = P (dp - delta) into dp.
+  // s, dS = P (dp - delta) into dp, both rounded as `rounding` says.
   void BackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
-                   const float* bias, float lse, float delta) const {
-    if (simd) return kernels::simd::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta);
+                   const float* bias, float lse, float delta,
+                   kernels::simd::FlashRowRounding rounding) const {
+    if (simd) {
+      return kernels::simd::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta, rounding);
+    }
     kernels::scalar::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta);
+    if (rounding == kernels::simd::FlashRowRounding::kBFloat16) {
+      RoundToBf16(s, ld);
+      RoundToBf16(dp, ld);
+    }
   }
   void AddRow(float* dst, const float* src, std::int64_t n) const {
     if (simd) return kernels::simd::FlashAddRow(dst, src, n);

@@ -301,6 +301,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
               scale=scale, query_positions=_positions(query_positions),
               key_positions=_positions(key_positions), **scheme_args)
     options = dict(kw=kw, flash=flash, ctx=_torch_ctx() if ctx is None else ctx)
+    if flash and not (torch.is_grad_enabled()
+                      and any(t.requires_grad for t in (q, k, v, *tensors))):
+        # Nothing to differentiate (inference, torch.no_grad()): the kernel
+        # writes O in q's dtype directly, without the float32 O and the row
+        # log-sum-exp the backward would need. The same values: the float32
+        # O rounds to q's dtype the way .to() does.
+        kw.update({n: t.detach() for n, t in zip(names, tensors)})
+        return _pe.flash_attention(q.detach(), k.detach(), v.detach(), ctx=options["ctx"], **kw)
     return _Attention.apply(options, names, q, k, v, *tensors)
 
 

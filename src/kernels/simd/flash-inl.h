@@ -14,6 +14,7 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include "kernels/simd/flash_softmax-inl.h"
 #include "kernels/simd/simd_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -85,132 +86,6 @@ void FlashTileLogitsColsImpl(const float* q, std::int64_t ldq, const float* kt, 
 void FlashTileLogitsImpl(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
                          std::int64_t dim, std::int64_t ld, float* s) {
   FlashTileLogitsColsImpl(q, ldq, kt, nq, dim, ld, ld, s);
-}
-
-// row[j] = row[j] * scale + bias[j] (+ 0 without bias) for j < nk, -inf for
-// nk <= j < ld; returns the max of the first nk entries. bias (when given)
-// holds ld finite or -inf entries.
-float FlashScaleRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scale,
-                        const float* bias) {
-  const hn::ScalableTag<float> d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
-  const auto vscale = hn::Set(d, scale);
-  auto vmax = neg_inf;
-  for (std::int64_t j = 0; j < ld; j += N) {
-    auto x = hn::Mul(hn::LoadU(d, row + j), vscale);
-    if (bias != nullptr) x = hn::Add(x, hn::LoadU(d, bias + j));
-    if (j + N > nk) {
-      const std::int64_t valid = nk > j ? nk - j : 0;
-      x = hn::IfThenElse(hn::FirstN(d, static_cast<std::size_t>(valid)), x, neg_inf);
-    }
-    hn::StoreU(x, d, row + j);
-    vmax = hn::Max(vmax, x);
-  }
-  return hn::GetLane(hn::MaxOfLanes(d, vmax));
-}
-
-// exp(y) for y <= 0 (softmax arguments x - max), Cephes expf (S. Moshier):
-// n = round(y log2 e), r = y - n ln 2 (two-constant Cody-Waite split,
-// |r| <= ln2 / 2), exp(r) = 1 + r (1 + r P(r)) with the degree-5 Cephes
-// polynomial, times 2^n (AVX-512: one vscalefps; elsewhere 2^n built in
-// the exponent bits). Max error ~1 ulp in float32 (Cephes: 1.0e-7 relative
-// peak over [-87, 0]), 13 vector ops on AVX-512 instead of Highway's
-// general Exp, because this exp is a visible share of the fused forward
-// (docs/PERFORMANCE.md, "Design figures"). y is clamped
-// to >= -87 (exp(-87) = 1.6e-38, a normal float) so that 2^n stays
-// representable; inputs below contribute < 2^-125 of a row sum >= 1.
-template <class D, class V>
-HWY_INLINE V ExpNonPositive(D d, V y) {
-  const hn::RebindToSigned<D> di;
-  y = hn::Max(y, hn::Set(d, -87.0f));
-  const auto n = hn::Round(hn::Mul(y, hn::Set(d, 1.44269504088896341f)));
-  auto r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), y);
-  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
-  auto poly = hn::Set(d, 1.9875691500e-4f);
-  poly = hn::MulAdd(poly, r, hn::Set(d, 1.3981999507e-3f));
-  poly = hn::MulAdd(poly, r, hn::Set(d, 8.3334519073e-3f));
-  poly = hn::MulAdd(poly, r, hn::Set(d, 4.1665795894e-2f));
-  poly = hn::MulAdd(poly, r, hn::Set(d, 1.6666665459e-1f));
-  poly = hn::MulAdd(poly, r, hn::Set(d, 5.0000001201e-1f));
-  // 1 + r + r^2 P(r) as 1 + r (1 + r P(r)): two FMAs.
-  const auto one = hn::Set(d, 1.0f);
-  const auto e = hn::MulAdd(hn::MulAdd(poly, r, one), r, one);
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  // AVX-512: e * 2^n in one vscalefps (n is integral), the same correctly
-  // rounded product as the multiply below, without building 2^n.
-  if constexpr (hn::MaxLanes(D()) * sizeof(float) == 64) {
-    (void)di;
-    return V{_mm512_scalef_ps(e.raw, n.raw)};
-  }
-#endif
-  const auto pow2n =
-      hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
-  return hn::Mul(e, pow2n);
-}
-
-float FlashExpRowImpl(float* row, std::int64_t n, float max) {
-  const hn::ScalableTag<float> d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
-  const auto vmax = hn::Set(d, max);
-  auto sum = hn::Zero(d);
-  for (std::int64_t j = 0; j < n; j += N) {
-    const auto x = hn::LoadU(d, row + j);
-    const auto visible = hn::Gt(x, neg_inf);
-    const auto e = hn::IfThenElseZero(visible, ExpNonPositive(d, hn::Sub(x, vmax)));
-    hn::StoreU(e, d, row + j);
-    sum = hn::Add(sum, e);
-  }
-  return hn::GetLane(hn::SumOfLanes(d, sum));
-}
-
-// The forward's online-softmax step for a whole tile in one call (no
-// per-row dispatch): per row i < nq of s [nq, ld], x = s * scale + bias[i]
-// (bias null, or bias[i] null: no terms; ld entries), -inf for j >= nk;
-// m_new = max(m[i], max_j x); alpha[i] = exp(m[i] - m_new) (0 when m[i] was
-// -inf); s = exp(x - m_new); l[i] = l[i] * alpha[i] + sum_j s. A row with no
-// finite x is zeroed with alpha 1 and m, l unchanged.
-void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
-                          const float* const* bias, float* m, float* l, float* alpha) {
-  const hn::ScalableTag<float> d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  const float kInf = std::numeric_limits<float>::infinity();
-  const auto neg_inf = hn::Set(d, -kInf);
-  const auto vscale = hn::Set(d, scale);
-  for (std::int64_t i = 0; i < nq; ++i) {
-    float* row = s + i * ld;
-    const float* b = bias != nullptr ? bias[i] : nullptr;
-    auto vmax = neg_inf;
-    for (std::int64_t j = 0; j < ld; j += N) {
-      auto x = hn::Mul(hn::LoadU(d, row + j), vscale);
-      if (b != nullptr) x = hn::Add(x, hn::LoadU(d, b + j));
-      if (j + N > nk) {
-        const std::int64_t valid = nk > j ? nk - j : 0;
-        x = hn::IfThenElse(hn::FirstN(d, static_cast<std::size_t>(valid)), x, neg_inf);
-      }
-      hn::StoreU(x, d, row + j);
-      vmax = hn::Max(vmax, x);
-    }
-    const float row_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
-    if (row_max == -kInf) {
-      for (std::int64_t j = 0; j < ld; j += N) hn::StoreU(hn::Zero(d), d, row + j);
-      alpha[i] = 1.0f;
-      continue;
-    }
-    const float m_new = m[i] > row_max ? m[i] : row_max;
-    alpha[i] = m[i] == -kInf ? 0.0f : hn::GetLane(ExpNonPositive(d, hn::Set(d, m[i] - m_new)));
-    m[i] = m_new;
-    const auto vm = hn::Set(d, m_new);
-    auto sum = hn::Zero(d);
-    for (std::int64_t j = 0; j < ld; j += N) {
-      const auto x = hn::LoadU(d, row + j);
-      const auto e = hn::IfThenElseZero(hn::Gt(x, neg_inf), ExpNonPositive(d, hn::Sub(x, vm)));
-      hn::StoreU(e, d, row + j);
-      sum = hn::Add(sum, e);
-    }
-    l[i] = l[i] * alpha[i] + hn::GetLane(hn::SumOfLanes(d, sum));
-  }
 }
 
 // P . V over value rows of storage S read in place (the conversion to
@@ -404,29 +279,6 @@ void FlashAccumulatePTVImpl(const float* p, std::int64_t ldp, const float* v, st
   for (; j < nk; ++j) PTVRows<1>(p + j, ldp, v, nq, ldv, acc + j * ldv);
 }
 
-// The backward's row pass: x = s * scale (+ bias), P = exp(x - lse) (0 where
-// x is -inf and for j >= nk), dS = P * (dp - delta); P replaces s, dS
-// replaces dp (j < ld).
-void FlashBackwardRowImpl(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
-                          const float* bias, float lse, float delta) {
-  const hn::ScalableTag<float> d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
-  const auto vscale = hn::Set(d, scale), vlse = hn::Set(d, lse), vdelta = hn::Set(d, delta);
-  for (std::int64_t j = 0; j < ld; j += N) {
-    auto x = hn::Mul(hn::LoadU(d, s + j), vscale);
-    if (bias != nullptr) x = hn::Add(x, hn::LoadU(d, bias + j));
-    auto visible = hn::Gt(x, neg_inf);
-    if (j + N > nk) {
-      const std::int64_t valid = nk > j ? nk - j : 0;
-      visible = hn::And(visible, hn::FirstN(d, static_cast<std::size_t>(valid)));
-    }
-    const auto p = hn::IfThenElseZero(visible, ExpNonPositive(d, hn::Sub(x, vlse)));
-    hn::StoreU(p, d, s + j);
-    hn::StoreU(hn::Mul(p, hn::Sub(hn::LoadU(d, dp + j), vdelta)), d, dp + j);
-  }
-}
-
 // dst[j] += src[j], j < n.
 void FlashAddRowImpl(float* dst, const float* src, std::int64_t n) {
   const hn::ScalableTag<float> d;
@@ -458,22 +310,6 @@ void LoadRowsTyped(const void* src, std::int64_t stride, std::int64_t n, std::in
     }
     for (; x < ld; ++x) out[x] = 0.0f;
   }
-}
-
-// The bfloat16 bits of float32 lanes as FloatToBF16 (posenc/dtype.h) forms
-// them: round to nearest even, a NaN kept quiet with its sign.
-// The bfloat16 bits of v in the high half of each lane (low half zero):
-// round to nearest even, NaN kept quiet, exactly as FloatToBF16.
-template <class D>
-hn::Vec<hn::RebindToUnsigned<D>> Bf16HighBits(D /*d*/, hn::Vec<D> v) {
-  const hn::RebindToUnsigned<D> du;
-  const auto u = hn::BitCast(du, v);
-  const auto rounding =
-      hn::Add(hn::Set(du, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
-  const auto rounded = hn::Add(u, rounding);
-  const auto quiet = hn::Or(u, hn::Set(du, 0x400000u));
-  const auto high = hn::Set(du, 0xffff0000u);
-  return hn::And(hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, rounded), high);
 }
 
 template <class D>

@@ -56,15 +56,19 @@ void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::i
 }
 
 void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
-                      const float* bias, float lse, float delta) {
+                      const float* bias, float lse, float delta, FlashRowRounding rounding) {
   POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld);
-  HWY_DYNAMIC_DISPATCH(FlashBackwardRowImpl)(s, dp, nk, ld, scale, bias, lse, delta);
+  HWY_DYNAMIC_DISPATCH(FlashBackwardRowImpl)
+  (s, dp, nk, ld, scale, bias, lse, delta, rounding == FlashRowRounding::kBFloat16);
 }
 
 void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
-                      const float* const* bias, float* m, float* l, float* alpha) {
+                      const float* const* bias, float* m, float* l, float* alpha,
+                      const FlashSoftmaxRows& rows) {
   POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld && nq >= 0);
-  HWY_DYNAMIC_DISPATCH(FlashSoftmaxTileImpl)(s, ld, nq, nk, scale, bias, m, l, alpha);
+  HWY_DYNAMIC_DISPATCH(FlashSoftmaxTileImpl)
+  (s, ld, nq, nk, scale, bias, m, l, alpha, rows.visible, rows.cols,
+   rows.rounding == FlashRowRounding::kBFloat16);
 }
 
 void FlashAddRow(float* dst, const float* src, std::int64_t n) {

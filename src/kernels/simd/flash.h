@@ -56,12 +56,19 @@ void FlashAccumulatePVScaled(const float* p, std::int64_t ldp, const float* v, s
 void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
                         std::int64_t nk, std::int64_t ldv, float* acc);
 
+// How a row pass stores its float32 results: as they are, or rounded to
+// bfloat16 values kept in float32 (exactly FlashRoundRowsBf16 of them).
+enum class FlashRowRounding : int { kNone = 0, kBFloat16 = 1 };
+
 // The backward's row pass over a logit row s and a dP row dp (ld entries,
 // a multiple of kFlashPad): x = s[j] * scale + bias[j] (bias may be null;
 // finite or -inf), P = exp(x - lse) (0 where x = -inf and for j >= nk), then
-// s[j] = P and dp[j] = P * (dp[j] - delta) (dS). lse must be finite.
+// s[j] = P and dp[j] = P * (dp[j] - delta) (dS), both rounded as `rounding`
+// says (dS from the unrounded P: FlashPrecision::kBFloat16 rounds P and dS
+// where they enter the products). lse must be finite.
 void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
-                      const float* bias, float lse, float delta);
+                      const float* bias, float lse, float delta,
+                      FlashRowRounding rounding = FlashRowRounding::kNone);
 
 // The forward's online-softmax step for a tile of nq rows in one call:
 // per row, x = s * scale + bias[i][j] (bias or bias[i] null: no terms;
@@ -69,9 +76,21 @@ void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, flo
 // alpha[i] = exp(m[i] - m_new) (0 when m[i] = -inf); s = exp(x - m_new);
 // l[i] = l[i] alpha[i] + sum s. A row with no finite x becomes zeros with
 // alpha[i] = 1 and m[i], l[i] unchanged. Same exp and sums as
-// FlashScaleRow + FlashExpRow row by row.
+// FlashScaleRow + FlashExpRow row by row. `rows` narrows rows of a causal
+// diagonal tile and rounds P (FlashSoftmaxRows).
+struct FlashSoftmaxRows {
+  // Row i sees its first visible[i] keys (<= nk; the rest are -inf), and
+  // only its first cols[i] entries (a multiple of kFlashPad, <= ld) are
+  // read and written; the rest of the row is left as it is. Null: nk, ld.
+  const std::int64_t* visible = nullptr;
+  const std::int64_t* cols = nullptr;
+  // kBFloat16: s holds P as bfloat16 values (FlashPrecision::kBFloat16),
+  // l sums the unrounded P.
+  FlashRowRounding rounding = FlashRowRounding::kNone;
+};
 void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
-                      const float* const* bias, float* m, float* l, float* alpha);
+                      const float* const* bias, float* m, float* l, float* alpha,
+                      const FlashSoftmaxRows& rows = {});
 
 // dst[j] += src[j], j < n (any n).
 void FlashAddRow(float* dst, const float* src, std::int64_t n);
