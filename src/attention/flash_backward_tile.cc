@@ -36,30 +36,27 @@ struct PairWork {
 
   // What the steps of one (query tile t, key tile ku) pair share.
   struct Pair {
-    Index row0, nq, nk;
-    const Index *qpos, *kpos;
-    const float *qt, *dot;
-    bool all_visible, banded;
-    PositionRange qr, kr;
+    Index row0 = 0, nq = 0, nk = 0;  // packed row of the tile's first query; sizes
+    const Index *qpos = nullptr, *kpos = nullptr;
+    const float *qt = nullptr, *dot = nullptr;  // the tile's packed q and dO rows
+    bool all_visible = false, banded = false;
+    PositionRange kr;
   };
 
   void Run(Index t, Index ku, const PositionRange& qr, const PositionRange& kr) {
     const Problem& p = c.p;
     const Index i0 = t * c.bq, ldk = L.ldk;
-    Pair pr{hl * L.Sq + i0,
-            std::min(c.bq, L.Sq - i0),
-            std::min(c.bk, p.dims.key_len - ku * c.bk),
-            &c.qpos[Z(b * L.Sq + i0)],
-            &c.kpos[Z(b * p.dims.key_len + ku * c.bk)],
-            nullptr,
-            nullptr,
-            p.TileVisible(qr.min, qr.max, kr.min, kr.max),
-            false,
-            qr,
-            kr};
+    Pair pr;
+    pr.row0 = hl * L.Sq + i0;
+    pr.nq = std::min(c.bq, L.Sq - i0);
+    pr.nk = std::min(c.bk, p.dims.key_len - ku * c.bk);
+    pr.qpos = &c.qpos[Z(b * L.Sq + i0)];
+    pr.kpos = &c.kpos[Z(b * p.dims.key_len + ku * c.bk)];
+    pr.qt = u.q + pr.row0 * L.ldd;
+    pr.dot = u.dout + pr.row0 * L.ldv;
+    pr.all_visible = p.TileVisible(qr.min, qr.max, kr.min, kr.max);
+    pr.kr = kr;
     const Index row0 = pr.row0, nq = pr.nq, nk = pr.nk;
-    pr.qt = u.q + row0 * L.ldd;
-    pr.dot = u.dout + row0 * L.ldv;
     float* s = w.s.data();
     float* dp = w.dp.data();
     const bool values = p.scheme->Has(SchemeTerm::kValue);
