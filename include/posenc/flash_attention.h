@@ -157,6 +157,20 @@ void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, c
                            const FlashAttentionOptions& options = FlashAttentionOptions{},
                            const Context& ctx = Context{});
 
+// FlashAttentionWithLse that also writes O into out_copy, in out_copy's
+// dtype, from the same float32 values as out and in the same pass (same
+// shape rules as out, any strides and float dtype, writable, no overlap
+// with q, k, v, out or lse; null data: no copy). For a training step with
+// 16-bit activations: out float32 keeps the backward's D_i = dO_i . O_i
+// exact, out_copy in the activations' dtype is what the caller returns,
+// rounded exactly as a conversion of out would round it, without a second
+// pass over O.
+void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& out, const TensorView& lse,
+                           const TensorView& out_copy,
+                           const FlashAttentionOptions& options = FlashAttentionOptions{},
+                           const Context& ctx = Context{});
+
 // Backward of the fused attention (FlashAttention-2, Dao 2023, Alg. 2) by
 // recomputation: P is rebuilt tile by tile from lse (no stored
 // probabilities), once per visible (query tile, key tile) pair; tasks over

@@ -87,7 +87,7 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
                     scale: Optional[float] = None, query_positions: Any = None,
                     key_positions: Any = None, return_lse: bool = False, out: Any = None,
                     query_tile: int = 64, key_tile: int = 64, rope_keys: str = "rotate",
-                    precision: str = "float32", ctx: Any = None,
+                    precision: str = "float32", ctx: Any = None, out_copy: Any = None,
                     **scheme_args: Any) -> Union[Any, Tuple[Any, Any]]:
     """The fused (flash) attention: same arguments and result as attention()
     for the schemes in FLASH_SCHEMES, computed tile by tile in float32 with
@@ -101,7 +101,12 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
     FlashAttention-2's and torch's bfloat16 path: P rounded to bfloat16,
     float32 accumulation, softmax statistics in float32. "bfloat16" needs
     bfloat16 q, k, v (and dout); RoPE-rotated q and k are rounded to
-    bfloat16 too."""
+    bfloat16 too.
+
+    out_copy (with return_lse only): a second output array of out's shape in
+    any float dtype, written from the same float32 values in the same pass,
+    rounded as converting out would round it: e.g. out float32 for the
+    backward's D = dO . O and out_copy bfloat16 for the caller."""
     if out is None:
         out = empty((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), _dtype(q), like=q)
     lse = None
@@ -111,7 +116,7 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
     _posenc.flash_attention(q, k, v, out, lse, layout, mask,
                             _window(sliding_window), scale,
                             query_positions, key_positions, scheme, scheme_args,
-                            query_tile, key_tile, rope_keys, precision, ctx)
+                            query_tile, key_tile, rope_keys, precision, ctx, out_copy)
     return (out, lse) if return_lse else out
 
 

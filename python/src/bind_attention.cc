@@ -252,20 +252,30 @@ void BindFlashForward(py::module_& m) {
          py::handle scale, py::handle query_positions, py::handle key_positions,
          const std::string& scheme, const py::dict& scheme_args, std::int64_t query_tile,
          std::int64_t key_tile, const std::string& rope_keys, const std::string& precision,
-         py::handle ctx) {
+         py::handle ctx, py::handle out_copy) {
         const ContextHold c = ContextOf(ctx);
         HeldView qv = ViewOf(q, "q", Access::kRead);
         HeldView kv = ViewOf(k, "k", Access::kRead);
         HeldView vv = ViewOf(v, "v", Access::kRead);
         HeldView ov = ViewOf(out, "out", Access::kWrite);
-        std::optional<HeldView> lv;
+        std::optional<HeldView> lv, cv;
         if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kWrite);
+        if (!out_copy.is_none()) {
+          if (!lv) {
+            throw InvalidArgument(ArgMessage("out_copy", "an array without lse",
+                                             "None, or an array together with lse"));
+          }
+          cv = ViewOf(out_copy, "out_copy", Access::kWrite);
+        }
         std::unique_ptr<AttentionCall> call =
             Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
                   scheme_args);
         const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys, precision);
         py::gil_scoped_release release;
-        if (lv) {
+        if (cv) {
+          FlashAttentionWithLse(call->params, qv.view, kv.view, vv.view, ov.view, lv->view,
+                                cv->view, o, c);
+        } else if (lv) {
           FlashAttentionWithLse(call->params, qv.view, kv.view, vv.view, ov.view, lv->view, o, c);
         } else {
           FlashAttention(call->params, qv.view, kv.view, vv.view, ov.view, o, c);
@@ -275,7 +285,8 @@ void BindFlashForward(py::module_& m) {
       py::arg("mask"), py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
       py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
-      py::arg("precision") = "float32", py::arg("ctx") = py::none());
+      py::arg("precision") = "float32", py::arg("ctx") = py::none(),
+      py::arg("out_copy") = py::none());
 }
 
 // Binds flash_attention_varlen: the fused forward over packed sequences.

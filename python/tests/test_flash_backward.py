@@ -172,6 +172,25 @@ def test_nothing_to_differentiate_gives_the_same_output(scheme, dtype):
             assert torch.equal(out.view(bits), graded.detach().view(bits))
 
 
+def test_out_copy_is_the_converted_output():
+    x, _ = make("alibi", dtype=torch.bfloat16, sq=70, sk=70)
+    q, k, v = (x[n].detach() for n in ("q", "k", "v"))
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        out = torch.empty(q.shape[:3] + (v.shape[3],), dtype=torch.float32)
+        copy = torch.full_like(out, 7.0, dtype=dtype)
+        got, lse = posenc.flash_attention(q, k, v, scheme="alibi", return_lse=True, out=out,
+                                          out_copy=copy)
+        plain, plain_lse = posenc.flash_attention(q, k, v, scheme="alibi", return_lse=True,
+                                                  out=torch.empty_like(out))
+        assert torch.equal(got, plain) and torch.equal(lse, plain_lse)
+        assert torch.equal(copy, out.to(dtype)), dtype
+    with pytest.raises(ValueError, match="out_copy"):
+        posenc.flash_attention(q, k, v, scheme="alibi", out_copy=copy)
+    with pytest.raises(ValueError, match="out_copy"):  # the wrong head dim
+        posenc.flash_attention(q, k, v, scheme="alibi", return_lse=True,
+                               out_copy=torch.empty(q.shape[:3] + (3,)))
+
+
 def test_backward_binding_recomputes_lse_when_none():
     x, _ = make("rope")
     q, k, v = (x[n].detach() for n in ("q", "k", "v"))

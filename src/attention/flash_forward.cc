@@ -91,4 +91,16 @@ void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, c
   flash_internal::RunForward(p, q, k, v, out, options, ctx);
 }
 
+void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& out, const TensorView& lse,
+                           const TensorView& out_copy, const FlashAttentionOptions& options,
+                           const Context& ctx) {
+  Problem p = Setup(params, q, k, v, out, options);
+  flash_internal::SetLseOutput(p, lse, q, k, v, out);
+  if (out_copy.data != nullptr) {
+    flash_internal::SetOutCopy(p, params.layout, out_copy, q, k, v, out);
+  }
+  flash_internal::RunForward(p, q, k, v, out, options, ctx);
+}
+
 }  // namespace posenc

@@ -272,28 +272,28 @@ struct QueryTask {
   // AccumulatePV over the whole tile, or band by band over each band's columns.
   void BandsPV(float* sc, const float* vt, std::int64_t nk, bool banded, Rounding done) {
     if (!banded) return AccumulatePV(sc, vt, 0, nq, nk, done);
-    for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {
-      AccumulatePV(sc, vt, i0, std::min(kBandRows, nq - i0),
-                   std::min(nk, w.band_cols[Z(i0 / kBandRows)]), done);
+    for (std::int64_t r0 = 0; r0 < nq; r0 += kBandRows) {
+      AccumulatePV(sc, vt, r0, std::min(kBandRows, nq - r0),
+                   std::min(nk, w.band_cols[Z(r0 / kBandRows)]), done);
     }
   }
 
-  // acc = alpha * acc + P . V for query rows [i0, i0 + n) over the first nk
+  // acc = alpha * acc + P . V for query rows [r0, r0 + n) over the first nk
   // keys: float32, or P rounded to bfloat16 (FlashPrecision; `done`: already
   // rounded): against V's bfloat16 pairs, or in place against V's float32
   // rows (ForwardPlan).
-  void AccumulatePV(float* sc, const float* vt, std::int64_t i0, std::int64_t n, std::int64_t nk,
+  void AccumulatePV(float* sc, const float* vt, std::int64_t r0, std::int64_t n, std::int64_t nk,
                     Rounding done) {
     const std::int64_t ldk = plan.ldk, ldv = plan.ldv;
-    const float* alpha = w.alpha.data() + i0;
-    float* acc = w.acc.data() + i0 * ldv;
+    const float* alpha = w.alpha.data() + r0;
+    float* acc = w.acc.data() + r0 * ldv;
     if (!plan.pv_pairs) {
       if (plan.bf16_pv && done == Rounding::kNone)
-        kernels::simd::FlashRoundRowsBf16(sc + i0 * ldk, ldk, n, Pad(nk), sc + i0 * ldk);
-      return rows.PVScaled(sc + i0 * ldk, ldk, vt, n, nk, ldv, alpha, acc);
+        kernels::simd::FlashRoundRowsBf16(sc + r0 * ldk, ldk, n, Pad(nk), sc + r0 * ldk);
+      return rows.PVScaled(sc + r0 * ldk, ldk, vt, n, nk, ldv, alpha, acc);
     }
-    std::uint32_t* pairs = w.p_pairs.data() + i0 * (ldk / 2);
-    kernels::simd::FlashPackPairsRows(sc + i0 * ldk, ldk, n, nk, pairs, ldk / 2, plan.simd);
+    std::uint32_t* pairs = w.p_pairs.data() + r0 * (ldk / 2);
+    kernels::simd::FlashPackPairsRows(sc + r0 * ldk, ldk, n, nk, pairs, ldk / 2, plan.simd);
     kernels::simd::FlashMatMulBf16(pairs, ldk / 2, 1, n, reinterpret_cast<const std::uint16_t*>(vt),
                                    (nk + 1) / 2, ldv, ldv, alpha, acc, ldv, plan.simd);
   }
@@ -314,6 +314,9 @@ struct QueryTask {
       }
     }
     StoreRows(out, p.od, s.batch, h, s.q0 + i0, nq, w.acc.data(), plan.ldv);
+    if (p.out_copy.data != nullptr) {
+      StoreRows(p.out_copy, p.ocd, s.batch, h, s.q0 + i0, nq, w.acc.data(), plan.ldv);
+    }
   }
 };
 

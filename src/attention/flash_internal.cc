@@ -232,6 +232,22 @@ void SetLseOutput(Problem& p, const TensorView& lse, const TensorView& q, const 
   p.lse = lse;
 }
 
+void SetOutCopy(Problem& p, AttentionLayout layout, const TensorView& out_copy, const TensorView& q,
+                const TensorView& k, const TensorView& v, const TensorView& out) {
+  const auto& d = p.dims;
+  p.ocd = attention_internal::CheckAttentionTensor(out_copy, layout, "out_copy", d.batch,
+                                                   d.query_len, d.heads, d.value_dim,
+                                                   /*writable=*/true);
+  RequireNoOverlap(out_copy, "out_copy", q, "q", /*inplace_allowed=*/false);
+  RequireNoOverlap(out_copy, "out_copy", k, "k", /*inplace_allowed=*/false);
+  RequireNoOverlap(out_copy, "out_copy", v, "v", /*inplace_allowed=*/false);
+  RequireNoOverlap(out_copy, "out_copy", out, "out", /*inplace_allowed=*/false);
+  if (p.lse.data != nullptr) {
+    RequireNoOverlap(out_copy, "out_copy", p.lse, "lse", /*inplace_allowed=*/false);
+  }
+  p.out_copy = out_copy;
+}
+
 // Rows [s0, s0 + n) of head h of batch b of a rank-4 view, converted to
 // float32 rows of `ld` >= dim floats (columns >= dim untouched).
 void LoadRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,

@@ -68,6 +68,9 @@ struct Problem {
   FlashPrecision precision = FlashPrecision::kFloat32;  // of P and dS in the products
   bool Bf16() const { return precision == FlashPrecision::kBFloat16; }
   TensorView lse;  // forward: optional float32 [B, H, Sq] output (data null: none)
+  // forward: an optional second O output in its own dtype (data null: none)
+  TensorView out_copy;
+  AttentionDims ocd{};
   // A paged KV cache (FlashAttentionDecodePaged; block_table null: dense).
   // kd and vd then describe the page pool [num_pages, page_size, Hkv, D]:
   // stride_batch between pages, stride_seq between slots; dims.key_len is
@@ -157,6 +160,12 @@ Problem SetupPaged(const PreparedDecode::State& plan, const TensorView& q,
 // writable, no overlap with q, k, v, out) and sets p.lse.
 void SetLseOutput(Problem& p, const TensorView& lse, const TensorView& q, const TensorView& k,
                   const TensorView& v, const TensorView& out);
+
+// Validates `out_copy` as a second output of O ([B, Sq, H, Dv] in the
+// layout, writable, no overlap with q, k, v, out or p.lse) and sets
+// p.out_copy and p.ocd.
+void SetOutCopy(Problem& p, AttentionLayout layout, const TensorView& out_copy, const TensorView& q,
+                const TensorView& k, const TensorView& v, const TensorView& out);
 
 // The forward over every (batch, head, query tile) task (src/attention/flash_forward.cc).
 void RunForward(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,

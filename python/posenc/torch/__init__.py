@@ -168,13 +168,16 @@ class _Attention(torch.autograd.Function):
         # 16-bit inputs: O is kept in float32 for the backward's D_i = dO_i . O_i
         # (the bfloat16 O would put its rounding into every row of dS: the
         # gradient of a per-head bias, exactly 0, came out ~10x torch's error)
-        # and returned in q's dtype.
+        # and returned in q's dtype, written by the kernel in the same pass
+        # (out_copy: no .to() pass over the float32 O).
         wide = q.dtype in (torch.bfloat16, torch.float16)
-        out = torch.empty((*q.shape[:3], v.shape[3]), dtype=torch.float32) if wide else None
+        shape = (*q.shape[:3], v.shape[3])
+        out = torch.empty(shape, dtype=torch.float32) if wide else None
+        copy = torch.empty(shape, dtype=q.dtype) if wide else None
         out, lse = _pe.flash_attention(q.detach(), k.detach(), v.detach(), return_lse=True,
-                                       out=out, ctx=options["ctx"], **kw)
+                                       out=out, out_copy=copy, ctx=options["ctx"], **kw)
         ctx.save_for_backward(q, k, v, out, lse, *tensors)
-        return out.to(q.dtype) if wide else out
+        return copy if wide else out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
