@@ -272,11 +272,9 @@ void BindFlashForward(py::module_& m) {
                   scheme_args);
         const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys, precision);
         py::gil_scoped_release release;
-        if (cv) {
+        if (lv) {
           FlashAttentionWithLse(call->params, qv.view, kv.view, vv.view, ov.view, lv->view,
-                                cv->view, o, c);
-        } else if (lv) {
-          FlashAttentionWithLse(call->params, qv.view, kv.view, vv.view, ov.view, lv->view, o, c);
+                                cv ? cv->view : TensorView{}, o, c);
         } else {
           FlashAttention(call->params, qv.view, kv.view, vv.view, ov.view, o, c);
         }

@@ -86,9 +86,7 @@ void FlashAttention(const AttentionParams& params, const TensorView& q, const Te
 void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, const TensorView& k,
                            const TensorView& v, const TensorView& out, const TensorView& lse,
                            const FlashAttentionOptions& options, const Context& ctx) {
-  Problem p = Setup(params, q, k, v, out, options);
-  flash_internal::SetLseOutput(p, lse, q, k, v, out);
-  flash_internal::RunForward(p, q, k, v, out, options, ctx);
+  FlashAttentionWithLse(params, q, k, v, out, lse, TensorView{}, options, ctx);
 }
 
 void FlashAttentionWithLse(const AttentionParams& params, const TensorView& q, const TensorView& k,

@@ -49,7 +49,7 @@ struct Work {
   std::vector<float> v;                     // bf16_pv: the V rows before packing
   std::vector<float> tiles;                 // RunUnitTasks: the packed key tiles of one unit
   std::vector<std::int64_t> band_cols;      // DiagonalBands of the current tile
-  std::vector<std::int64_t> visible, cols;  // per row of a fused diagonal tile
+  std::vector<std::int64_t> visible, cols;  // per row of a banded tile: prefix, band columns
   std::vector<std::uint32_t> p_pairs;       // bf16_pv: P as bfloat16 pairs [bq, ldk / 2]
   std::vector<std::int64_t> qpos;
   std::vector<const float*> bias_rows;  // per query row: its terms (FlashSoftmaxTile)
@@ -193,9 +193,9 @@ struct QueryTask {
     float* sc = w.s.data();
     const bool values = p.scheme->Has(SchemeTerm::kValue);
     // A causal diagonal tile: each band of rows computes its visible keys only.
-    const bool banded =
-        !all_visible && !values &&
-        DiagonalBands(p, w.qpos.data(), nq, kpos, nk, keys.consecutive, w.band_cols.data());
+    const bool banded = !all_visible && !values &&
+                        DiagonalBands(p, w.qpos.data(), nq, kpos, nk, keys.consecutive,
+                                      w.band_cols.data(), w.visible.data());
     if (plan.bf16) {
       TileLogitsBf16(w.q_pairs.data(), D,
                      reinterpret_cast<const std::uint16_t*>(vt + plan.VFloats()), nq, ldk,
@@ -205,7 +205,7 @@ struct QueryTask {
     }
     if (rows.simd && (all_visible || banded) && !values &&
         (!w.tile_terms.active() || w.tile_terms.WindowsOnly())) {
-      return SoftmaxTile(sc, vt, kpos, nk, banded);
+      return SoftmaxTile(sc, vt, nk, banded);
     }
     for (std::int64_t i = 0; i < nq; ++i) {
       float* row = sc + i * ldk;
@@ -244,8 +244,7 @@ struct QueryTask {
   // band of rows to its columns), whose terms are windows of the tile's
   // distance table (or none), so every row's pointer stays valid; P rounded
   // to bfloat16 in the same pass when the P . V kernel takes float32 rows.
-  void SoftmaxTile(float* sc, const float* vt, const std::int64_t* kpos, std::int64_t nk,
-                   bool banded) {
+  void SoftmaxTile(float* sc, const float* vt, std::int64_t nk, bool banded) {
     const float** bias = nullptr;
     if (w.tile_terms.active()) {
       for (std::int64_t i = 0; i < nq; ++i) {
@@ -256,11 +255,8 @@ struct QueryTask {
     }
     kernels::simd::FlashSoftmaxRows shape;
     if (banded) {
-      for (std::int64_t i = 0; i < nq; ++i) {
-        w.visible[Z(i)] = p.VisiblePrefix(w.qpos[Z(i)], kpos[0], nk);
-        w.cols[Z(i)] = w.band_cols[Z(i / kBandRows)];
-      }
-      shape.visible = w.visible.data();
+      for (std::int64_t i = 0; i < nq; ++i) w.cols[Z(i)] = w.band_cols[Z(i / kBandRows)];
+      shape.visible = w.visible.data();  // the prefixes DiagonalBands found
       shape.cols = w.cols.data();
     }
     if (plan.bf16_pv && !plan.pv_pairs) shape.rounding = Rounding::kBFloat16;

@@ -300,11 +300,12 @@ std::int64_t UnitRunHeads(std::int64_t units, std::int64_t kv_heads, int threads
 
 bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
                    const std::int64_t* kpos, std::int64_t nk, bool keys_consecutive,
-                   std::int64_t* cols) {
+                   std::int64_t* cols, std::int64_t* prefixes) {
   if (!keys_consecutive || nk == 0) return false;
   for (std::int64_t i = 0; i < nq; ++i) {
     const std::int64_t prefix = p.VisiblePrefix(qpos[i], kpos[0], nk);
     if (prefix < 0) return false;
+    if (prefixes != nullptr) prefixes[i] = prefix;
     std::int64_t& band = cols[i / kBandRows];
     band = i % kBandRows == 0 ? Pad(prefix) : std::max(band, Pad(prefix));
   }

@@ -247,10 +247,11 @@ std::int64_t UnitRunHeads(std::int64_t units, std::int64_t kv_heads, int threads
 // <= Pad(nk); every later logit, probability and product of the band is
 // masked out and skipped. Returns false (cols then unspecified) unless every
 // row sees a prefix of the keys (p.VisiblePrefix: causal, keys at
-// consecutive positions, no window cutting a row's first key).
+// consecutive positions, no window cutting a row's first key). prefixes
+// (when not null, nq entries) receives each row's visible prefix.
 bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
                    const std::int64_t* kpos, std::int64_t nk, bool keys_consecutive,
-                   std::int64_t* cols);
+                   std::int64_t* cols, std::int64_t* prefixes = nullptr);
 
 // out [nq, ldk] = a . bt from bfloat16 pairs (a: [nq, dim / 2] rows of
 // pairs; bt: [dim / 2, ldk, 2], K^T or V^T): the whole tile
@@ -401,11 +402,10 @@ struct TileOps {
     if (simd) {
       return kernels::simd::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta, rounding);
     }
+    // The scalar backend's bfloat16 products take P and dS as pairs
+    // (FlashMatMulBf16), which round them themselves.
+    POSENC_DASSERT(rounding == kernels::simd::FlashRowRounding::kNone);
     kernels::scalar::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta);
-    if (rounding == kernels::simd::FlashRowRounding::kBFloat16) {
-      RoundToBf16(s, ld);
-      RoundToBf16(dp, ld);
-    }
   }
   void AddRow(float* dst, const float* src, std::int64_t n) const {
     if (simd) return kernels::simd::FlashAddRow(dst, src, n);

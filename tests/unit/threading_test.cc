@@ -39,20 +39,30 @@ TEST(ThreadPool, EveryTaskOnceWithWorkerInRange) {
 }
 
 TEST(ThreadPool, FirstExceptionRethrownAfterAllTasks) {
-  const Context ctx(3);
-  std::atomic<int> ran{0};
-  EXPECT_THROW(ctx.ParallelFor(64,
-                               [&](std::int64_t t, int) {
-                                 ran.fetch_add(1);
-                                 if (t % 16 == 5)
-                                   throw InvalidArgument("task " + std::to_string(t));
-                               }),
-               InvalidArgument);
-  EXPECT_EQ(ran.load(), 64);
-  // The pool is usable afterwards.
-  std::atomic<int> again{0};
-  ctx.ParallelFor(10, [&](std::int64_t, int) { again.fetch_add(1); });
-  EXPECT_EQ(again.load(), 10);
+  // Both kinds of workers (posenc's pool; the OpenMP team where built).
+  std::vector<Workers> kinds = {Workers::kPool};
+  if (OpenMPAvailable()) kinds.push_back(Workers::kOpenMP);
+  for (const Workers kind : kinds) {
+    SCOPED_TRACE(WorkersName(kind));
+    const Context ctx(3, Backend::kAuto, kind);
+    std::atomic<int> ran{0};
+    EXPECT_THROW(ctx.ParallelFor(64,
+                                 [&](std::int64_t t, int) {
+                                   ran.fetch_add(1);
+                                   if (t % 16 == 5)
+                                     throw InvalidArgument("task " + std::to_string(t));
+                                 }),
+                 InvalidArgument);
+    EXPECT_EQ(ran.load(), 64);
+    EXPECT_THROW(ctx.RunOnEachThread([](int worker) {
+      if (worker == 1) throw std::runtime_error("worker 1");
+    }),
+                 std::runtime_error);
+    // The workers are usable afterwards.
+    std::atomic<int> again{0};
+    ctx.ParallelFor(10, [&](std::int64_t, int) { again.fetch_add(1); });
+    EXPECT_EQ(again.load(), 10);
+  }
 }
 
 TEST(ThreadPool, ConcurrentCallersOnOneContext) {
