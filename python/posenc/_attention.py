@@ -15,6 +15,7 @@ every function here, by the names the declaration gives.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, Iterable, Optional, Tuple, Union
 
 from . import _posenc
@@ -30,6 +31,12 @@ def scheme_info(name: str) -> Dict[str, Any]:
     return _posenc.scheme_info(name)
 
 
+# The registry is fixed at build time: internal callers on the per-call path
+# (posenc.torch.attention, trainable_args) share one copy per scheme and never
+# modify it; scheme_info() gives every caller its own.
+_cached_scheme_info = functools.lru_cache(maxsize=None)(_posenc.scheme_info)
+
+
 def schemes(*, fused: bool = False) -> Tuple[str, ...]:
     """Names of the registered schemes (with fused=True: those the fused
     kernels evaluate), in registry order."""
@@ -38,7 +45,7 @@ def schemes(*, fused: bool = False) -> Tuple[str, ...]:
 
 def trainable_args(scheme: str) -> Tuple[str, ...]:
     """Names of the scheme's trainable tensor arguments."""
-    return tuple(a["name"] for a in scheme_info(scheme)["args"] if a["trainable"])
+    return tuple(a["name"] for a in _cached_scheme_info(scheme)["args"] if a["trainable"])
 
 
 SCHEMES = schemes()

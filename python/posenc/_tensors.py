@@ -8,6 +8,7 @@ bfloat16, which numpy lacks). torch is imported only in those cases, so
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -66,6 +67,7 @@ def empty(shape: Sequence[int], dtype: Any = "float32", like: Any = None) -> Any
     return np.empty(tuple(int(s) for s in shape), dtype=np.dtype(name))
 
 
+@functools.lru_cache(maxsize=1)
 def _physical_memory() -> int:
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

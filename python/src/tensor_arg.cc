@@ -130,9 +130,11 @@ Raw FromCapsule(py::handle capsule, std::string_view arg) {
     if (m->deleter != nullptr) m->deleter(m);
   });
   const DLTensor& t = managed->dl_tensor;
-  Require(t.device.device_type == kDLCPU, std::string(arg) + ".device",
-          "DLPack device type " + std::to_string(static_cast<int>(t.device.device_type)),
-          "a CPU tensor (posenc runs on the CPU; move it with .cpu())");
+  if (t.device.device_type != kDLCPU) {  // (the message is built only when it is needed)
+    Require(false, std::string(arg) + ".device",
+            "DLPack device type " + std::to_string(static_cast<int>(t.device.device_type)),
+            "a CPU tensor (posenc runs on the CPU; move it with .cpu())");
+  }
   Raw raw;
   raw.bits = t.dtype.bits;
   switch (t.dtype.code) {
@@ -168,12 +170,59 @@ Raw FromCapsule(py::handle capsule, std::string_view arg) {
   return raw;
 }
 
+// torch.Tensor, when torch is imported (posenc never imports it itself).
+bool IsTorchTensor(py::handle obj) {
+  static PyObject* tensor_type = nullptr;  // kept alive by the torch module
+  if (tensor_type == nullptr) {
+    PyObject* torch = PyImport_GetModule(py::str("torch").ptr());  // new reference or null
+    if (torch == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    PyObject* type = PyObject_GetAttrString(torch, "Tensor");
+    Py_DECREF(torch);
+    if (type == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    tensor_type = type;
+  }
+  const int is = PyObject_IsInstance(obj.ptr(), tensor_type);
+  if (is < 0) throw py::error_already_set();
+  return is == 1;
+}
+
+// A torch tensor through torch.utils.dlpack.to_dlpack (torch's C function;
+// Tensor.__dlpack__ is a Python method around it): the per-call path of
+// posenc.torch, which converts ~16 tensors per training step. A tensor that
+// requires grad is read through .detach() and refused for writes, as in
+// RawOf's general DLPack path.
+Raw FromTorch(py::handle obj, std::string_view arg, Access access) {
+  // Never released: a static py::object would be destroyed after the
+  // interpreter has finalized.
+  static PyObject* to_dlpack =
+      py::object(py::module_::import("torch.utils.dlpack").attr("to_dlpack")).release().ptr();
+  py::object source = py::reinterpret_borrow<py::object>(obj);
+  if (obj.attr("requires_grad").cast<bool>()) {
+    if (access == Access::kWrite) {
+      throw InvalidArgument(
+          ArgMessage(arg, "a tensor that requires grad",
+                     "a tensor without autograd history for in-place writes (use posenc.torch for "
+                     "differentiable calls, or pass .detach())"));
+    }
+    source = obj.attr("detach")();
+  }
+  py::object capsule = py::reinterpret_borrow<py::object>(to_dlpack)(source);
+  return FromCapsule(capsule, arg);
+}
+
 Raw RawOf(py::handle obj, std::string_view arg, Access access) {
   if (obj.is_none()) {
     throw InvalidArgument(ArgMessage(arg, "None", "an array or tensor"));
   }
   if (PyObject_CheckBuffer(obj.ptr())) return FromBuffer(obj, arg, access);
   if (PyCapsule_CheckExact(obj.ptr())) return FromCapsule(obj, arg);
+  if (IsTorchTensor(obj)) return FromTorch(obj, arg, access);
   if (py::hasattr(obj, "__dlpack__")) {
     py::object source = py::reinterpret_borrow<py::object>(obj);
     if (py::hasattr(obj, "requires_grad") && obj.attr("requires_grad").cast<bool>()) {
@@ -218,8 +267,10 @@ HeldView ViewOf(py::handle obj, std::string_view arg, Access access, ScalarTenso
     raw.strides = {1};
   }
   const auto rank = static_cast<std::int64_t>(raw.shape.size());
-  Require(rank >= 1 && rank <= kMaxRank, std::string(arg) + ".ndim", rank,
-          "a rank in [1, " + std::to_string(kMaxRank) + "]");
+  if (rank < 1 || rank > kMaxRank) {
+    Require(false, std::string(arg) + ".ndim", rank,
+            "a rank in [1, " + std::to_string(kMaxRank) + "]");
+  }
   HeldView held;
   held.view.data = raw.data;
   held.view.dtype = dtype;

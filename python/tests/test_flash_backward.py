@@ -191,6 +191,39 @@ def test_out_copy_is_the_converted_output():
                                out_copy=torch.empty(q.shape[:3] + (3,)))
 
 
+@pytest.mark.parametrize("precision,scheme,learned", [("bfloat16", "alibi", False),
+                                                       ("bfloat16", "t5", False),
+                                                       ("bfloat16", "t5", True),
+                                                       ("float32", "alibi", False)])
+def test_backward_delta_comes_from_the_returned_output_only_without_learned_terms(
+        precision, scheme, learned):
+    # D_i = dO_i . O_i: from the bfloat16 O returned under precision="bfloat16"
+    # when no scheme tensor is differentiated (FlashAttention-2's choice), else
+    # from a float32 O of the same forward. The gradients are the fused
+    # backward's on that O, bit for bit, and differ from those of the other O.
+    x, _ = make(scheme, dtype=torch.bfloat16, sq=40, sk=40)
+    if scheme == "t5" and not learned:
+        x["table"] = x["table"].detach()
+    kw = dict(layout="bshd", scheme=scheme, precision=precision)
+    out = pt.attention(x["q"], x["k"], x["v"], **kw, **scheme_kwargs(scheme, x))
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    out.backward(dout)
+    q, k, v = (x[n].detach() for n in ("q", "k", "v"))
+    args = scheme_kwargs(scheme, {n: t.detach() for n, t in x.items()})
+    o32, lse = posenc.flash_attention(q, k, v, return_lse=True, out=torch.empty(out.shape),
+                                      **kw, **args)
+    assert torch.equal(o32.to(torch.bfloat16), out.detach())
+    grads = ("table",) if learned else ()
+    used, other = (out.detach(), o32) if precision == "bfloat16" and not learned else \
+        (o32, out.detach())
+    want = posenc.flash_attention_backward(q, k, v, used, dout, lse, grads=grads, **kw, **args)
+    keys = {"q": "dq", "k": "dk", "v": "dv", "table": "table"}
+    for name in ("q", "k", "v") + grads:
+        assert torch.equal(x[name].grad, want[keys[name]]), name
+    alt = posenc.flash_attention_backward(q, k, v, other, dout, lse, grads=grads, **kw, **args)
+    assert not torch.equal(x["q"].grad, alt["dq"])
+
+
 def test_backward_binding_recomputes_lse_when_none():
     x, _ = make("rope")
     q, k, v = (x[n].detach() for n in ("q", "k", "v"))

@@ -7,16 +7,23 @@
 //    same columns, the entries past a row's columns untouched, a row that
 //    sees no key zeroed with m and l unchanged;
 //  - FlashBackwardRow with FlashRowRounding::kBFloat16 = the unrounded row
-//    pass followed by FloatToBF16 of P and of dS (dS from the unrounded P).
+//    pass followed by FloatToBF16 of P and of dS (dS from the unrounded P);
+// each with both ways of rounding (VCVTNEPS2BF16 where the CPU has
+// AVX512_BF16, and integer arithmetic: FlashBf16Dots::kFloat32), which
+// differ only for a subnormal input (+-0 from the instruction), and agree
+// there too under the engines' FTZ and DAZ.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "flash_kernels_fixture.h"
+#include "kernels/float_mode.h"
 #include "kernels/simd/flash.h"
+#include "kernels/simd/targets.h"
 #include "posenc/dtype.h"
 #include "simd_target_fixture.h"
 
@@ -35,7 +42,22 @@ float Rounded(float x) { return BF16ToFloat(FloatToBF16(x)); }
   return ::testing::AssertionFailure() << a << " vs " << b;
 }
 
-class FlashRowKernels : public test::PerSimdTarget {};
+// Runs each test once per way of rounding to bfloat16 (FlashBf16Dots kAuto:
+// VCVTNEPS2BF16 where the CPU has it; kFloat32: integer arithmetic).
+class FlashRowKernels : public test::PerSimdTarget {
+ protected:
+  void TearDown() override {
+    ks::SetFlashBf16Dots(ks::FlashBf16Dots::kAuto);
+    test::PerSimdTarget::TearDown();
+  }
+  static constexpr ks::FlashBf16Dots kModes[] = {ks::FlashBf16Dots::kAuto,
+                                                 ks::FlashBf16Dots::kFloat32};
+  // The row kernels of the dispatched target round with VCVTNEPS2BF16.
+  static bool Converts() {
+    const std::string_view target = ks::DispatchedTargetName();
+    return ks::FlashBf16ConvertPreferred() && (target == "AVX3" || target == "AVX3_DL");
+  }
+};
 
 TEST_P(FlashRowKernels, SoftmaxTileNarrowsRowsAndRoundsP) {
   // 7 rows of a 64-key tile: visible prefixes of every kind (none, one key,
@@ -46,48 +68,51 @@ TEST_P(FlashRowKernels, SoftmaxTileNarrowsRowsAndRoundsP) {
   const std::vector<Index> cols = {16, 16, 16, 16, 48, 64, 48};
   const std::vector<float> s0 = Random(nq * ld, 31, -4.0f, 4.0f);
   const std::vector<float> bias = Random(ld + 8, 32);
-  for (const bool terms : {false, true})
-    for (const auto rounding : {ks::FlashRowRounding::kNone, ks::FlashRowRounding::kBFloat16}) {
-      std::vector<const float*> rows(nq);
-      for (Index i = 0; i < nq; ++i) rows[i] = terms && i != 3 ? bias.data() + i : nullptr;
-      const std::vector<float> m0 = {-INFINITY, 0.5f, -INFINITY, 9.0f, -1.0f, 2.0f, 0.0f};
-      const std::vector<float> l0 = {0.0f, 3.0f, 0.0f, 1.5f, 2.0f, 0.25f, 1.0f};
-      std::vector<float> fast = s0, m = m0, l = l0, alpha(nq, -7.0f);
-      ks::FlashSoftmaxRows shape;
-      shape.visible = visible.data();
-      shape.cols = cols.data();
-      shape.rounding = rounding;
-      ks::FlashSoftmaxTile(fast.data(), ld, nq, nk, 0.3f, rows.data(), m.data(), l.data(),
-                           alpha.data(), shape);
-      for (Index i = 0; i < nq; ++i) {
-        SCOPED_TRACE(::testing::Message() << "terms " << terms << " rounding "
-                                          << static_cast<int>(rounding) << " row " << i);
-        std::vector<float> row(s0.begin() + i * ld, s0.begin() + i * ld + cols[i]);
-        const float mx = ks::FlashScaleRow(row.data(), visible[i], cols[i], 0.3f, rows[i]);
-        if (mx == -INFINITY) {  // sees no key: zeros, alpha 1, m and l as they were
-          for (Index j = 0; j < cols[i]; ++j) EXPECT_TRUE(SameBits(fast[i * ld + j], 0.0f)) << j;
-          EXPECT_EQ(alpha[i], 1.0f);
-          EXPECT_TRUE(SameBits(m[i], m0[i]));
-          EXPECT_TRUE(SameBits(l[i], l0[i]));
-        } else {
-          const float m_new = std::max(m0[i], mx);
-          const float sum = ks::FlashExpRow(row.data(), cols[i], m_new);
-          for (Index j = 0; j < cols[i]; ++j) {
-            const float want =
-                rounding == ks::FlashRowRounding::kBFloat16 ? Rounded(row[j]) : row[j];
-            EXPECT_TRUE(SameBits(fast[i * ld + j], want)) << j;
+  for (const ks::FlashBf16Dots mode : kModes)
+    for (const bool terms : {false, true})
+      for (const auto rounding : {ks::FlashRowRounding::kNone, ks::FlashRowRounding::kBFloat16}) {
+        ks::SetFlashBf16Dots(mode);
+        std::vector<const float*> rows(nq);
+        for (Index i = 0; i < nq; ++i) rows[i] = terms && i != 3 ? bias.data() + i : nullptr;
+        const std::vector<float> m0 = {-INFINITY, 0.5f, -INFINITY, 9.0f, -1.0f, 2.0f, 0.0f};
+        const std::vector<float> l0 = {0.0f, 3.0f, 0.0f, 1.5f, 2.0f, 0.25f, 1.0f};
+        std::vector<float> fast = s0, m = m0, l = l0, alpha(nq, -7.0f);
+        ks::FlashSoftmaxRows shape;
+        shape.visible = visible.data();
+        shape.cols = cols.data();
+        shape.rounding = rounding;
+        ks::FlashSoftmaxTile(fast.data(), ld, nq, nk, 0.3f, rows.data(), m.data(), l.data(),
+                             alpha.data(), shape);
+        for (Index i = 0; i < nq; ++i) {
+          SCOPED_TRACE(::testing::Message()
+                       << "mode " << static_cast<int>(mode) << " terms " << terms << " rounding "
+                       << static_cast<int>(rounding) << " row " << i);
+          std::vector<float> row(s0.begin() + i * ld, s0.begin() + i * ld + cols[i]);
+          const float mx = ks::FlashScaleRow(row.data(), visible[i], cols[i], 0.3f, rows[i]);
+          if (mx == -INFINITY) {  // sees no key: zeros, alpha 1, m and l as they were
+            for (Index j = 0; j < cols[i]; ++j) EXPECT_TRUE(SameBits(fast[i * ld + j], 0.0f)) << j;
+            EXPECT_EQ(alpha[i], 1.0f);
+            EXPECT_TRUE(SameBits(m[i], m0[i]));
+            EXPECT_TRUE(SameBits(l[i], l0[i]));
+          } else {
+            const float m_new = std::max(m0[i], mx);
+            const float sum = ks::FlashExpRow(row.data(), cols[i], m_new);
+            for (Index j = 0; j < cols[i]; ++j) {
+              const float want =
+                  rounding == ks::FlashRowRounding::kBFloat16 ? Rounded(row[j]) : row[j];
+              EXPECT_TRUE(SameBits(fast[i * ld + j], want)) << j;
+            }
+            const double want_alpha = m0[i] == -INFINITY ? 0.0 : std::exp(double(m0[i]) - m_new);
+            EXPECT_EQ(m[i], m_new);
+            EXPECT_NEAR(alpha[i], want_alpha, 2e-7 * want_alpha);
+            // l sums the unrounded P.
+            EXPECT_NEAR(l[i], l0[i] * want_alpha + sum, 1e-6 * (l0[i] * want_alpha + sum));
           }
-          const double want_alpha = m0[i] == -INFINITY ? 0.0 : std::exp(double(m0[i]) - m_new);
-          EXPECT_EQ(m[i], m_new);
-          EXPECT_NEAR(alpha[i], want_alpha, 2e-7 * want_alpha);
-          // l sums the unrounded P.
-          EXPECT_NEAR(l[i], l0[i] * want_alpha + sum, 1e-6 * (l0[i] * want_alpha + sum));
-        }
-        for (Index j = cols[i]; j < ld; ++j) {  // past the row's columns: untouched
-          EXPECT_TRUE(SameBits(fast[i * ld + j], s0[i * ld + j])) << j;
+          for (Index j = cols[i]; j < ld; ++j) {  // past the row's columns: untouched
+            EXPECT_TRUE(SameBits(fast[i * ld + j], s0[i * ld + j])) << j;
+          }
         }
       }
-    }
 }
 
 TEST_P(FlashRowKernels, BackwardRowRoundsPAndDsFromTheUnroundedP) {
@@ -95,19 +120,51 @@ TEST_P(FlashRowKernels, BackwardRowRoundsPAndDsFromTheUnroundedP) {
   const std::vector<float> s = Random(ld, 41, -3.0f, 3.0f), dp = Random(ld, 42);
   std::vector<float> bias = Random(ld, 43);
   bias[5] = -INFINITY;  // a masked pair
-  for (const Index nk : {0, 1, 17, 45, 64}) {
+  for (const ks::FlashBf16Dots mode : kModes)
+    for (const Index nk : {0, 1, 17, 45, 64}) {
+      ks::SetFlashBf16Dots(mode);
+      std::vector<float> plain_s = s, plain_dp = dp, got_s = s, got_dp = dp;
+      ks::FlashBackwardRow(plain_s.data(), plain_dp.data(), nk, ld, 0.37f, bias.data(), 0.9f,
+                           0.125f);
+      ks::FlashBackwardRow(got_s.data(), got_dp.data(), nk, ld, 0.37f, bias.data(), 0.9f, 0.125f,
+                           ks::FlashRowRounding::kBFloat16);
+      for (Index j = 0; j < ld; ++j) {
+        EXPECT_TRUE(SameBits(got_s[j], Rounded(plain_s[j]))) << "nk " << nk << " P " << j;
+        EXPECT_TRUE(SameBits(got_dp[j], Rounded(plain_dp[j]))) << "nk " << nk << " dS " << j;
+      }
+      // Rounding does something: P values in (0, 1) with bits below bfloat16's.
+      if (nk == 64) {
+        EXPECT_NE(got_s, plain_s);
+      }
+    }
+}
+
+TEST_P(FlashRowKernels, ConvertedRoundingFlushesOnlySubnormals) {
+  // P = exp(0 - 86) = 4.4e-38 (normal), dS = P * 0.01 = 4.4e-40 (subnormal
+  // in float32 and in bfloat16).
+  const Index ld = 16;
+  const std::vector<float> s(ld, 0.0f), dp(ld, 0.135f);
+  for (const ks::FlashBf16Dots mode : kModes) {
+    ks::SetFlashBf16Dots(mode);
+    SCOPED_TRACE(::testing::Message() << "mode " << static_cast<int>(mode));
     std::vector<float> plain_s = s, plain_dp = dp, got_s = s, got_dp = dp;
-    ks::FlashBackwardRow(plain_s.data(), plain_dp.data(), nk, ld, 0.37f, bias.data(), 0.9f, 0.125f);
-    ks::FlashBackwardRow(got_s.data(), got_dp.data(), nk, ld, 0.37f, bias.data(), 0.9f, 0.125f,
+    ks::FlashBackwardRow(plain_s.data(), plain_dp.data(), ld, ld, 1.0f, nullptr, 86.0f, 0.125f);
+    ks::FlashBackwardRow(got_s.data(), got_dp.data(), ld, ld, 1.0f, nullptr, 86.0f, 0.125f,
                          ks::FlashRowRounding::kBFloat16);
+    ASSERT_TRUE(std::fpclassify(plain_dp[0]) == FP_SUBNORMAL) << plain_dp[0];
+    ASSERT_NE(Rounded(plain_dp[0]), 0.0f);
+    const bool converts = mode == ks::FlashBf16Dots::kAuto && Converts();
     for (Index j = 0; j < ld; ++j) {
-      EXPECT_TRUE(SameBits(got_s[j], Rounded(plain_s[j]))) << "nk " << nk << " P " << j;
-      EXPECT_TRUE(SameBits(got_dp[j], Rounded(plain_dp[j]))) << "nk " << nk << " dS " << j;
+      EXPECT_TRUE(SameBits(got_s[j], Rounded(plain_s[j]))) << j;  // a normal P: the same
+      EXPECT_TRUE(SameBits(got_dp[j], converts ? 0.0f : Rounded(plain_dp[j]))) << j;
     }
-    // Rounding does something: P values in (0, 1) with bits below bfloat16's.
-    if (nk == 64) {
-      EXPECT_NE(got_s, plain_s);
-    }
+    // Under the engines' FTZ and DAZ the product is flushed first: 0 both ways.
+    const kernels::ScopedFlushSubnormals ftz;
+    got_s = s;
+    got_dp = dp;
+    ks::FlashBackwardRow(got_s.data(), got_dp.data(), ld, ld, 1.0f, nullptr, 86.0f, 0.125f,
+                         ks::FlashRowRounding::kBFloat16);
+    for (Index j = 0; j < ld; ++j) EXPECT_TRUE(SameBits(got_dp[j], 0.0f)) << j;
   }
 }
 

@@ -49,6 +49,7 @@ import torch
 from torch import nn
 
 import posenc as _pe
+from posenc._attention import _cached_scheme_info
 from ._context import (LAYOUTS, MASKS, ReferenceFallbackWarning, _positions, _torch_ctx,
                             check_qkv, t5_direction, warn_reference_fallback)
 from ._rope import RotaryEmbedding, apply_rope
@@ -165,14 +166,23 @@ class _Attention(torch.autograd.Function):
         if not options["flash"]:
             ctx.save_for_backward(q, k, v, *tensors)
             return _pe.attention(q.detach(), k.detach(), v.detach(), ctx=options["ctx"], **kw)
-        # 16-bit inputs: O is kept in float32 for the backward's D_i = dO_i . O_i
-        # (the bfloat16 O would put its rounding into every row of dS: the
-        # gradient of a per-head bias, exactly 0, came out ~10x torch's error)
-        # and returned in q's dtype, written by the kernel in the same pass
-        # (out_copy: no .to() pass over the float32 O).
-        wide = q.dtype in (torch.bfloat16, torch.float16)
+        # The backward's D_i = dO_i . O_i, from which O:
+        #  - precision="bfloat16" with no scheme tensor to differentiate: from
+        #    the O returned (q's dtype), as FlashAttention-2 and torch's CPU
+        #    flash kernel do. Its rounding enters dS = P (dP - D) as a per-row
+        #    offset of ~2^-9 |D|, within the error rule for O, dQ, dK and dV
+        #    (tests/test_attention_precision.py), and the forward writes no
+        #    float32 O (docs/PERFORMANCE.md, "The training shape, fifth pass").
+        #  - otherwise, for 16-bit inputs, from a float32 O kept for the
+        #    backward: a learned bias's gradient sums dS over the keys, where
+        #    that offset does not cancel (the gradient of a per-head bias,
+        #    exactly 0, came out ~10x torch's error), and precision="float32"
+        #    keeps D exact. The kernel writes the returned O in q's dtype in
+        #    the same pass (out_copy: no .to() pass over the float32 O).
+        wide = q.dtype in (torch.bfloat16, torch.float16) and (
+            kw["precision"] != "bfloat16" or any(ctx.needs_input_grad[5:]))
         shape = (*q.shape[:3], v.shape[3])
-        out = torch.empty(shape, dtype=torch.float32) if wide else None
+        out = torch.empty(shape, dtype=torch.float32 if wide else q.dtype)
         copy = torch.empty(shape, dtype=q.dtype) if wide else None
         out, lse = _pe.flash_attention(q.detach(), k.detach(), v.detach(), return_lse=True,
                                        out=out, out_copy=copy, ctx=options["ctx"], **kw)
@@ -283,10 +293,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
               float32 accumulation and float32 softmax statistics, as
               FlashAttention-2 and torch's bfloat16 path do. It needs
               bfloat16 q, k, v and the fused kernel (a scheme in
-              FLASH_SCHEMES, kernel "flash" or "auto").
+              FLASH_SCHEMES, kernel "flash" or "auto"). The backward's
+              D = rowsum(dO * O) then uses the bfloat16 O returned, as
+              FlashAttention-2 does, unless a scheme tensor is
+              differentiated: then a float32 O kept from the forward.
       ctx: a posenc.Context; None follows torch.get_num_threads()."""
     _check_kernel_and_precision(kernel, precision)
-    info = _pe.scheme_info(scheme)  # validates the name
+    info = _cached_scheme_info(scheme)  # validates the name
     if kernel == "flash" and not info["fused"]:
         raise ValueError(f"kernel: got 'flash' with scheme {scheme!r}, expected a scheme in "
                          f"{', '.join(FLASH_SCHEMES)} (or kernel='reference')")

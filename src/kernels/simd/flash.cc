@@ -59,7 +59,8 @@ void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, flo
                       const float* bias, float lse, float delta, FlashRowRounding rounding) {
   POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld);
   HWY_DYNAMIC_DISPATCH(FlashBackwardRowImpl)
-  (s, dp, nk, ld, scale, bias, lse, delta, rounding == FlashRowRounding::kBFloat16);
+  (s, dp, nk, ld, scale, bias, lse, delta, rounding == FlashRowRounding::kBFloat16,
+   FlashBf16ConvertPreferred());
 }
 
 void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
@@ -68,7 +69,7 @@ void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t n
   POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld && nq >= 0);
   HWY_DYNAMIC_DISPATCH(FlashSoftmaxTileImpl)
   (s, ld, nq, nk, scale, bias, m, l, alpha, rows.visible, rows.cols,
-   rows.rounding == FlashRowRounding::kBFloat16);
+   rows.rounding == FlashRowRounding::kBFloat16, FlashBf16ConvertPreferred());
 }
 
 void FlashAddRow(float* dst, const float* src, std::int64_t n) {

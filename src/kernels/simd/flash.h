@@ -57,7 +57,9 @@ void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::i
                         std::int64_t nk, std::int64_t ldv, float* acc);
 
 // How a row pass stores its float32 results: as they are, or rounded to
-// bfloat16 values kept in float32 (exactly FlashRoundRowsBf16 of them).
+// bfloat16 values kept in float32 (exactly FlashRoundRowsBf16 of them; a
+// subnormal value rounds to +-0 where FlashBf16ConvertPreferred(), which
+// the engines, under FTZ and DAZ, never produce).
 enum class FlashRowRounding : int { kNone = 0, kBFloat16 = 1 };
 
 // The backward's row pass over a logit row s and a dP row dp (ld entries,
@@ -180,8 +182,10 @@ bool FlashBf16DotAvailable();
 // How the attention engines run products of bfloat16 values where the CPU
 // has AVX512_BF16: kAuto (the default) VDPBF16PS unless CpuBf16DotSlow()
 // (kernels/simd/x86_features.h), kDot always, kFloat32 never (float32 FMAs
-// on operands kept as float32: the same exact products, float32 sums). Set
-// by tests, so that each path runs on every machine; process-wide.
+// on operands kept as float32: the same exact products, float32 sums; and
+// the row passes round P and dS by integer arithmetic instead of
+// VCVTNEPS2BF16, FlashBf16ConvertPreferred). Set by tests, so that each path
+// runs on every machine; process-wide.
 enum class FlashBf16Dots : int { kAuto = 0, kDot = 1, kFloat32 = 2 };
 void SetFlashBf16Dots(FlashBf16Dots mode);
 
@@ -189,6 +193,16 @@ void SetFlashBf16Dots(FlashBf16Dots mode);
 // engines' choice of bfloat16 dot products for the logits and the
 // FlashPrecision::kBFloat16 products.
 bool FlashBf16DotPreferred();
+
+// The row passes (FlashBackwardRow, FlashSoftmaxTile) round P and dS to
+// bfloat16 with AVX512_BF16's VCVTNEPS2BF16 (3 vector ops instead of 8):
+// the CPU has AVX512_BF16 and the mode is not kFloat32 (only the AVX-512
+// targets' kernels have the instruction; the others ignore it). Same bits
+// as FloatToBF16 except that a subnormal input rounds to +-0, which the
+// engines never produce (FTZ and DAZ, kernels/float_mode.h). Used also
+// where CpuBf16DotSlow(): the conversion is faster there too
+// (docs/PERFORMANCE.md, "The training shape, fifth pass").
+bool FlashBf16ConvertPreferred();
 
 // FlashBf16DotPreferred(), or AMX runs the logits (FlashAmxLogitsAvailable)
 // and the mode is not kFloat32: the engines' choice for the q . k and

@@ -283,6 +283,12 @@ bool FlashBf16DotPreferred() {
   }
 }
 
+bool FlashBf16ConvertPreferred() {
+  static const bool cpu = CpuHasAvx512Bf16();  // asked once per row pass
+  return cpu &&
+         g_bf16_dots.load(std::memory_order_relaxed) != static_cast<int>(FlashBf16Dots::kFloat32);
+}
+
 bool FlashBf16LogitsPreferred(std::int64_t dim) {
   if (FlashBf16DotPreferred()) return true;
   return FlashBf16DotAvailable() && FlashAmxLogitsAvailable(dim) &&

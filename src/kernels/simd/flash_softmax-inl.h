@@ -57,8 +57,8 @@ float FlashScaleRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scal
 
 // exp(y) for y <= 0 (softmax arguments x - max), Cephes expf (S. Moshier):
 // n = round(y log2 e), r = y - n ln 2 (two-constant Cody-Waite split,
-// |r| <= ln2 / 2), exp(r) = 1 + r (1 + r P(r)) with the degree-5 Cephes
-// polynomial, times 2^n (AVX-512: one vscalefps; elsewhere 2^n built in
+// |r| <= ln2 / 2 + 3e-6), exp(r) = 1 + r (1 + r P(r)) with the degree-5
+// Cephes polynomial, times 2^n (AVX-512: one vscalefps; elsewhere 2^n built in
 // the exponent bits). Max error ~1 ulp in float32 (Cephes: 1.0e-7 relative
 // peak over [-87, 0]), 13 vector ops on AVX-512 instead of Highway's
 // general Exp, because this exp is a visible share of the fused forward
@@ -69,7 +69,13 @@ template <class D, class V>
 HWY_INLINE V ExpNonPositive(D d, V y) {
   const hn::RebindToSigned<D> di;
   y = hn::Max(y, hn::Set(d, -87.0f));
-  const auto n = hn::Round(hn::Mul(y, hn::Set(d, 1.44269504088896341f)));
+  // n = the integer nearest y log2(e): one FMA adding 1.5 * 2^23 rounds
+  // the exact product to an integer (|n| <= 126 < 2^22), the subtraction
+  // removes the offset. Spelled out as an FMA: gcc contracted the Mul and
+  // Add anyway, and bits must not depend on that. Two ops on either vector
+  // port; Round(Mul()) was three, VRNDSCALEPS's two on one port.
+  const auto magic = hn::Set(d, 12582912.0f);
+  const auto n = hn::Sub(hn::MulAdd(y, hn::Set(d, 1.44269504088896341f), magic), magic);
   auto r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), y);
   r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
   auto poly = hn::Set(d, 1.9875691500e-4f);
@@ -124,6 +130,43 @@ hn::Vec<hn::RebindToUnsigned<D>> Bf16HighBits(D /*d*/, hn::Vec<D> v) {
   return hn::And(hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet, rounded), high);
 }
 
+// How a row kernel rounds to bfloat16: by integer arithmetic
+// (Bf16HighBits, 8 vector ops), or with AVX512_BF16's VCVTNEPS2BF16 (3 ops
+// with the widening back to float32 lanes). Both give FloatToBF16's bits for
+// normal, zero, infinite and NaN values; VCVTNEPS2BF16 also flushes a
+// subnormal input to +-0 (Intel SDM), which the engines never hand it: their
+// tasks run with FTZ and DAZ (kernels/float_mode.h), so P and dS are never
+// subnormal there.
+enum class Bf16Round { kInteger, kConvert };
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+inline constexpr bool kHaveBf16Convert = true;
+
+// VCVTNEPS2BF16 zmm -> ymm: the 16 bfloat16 values of v. Inline asm:
+// Highway 1.0.3 has no op for the instruction, and GCC's intrinsic needs the
+// avx512bf16 target on every function that inlines it. Runs only where the
+// CPU has AVX512_BF16 (FlashBf16ConvertPreferred).
+HWY_INLINE __m256i ConvertToBf16(__m512 v) {
+  __m256i packed;
+  asm("vcvtneps2bf16 %1, %0" : "=v"(packed) : "v"(v));
+  return packed;
+}
+#else
+inline constexpr bool kHaveBf16Convert = false;
+#endif
+
+// The bfloat16 bits of v in the high half of each lane (low half zero), as
+// Bf16HighBits, rounded the kRound way.
+template <Bf16Round kRound, class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundBf16High(D d, hn::Vec<D> v) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (kRound == Bf16Round::kConvert && hn::MaxLanes(D()) == 16) {
+    const __m512i wide = _mm512_cvtepu16_epi32(ConvertToBf16(v.raw));
+    return hn::Vec<hn::RebindToUnsigned<D>>{_mm512_slli_epi32(wide, 16)};
+  }
+#endif
+  return Bf16HighBits(d, v);
+}
+
 // The forward's online-softmax step for a whole tile in one call (no
 // per-row dispatch): per row i < nq of s [nq, ld], x = s * scale + bias[i]
 // (bias null, or bias[i] null: no terms; ld entries), -inf for j >= nk;
@@ -133,9 +176,10 @@ hn::Vec<hn::RebindToUnsigned<D>> Bf16HighBits(D /*d*/, hn::Vec<D> v) {
 // and cols (or null: ld) per row: row i sees its first visible[i] keys, and
 // only its first cols[i] entries are read and written. round: s holds the
 // bfloat16 values of the exponentials (Bf16HighBits; l sums them unrounded).
-void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
-                          const float* const* bias, float* m, float* l, float* alpha,
-                          const std::int64_t* visible, const std::int64_t* cols, bool round) {
+template <Bf16Round kRound>
+HWY_INLINE void SoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk,
+                            float scale, const float* const* bias, float* m, float* l, float* alpha,
+                            const std::int64_t* visible, const std::int64_t* cols, bool round) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   const float kInf = std::numeric_limits<float>::infinity();
@@ -166,18 +210,33 @@ void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64
     for (std::int64_t j = 0; j < ldi; j += N) {
       const auto x = hn::LoadU(d, row + j);
       const auto e = hn::IfThenElseZero(hn::Gt(x, neg_inf), ExpNonPositive(d, hn::Sub(x, vm)));
-      hn::StoreU(round ? hn::BitCast(d, Bf16HighBits(d, e)) : e, d, row + j);
+      hn::StoreU(round ? hn::BitCast(d, RoundBf16High<kRound>(d, e)) : e, d, row + j);
       sum = hn::Add(sum, e);
     }
     l[i] = l[i] * alpha[i] + hn::GetLane(hn::SumOfLanes(d, sum));
   }
 }
 
+// convert: round with VCVTNEPS2BF16 (RoundBf16High) where this target can.
+void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
+                          const float* const* bias, float* m, float* l, float* alpha,
+                          const std::int64_t* visible, const std::int64_t* cols, bool round,
+                          bool convert) {
+  if constexpr (kHaveBf16Convert) {
+    if (round && convert) {
+      return SoftmaxTile<Bf16Round::kConvert>(s, ld, nq, nk, scale, bias, m, l, alpha, visible,
+                                              cols, true);
+    }
+  }
+  SoftmaxTile<Bf16Round::kInteger>(s, ld, nq, nk, scale, bias, m, l, alpha, visible, cols, round);
+}
+
 // The backward's row pass: x = s * scale (+ bias), P = exp(x - lse) (0 where
 // x is -inf and for j >= nk), dS = P * (dp - delta); P replaces s, dS
 // replaces dp (j < ld), both as bfloat16 values (Bf16HighBits) when round.
-void FlashBackwardRowImpl(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
-                          const float* bias, float lse, float delta, bool round) {
+template <Bf16Round kRound>
+HWY_INLINE void BackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
+                            const float* bias, float lse, float delta, bool round) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
@@ -194,13 +253,24 @@ void FlashBackwardRowImpl(float* s, float* dp, std::int64_t nk, std::int64_t ld,
     const auto p = hn::IfThenElseZero(visible, ExpNonPositive(d, hn::Sub(x, vlse)));
     const auto ds = hn::Mul(p, hn::Sub(hn::LoadU(d, dp + j), vdelta));
     if (round) {
-      hn::StoreU(hn::BitCast(d, Bf16HighBits(d, p)), d, s + j);
-      hn::StoreU(hn::BitCast(d, Bf16HighBits(d, ds)), d, dp + j);
+      hn::StoreU(hn::BitCast(d, RoundBf16High<kRound>(d, p)), d, s + j);
+      hn::StoreU(hn::BitCast(d, RoundBf16High<kRound>(d, ds)), d, dp + j);
     } else {
       hn::StoreU(p, d, s + j);
       hn::StoreU(ds, d, dp + j);
     }
   }
+}
+
+// convert: as FlashSoftmaxTileImpl.
+void FlashBackwardRowImpl(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
+                          const float* bias, float lse, float delta, bool round, bool convert) {
+  if constexpr (kHaveBf16Convert) {
+    if (round && convert) {
+      return BackwardRow<Bf16Round::kConvert>(s, dp, nk, ld, scale, bias, lse, delta, true);
+    }
+  }
+  BackwardRow<Bf16Round::kInteger>(s, dp, nk, ld, scale, bias, lse, delta, round);
 }
 
 }  // namespace HWY_NAMESPACE
