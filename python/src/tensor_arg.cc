@@ -192,27 +192,30 @@ bool IsTorchTensor(py::handle obj) {
   return is == 1;
 }
 
+// obj itself, or obj.detach() when it is a tensor that requires grad: read
+// without its autograd history, refused for in-place writes.
+py::object WithoutGrad(py::handle obj, std::string_view arg, Access access) {
+  if (!py::hasattr(obj, "requires_grad") || !obj.attr("requires_grad").cast<bool>()) {
+    return py::reinterpret_borrow<py::object>(obj);
+  }
+  if (access == Access::kWrite) {
+    throw InvalidArgument(
+        ArgMessage(arg, "a tensor that requires grad",
+                   "a tensor without autograd history for in-place writes (use posenc.torch for "
+                   "differentiable calls, or pass .detach())"));
+  }
+  return obj.attr("detach")();
+}
+
 // A torch tensor through torch.utils.dlpack.to_dlpack (torch's C function;
 // Tensor.__dlpack__ is a Python method around it): the per-call path of
-// posenc.torch, which converts ~16 tensors per training step. A tensor that
-// requires grad is read through .detach() and refused for writes, as in
-// RawOf's general DLPack path.
+// posenc.torch, which converts ~16 tensors per training step.
 Raw FromTorch(py::handle obj, std::string_view arg, Access access) {
   // Never released: a static py::object would be destroyed after the
   // interpreter has finalized.
   static PyObject* to_dlpack =
       py::object(py::module_::import("torch.utils.dlpack").attr("to_dlpack")).release().ptr();
-  py::object source = py::reinterpret_borrow<py::object>(obj);
-  if (obj.attr("requires_grad").cast<bool>()) {
-    if (access == Access::kWrite) {
-      throw InvalidArgument(
-          ArgMessage(arg, "a tensor that requires grad",
-                     "a tensor without autograd history for in-place writes (use posenc.torch for "
-                     "differentiable calls, or pass .detach())"));
-    }
-    source = obj.attr("detach")();
-  }
-  py::object capsule = py::reinterpret_borrow<py::object>(to_dlpack)(source);
+  py::object capsule = py::reinterpret_borrow<py::object>(to_dlpack)(WithoutGrad(obj, arg, access));
   return FromCapsule(capsule, arg);
 }
 
@@ -224,17 +227,7 @@ Raw RawOf(py::handle obj, std::string_view arg, Access access) {
   if (PyCapsule_CheckExact(obj.ptr())) return FromCapsule(obj, arg);
   if (IsTorchTensor(obj)) return FromTorch(obj, arg, access);
   if (py::hasattr(obj, "__dlpack__")) {
-    py::object source = py::reinterpret_borrow<py::object>(obj);
-    if (py::hasattr(obj, "requires_grad") && obj.attr("requires_grad").cast<bool>()) {
-      if (access == Access::kWrite) {
-        throw InvalidArgument(ArgMessage(
-            arg, "a tensor that requires grad",
-            "a tensor without autograd history for in-place writes (use posenc.torch for "
-            "differentiable calls, or pass .detach())"));
-      }
-      source = obj.attr("detach")();
-    }
-    py::object capsule = source.attr("__dlpack__")();
+    py::object capsule = WithoutGrad(obj, arg, access).attr("__dlpack__")();
     return FromCapsule(capsule, arg);
   }
   if (access == Access::kWrite) {
