@@ -17,13 +17,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
 #include "flash_kernels_fixture.h"
 #include "kernels/float_mode.h"
 #include "kernels/simd/flash.h"
-#include "kernels/simd/targets.h"
 #include "posenc/dtype.h"
 #include "simd_target_fixture.h"
 
@@ -52,11 +50,9 @@ class FlashRowKernels : public test::PerSimdTarget {
   }
   static constexpr ks::FlashBf16Dots kModes[] = {ks::FlashBf16Dots::kAuto,
                                                  ks::FlashBf16Dots::kFloat32};
-  // The row kernels of the dispatched target round with VCVTNEPS2BF16.
-  static bool Converts() {
-    const std::string_view target = ks::DispatchedTargetName();
-    return ks::FlashBf16ConvertPreferred() && (target == "AVX3" || target == "AVX3_DL");
-  }
+  // The row kernels of the dispatched target round with VCVTNEPS2BF16 (an
+  // AVX-512 target on a CPU with AVX512_BF16: FlashBf16DotAvailable).
+  static bool Converts() { return ks::FlashBf16ConvertPreferred() && ks::FlashBf16DotAvailable(); }
 };
 
 TEST_P(FlashRowKernels, SoftmaxTileNarrowsRowsAndRoundsP) {
