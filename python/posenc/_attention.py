@@ -127,6 +127,21 @@ def flash_attention(q: Any, k: Any, v: Any, *, scheme: str = "none", layout: str
     return (out, lse) if return_lse else out
 
 
+def _flash_call(*, scheme: str = "none", layout: str = "bshd", mask: str = "causal",
+                sliding_window: Optional[int] = None, scale: Optional[float] = None,
+                query_positions: Any = None, key_positions: Any = None, query_tile: int = 64,
+                key_tile: int = 64, rope_keys: str = "rotate", precision: str = "float32",
+                **scheme_args: Any) -> Any:
+    """flash_attention's keywords parsed once: a _posenc.FlashAttentionCall,
+    whose forward(q, k, v, out, lse, out_copy, ctx) and backward(q, k, v,
+    out, dout, lse, dq, dk, dv, scheme_grads, ctx) run the fused kernel on
+    caller-made arrays with these arguments (posenc.torch.attention keeps
+    one per argument set). Bad keywords raise here, as flash_attention would."""
+    return _posenc.FlashAttentionCall(layout, mask, _window(sliding_window), scale,
+                                      query_positions, key_positions, scheme, scheme_args,
+                                      query_tile, key_tile, rope_keys, precision)
+
+
 def flash_attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, *,
                            scheme: str = "none", mask: str = "causal",
                            sliding_window: Optional[int] = None, scale: Optional[float] = None,

@@ -121,7 +121,20 @@ def flash_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
                     scale: Optional[float], query_positions: Optional[ArrayLike],
                     key_positions: Optional[ArrayLike], scheme: str, scheme_args: dict,
                     query_tile: int = ..., key_tile: int = ..., rope_keys: str = ...,
-                    precision: str = ..., ctx: Optional[Context] = ...) -> None: ...
+                    precision: str = ..., ctx: Optional[Context] = ...,
+                    out_copy: Optional[ArrayLike] = ...) -> None: ...
+class FlashAttentionCall:
+    """flash_attention's fixed arguments parsed once (posenc._attention._flash_call)."""
+    def __init__(self, layout: str, mask: str, sliding_window: int, scale: Optional[float],
+                 query_positions: Optional[ArrayLike], key_positions: Optional[ArrayLike],
+                 scheme: str, scheme_args: dict, query_tile: int = ..., key_tile: int = ...,
+                 rope_keys: str = ..., precision: str = ...) -> None: ...
+    def forward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
+                lse: Optional[ArrayLike], out_copy: Optional[ArrayLike],
+                ctx: Optional[Context]) -> None: ...
+    def backward(self, q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
+                 dout: ArrayLike, lse: Optional[ArrayLike], dq: ArrayLike, dk: ArrayLike,
+                 dv: ArrayLike, scheme_grads: dict, ctx: Optional[Context]) -> None: ...
 def flash_attention_varlen(q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
                            cu_seqlens_q: ArrayLike, cu_seqlens_k: ArrayLike, mask: str,
                            sliding_window: int, scale: Optional[float], scheme: str,

@@ -241,10 +241,69 @@ void BindReferenceAttention(py::module_& m) {
       py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"));
 }
 
-// Binds flash_attention: the fused forward over dense [B, ...] tensors.
-void BindFlashForward(py::module_& m) {
-  // Fused attention (posenc/flash_attention.h): forward, with the row
-  // log-sum-exp when lse is not None (float32 [B, H, Sq]).
+// The fused forward of `call` over dense [B, ...] tensors, with the row
+// log-sum-exp when lse is not None (float32 [B, H, Sq]) and a second O in
+// out_copy's dtype when out_copy is not None (lse required).
+void RunFlashForward(const AttentionCall& call, const FlashAttentionOptions& o, py::handle q,
+                     py::handle k, py::handle v, py::handle out, py::handle lse,
+                     py::handle out_copy, py::handle ctx) {
+  const ContextHold c = ContextOf(ctx);
+  HeldView qv = ViewOf(q, "q", Access::kRead);
+  HeldView kv = ViewOf(k, "k", Access::kRead);
+  HeldView vv = ViewOf(v, "v", Access::kRead);
+  HeldView ov = ViewOf(out, "out", Access::kWrite);
+  std::optional<HeldView> lv, cv;
+  if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kWrite);
+  if (!out_copy.is_none()) {
+    if (!lv) {
+      throw InvalidArgument(
+          ArgMessage("out_copy", "an array without lse", "None, or an array together with lse"));
+    }
+    cv = ViewOf(out_copy, "out_copy", Access::kWrite);
+  }
+  py::gil_scoped_release release;
+  if (lv) {
+    FlashAttentionWithLse(call.params, qv.view, kv.view, vv.view, ov.view, lv->view,
+                          cv ? cv->view : TensorView{}, o, c);
+  } else {
+    FlashAttention(call.params, qv.view, kv.view, vv.view, ov.view, o, c);
+  }
+}
+
+// The fused backward of `call`: lse None recomputes it; scheme_grads as in
+// attention_backward (argument name -> gradient tensor).
+void RunFlashBackward(const AttentionCall& call, const FlashAttentionOptions& o, py::handle q,
+                      py::handle k, py::handle v, py::handle out, py::handle dout, py::handle lse,
+                      py::handle dq, py::handle dk, py::handle dv, const py::dict& scheme_grads,
+                      py::handle ctx) {
+  const ContextHold c = ContextOf(ctx);
+  HeldView qv = ViewOf(q, "q", Access::kRead);
+  HeldView kv = ViewOf(k, "k", Access::kRead);
+  HeldView vv = ViewOf(v, "v", Access::kRead);
+  HeldView ov = ViewOf(out, "out", Access::kRead);
+  HeldView dov = ViewOf(dout, "dout", Access::kRead);
+  std::optional<HeldView> lv;
+  if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kRead);
+  std::vector<HeldView> held;
+  AttentionGrads g = GradViews(dq, dk, dv, scheme_grads, held);
+  py::gil_scoped_release release;
+  FlashAttentionBackward(call.params, qv.view, kv.view, vv.view, ov.view, dov.view,
+                         lv ? lv->view : TensorView{}, g, o, c);
+}
+
+// A fused call's fixed arguments (layout, mask, window, scale, positions,
+// scheme with its arguments, tiles, rope_keys, precision), parsed once.
+// posenc.torch.attention keeps one per argument set, so a training step
+// parses nothing: only its tensors reach the binding (docs/PERFORMANCE.md,
+// "The training shape, sixth pass"). Immutable; tensor scheme arguments and
+// position ids are held (read) for its lifetime.
+struct FlashCall {
+  std::unique_ptr<AttentionCall> call;
+  FlashAttentionOptions options;
+};
+
+// Binds flash_attention, FlashAttentionCall and flash_attention_backward.
+void BindFlash(py::module_& m) {
   m.def(
       "flash_attention",
       [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle lse,
@@ -253,31 +312,11 @@ void BindFlashForward(py::module_& m) {
          const std::string& scheme, const py::dict& scheme_args, std::int64_t query_tile,
          std::int64_t key_tile, const std::string& rope_keys, const std::string& precision,
          py::handle ctx, py::handle out_copy) {
-        const ContextHold c = ContextOf(ctx);
-        HeldView qv = ViewOf(q, "q", Access::kRead);
-        HeldView kv = ViewOf(k, "k", Access::kRead);
-        HeldView vv = ViewOf(v, "v", Access::kRead);
-        HeldView ov = ViewOf(out, "out", Access::kWrite);
-        std::optional<HeldView> lv, cv;
-        if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kWrite);
-        if (!out_copy.is_none()) {
-          if (!lv) {
-            throw InvalidArgument(ArgMessage("out_copy", "an array without lse",
-                                             "None, or an array together with lse"));
-          }
-          cv = ViewOf(out_copy, "out_copy", Access::kWrite);
-        }
-        std::unique_ptr<AttentionCall> call =
+        const std::unique_ptr<AttentionCall> call =
             Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
                   scheme_args);
-        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys, precision);
-        py::gil_scoped_release release;
-        if (lv) {
-          FlashAttentionWithLse(call->params, qv.view, kv.view, vv.view, ov.view, lv->view,
-                                cv ? cv->view : TensorView{}, o, c);
-        } else {
-          FlashAttention(call->params, qv.view, kv.view, vv.view, ov.view, o, c);
-        }
+        RunFlashForward(*call, FlashOptionsOf(query_tile, key_tile, rope_keys, precision), q, k, v,
+                        out, lse, out_copy, ctx);
       },
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("layout"),
       py::arg("mask"), py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
@@ -285,6 +324,63 @@ void BindFlashForward(py::module_& m) {
       py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
       py::arg("precision") = "float32", py::arg("ctx") = py::none(),
       py::arg("out_copy") = py::none());
+
+  m.def(
+      "flash_attention_backward",
+      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle dout, py::handle lse,
+         py::handle dq, py::handle dk, py::handle dv, const py::dict& scheme_grads,
+         const std::string& layout, const std::string& mask, std::int64_t sliding_window,
+         py::handle scale, py::handle query_positions, py::handle key_positions,
+         const std::string& scheme, const py::dict& scheme_args, std::int64_t query_tile,
+         std::int64_t key_tile, const std::string& rope_keys, const std::string& precision,
+         py::handle ctx) {
+        const std::unique_ptr<AttentionCall> call =
+            Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
+                  scheme_args);
+        RunFlashBackward(*call, FlashOptionsOf(query_tile, key_tile, rope_keys, precision), q, k, v,
+                         out, dout, lse, dq, dk, dv, scheme_grads, ctx);
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("dout"), py::arg("lse"),
+      py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("scheme_grads"), py::arg("layout"),
+      py::arg("mask"), py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
+      py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
+      py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
+      py::arg("precision") = "float32", py::arg("ctx") = py::none());
+
+  py::class_<FlashCall>(m, "FlashAttentionCall")
+      .def(py::init([](const std::string& layout, const std::string& mask,
+                       std::int64_t sliding_window, py::handle scale, py::handle query_positions,
+                       py::handle key_positions, const std::string& scheme,
+                       const py::dict& scheme_args, std::int64_t query_tile, std::int64_t key_tile,
+                       const std::string& rope_keys, const std::string& precision) {
+             FlashCall f{Build(layout, mask, sliding_window, scale, query_positions, key_positions,
+                               scheme, scheme_args),
+                         FlashOptionsOf(query_tile, key_tile, rope_keys, precision)};
+             ValidateFlashAttentionOptions(f.options);
+             return f;
+           }),
+           py::arg("layout"), py::arg("mask"), py::arg("sliding_window"), py::arg("scale"),
+           py::arg("query_positions"), py::arg("key_positions"), py::arg("scheme"),
+           py::arg("scheme_args"), py::arg("query_tile") = 64, py::arg("key_tile") = 64,
+           py::arg("rope_keys") = "rotate", py::arg("precision") = "float32")
+      .def(
+          "forward",
+          [](const FlashCall& f, py::handle q, py::handle k, py::handle v, py::handle out,
+             py::handle lse, py::handle out_copy, py::handle ctx) {
+            RunFlashForward(*f.call, f.options, q, k, v, out, lse, out_copy, ctx);
+          },
+          py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
+          py::arg("out_copy"), py::arg("ctx"))
+      .def(
+          "backward",
+          [](const FlashCall& f, py::handle q, py::handle k, py::handle v, py::handle out,
+             py::handle dout, py::handle lse, py::handle dq, py::handle dk, py::handle dv,
+             const py::dict& scheme_grads, py::handle ctx) {
+            RunFlashBackward(*f.call, f.options, q, k, v, out, dout, lse, dq, dk, dv, scheme_grads,
+                             ctx);
+          },
+          py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("dout"), py::arg("lse"),
+          py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("scheme_grads"), py::arg("ctx"));
 }
 
 // Binds flash_attention_varlen: the fused forward over packed sequences.
@@ -388,54 +484,14 @@ void BindFlashDecode(py::module_& m) {
       py::arg("ctx") = py::none());
 }
 
-// Binds flash_attention_backward: the fused backward.
-void BindFlashBackward(py::module_& m) {
-  // FlashAttentionBackward: lse None recomputes it; scheme_grads as in
-  // attention_backward (argument name -> gradient tensor).
-  m.def(
-      "flash_attention_backward",
-      [](py::handle q, py::handle k, py::handle v, py::handle out, py::handle dout, py::handle lse,
-         py::handle dq, py::handle dk, py::handle dv, const py::dict& scheme_grads,
-         const std::string& layout, const std::string& mask, std::int64_t sliding_window,
-         py::handle scale, py::handle query_positions, py::handle key_positions,
-         const std::string& scheme, const py::dict& scheme_args, std::int64_t query_tile,
-         std::int64_t key_tile, const std::string& rope_keys, const std::string& precision,
-         py::handle ctx) {
-        const ContextHold c = ContextOf(ctx);
-        HeldView qv = ViewOf(q, "q", Access::kRead);
-        HeldView kv = ViewOf(k, "k", Access::kRead);
-        HeldView vv = ViewOf(v, "v", Access::kRead);
-        HeldView ov = ViewOf(out, "out", Access::kRead);
-        HeldView dov = ViewOf(dout, "dout", Access::kRead);
-        std::optional<HeldView> lv;
-        if (!lse.is_none()) lv = ViewOf(lse, "lse", Access::kRead);
-        std::unique_ptr<AttentionCall> call =
-            Build(layout, mask, sliding_window, scale, query_positions, key_positions, scheme,
-                  scheme_args);
-        const FlashAttentionOptions o = FlashOptionsOf(query_tile, key_tile, rope_keys, precision);
-        std::vector<HeldView> held;
-        AttentionGrads g = GradViews(dq, dk, dv, scheme_grads, held);
-        py::gil_scoped_release release;
-        FlashAttentionBackward(call->params, qv.view, kv.view, vv.view, ov.view, dov.view,
-                               lv ? lv->view : TensorView{}, g, o, c);
-      },
-      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("dout"), py::arg("lse"),
-      py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("scheme_grads"), py::arg("layout"),
-      py::arg("mask"), py::arg("sliding_window"), py::arg("scale"), py::arg("query_positions"),
-      py::arg("key_positions"), py::arg("scheme"), py::arg("scheme_args"),
-      py::arg("query_tile") = 64, py::arg("key_tile") = 64, py::arg("rope_keys") = "rotate",
-      py::arg("precision") = "float32", py::arg("ctx") = py::none());
-}
-
 }  // namespace
 
 void BindAttention(py::module_& m) {
   BindSchemes(m);
   BindReferenceAttention(m);
-  BindFlashForward(m);
+  BindFlash(m);
   BindFlashVarlen(m);
   BindFlashDecode(m);
-  BindFlashBackward(m);
 }
 
 }  // namespace posenc::python

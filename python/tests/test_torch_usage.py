@@ -111,6 +111,66 @@ def test_q_k_v_must_share_a_dtype():
     assert out.dtype == torch.float16
 
 
+# --------------------------------------------------------------------------- prepared calls
+
+def _step(q, k, v, **kw):
+    """out and the gradients of q, k, v for sum(out * w), w fixed."""
+    q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out = pt.attention(q, k, v, layout="bhsd", **kw)
+    w = torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(out.dtype)
+    (out.float() * w.float()).sum().backward()
+    return [out.detach(), q.grad, k.grad, v.grad]
+
+
+def test_prepared_argument_sets_are_reused_only_for_equal_arguments(monkeypatch):
+    monkeypatch.setattr(pt, "_PREPARED", {})
+    q, k, v = bhsd(h=4, hkv=4, s=37, d=16, dtype=torch.bfloat16)
+    kw = dict(scheme="alibi", precision="bfloat16")
+    first = _step(q, k, v, **kw)
+    assert len(pt._PREPARED) == 1
+    again = _step(q, k, v, **kw)
+    assert len(pt._PREPARED) == 1
+    # The same slopes as a tensor are not a plain value: parsed per call,
+    # never kept, and the same bits as the kept argument set.
+    slopes = torch.from_numpy(posenc.alibi_slopes(4))
+    uncached = _step(q, k, v, slopes=slopes, **kw)
+    assert len(pt._PREPARED) == 1
+    for a, b, c in zip(first, again, uncached):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    # Any other value is another argument set, with its own result.
+    other = _step(q, k, v, scale=0.5, **kw)
+    assert len(pt._PREPARED) == 2 and not torch.equal(other[0], first[0])
+    bidi = _step(q, k, v, mask="bidirectional", **kw)
+    assert len(pt._PREPARED) == 3 and not torch.equal(bidi[0], first[0])
+    # 1 and 1.0 are equal as keys but not as types: two sets, one result.
+    one, one_f = _step(q, k, v, scale=1, **kw), _step(q, k, v, scale=1.0, **kw)
+    assert len(pt._PREPARED) == 5 and torch.equal(one[0], one_f[0])
+    # Position ids are never kept.
+    _step(q, k, v, query_positions=torch.arange(37), **kw)
+    assert len(pt._PREPARED) == 5
+
+
+def test_prepared_argument_sets_are_bounded(monkeypatch):
+    monkeypatch.setattr(pt, "_PREPARED", {})
+    q, k, v = bhsd(h=2, hkv=2, s=5, d=8)
+    for i in range(pt._PREPARED_MAX + 3):
+        pt.attention(q, k, v, layout="bhsd", scale=0.1 + i)
+        assert 1 <= len(pt._PREPARED) <= pt._PREPARED_MAX
+
+
+def test_a_prepared_argument_set_still_checks_each_call_s_tensors(monkeypatch):
+    monkeypatch.setattr(pt, "_PREPARED", {})
+    q, k, v = bhsd(h=4, hkv=2)
+    pt.attention(q, k, v, layout="bhsd", scheme="alibi")
+    assert len(pt._PREPARED) == 1
+    with pytest.raises(ValueError, match="layout: got 'bhsd'.*batch sizes differ"):
+        pt.attention(q, k[:, :, :, :].repeat(2, 1, 1, 1), v, layout="bhsd", scheme="alibi")
+    with pytest.raises(ValueError, match="v.dtype: got torch.float64"):
+        pt.attention(q, k, v.double(), layout="bhsd", scheme="alibi")
+    with pytest.raises(ValueError, match="k.shape: got \\(1, 2, 6\\), expected rank 4"):
+        pt.attention(q, k[..., 0], v, layout="bhsd", scheme="alibi")
+
+
 def test_pre_rotated_keys_are_a_fused_kernel_option():
     q, k, v = bhsd(h=2, hkv=2)
     rope = pt.RotaryEmbedding(16, layout="bhsd")

@@ -43,14 +43,14 @@ torch.set_num_threads; pass ctx= to apply_rope / attention to choose.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
 
 import posenc as _pe
-from posenc._attention import _cached_scheme_info
-from ._context import (LAYOUTS, MASKS, ReferenceFallbackWarning, _positions, _torch_ctx,
+from posenc._attention import _cached_scheme_info, _flash_call
+from ._context import (LAYOUTS, MASKS, ReferenceFallbackWarning, _positions, _torch_ctx, axes,
                             check_qkv, t5_direction, warn_reference_fallback)
 from ._rope import RotaryEmbedding, apply_rope
 
@@ -155,17 +155,36 @@ KERNELS = ("auto", "flash", "reference")
 PRECISIONS = ("float32", "bfloat16")  # attention(precision=...)
 
 
+class _Prepared(NamedTuple):
+    """What attention() derives from its keywords (and q's dtype) alone."""
+    flash: bool
+    layout: str
+    names: Tuple[str, ...]  # trainable scheme tensors, passed per call
+    kw: Dict[str, Any]  # the kernel's keywords, without those tensors and ctx
+    call: Any  # flash without scheme tensors: the parsed kernel call, else None
+
+
+# Prepared keywords per argument set. A model calls attention with the same
+# keywords every step; parsing and checking them again each time was a
+# visible share of a training step (docs/PERFORMANCE.md, "The training shape, sixth
+# pass"). Only plain-valued argument sets are kept (no position ids, no
+# tensors; each value's type is part of the key), at most _PREPARED_MAX.
+_PREPARED: Dict[Tuple[Any, ...], _Prepared] = {}
+_PREPARED_MAX = 64
+_PLAIN = (str, int, float, bool, type(None))
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, options: Dict[str, Any], names: Tuple[str, ...], q: torch.Tensor,
-                k: torch.Tensor, v: torch.Tensor,
-                *tensors: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        kw = dict(options["kw"])
-        kw.update({n: t.detach() for n, t in zip(names, tensors)})
-        ctx.options, ctx.names, ctx.kw = options, names, kw
-        if not options["flash"]:
+    def forward(ctx: Any, prepared: _Prepared, kctx: Any, q: torch.Tensor, k: torch.Tensor,
+                v: torch.Tensor, *tensors: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.prepared, ctx.kctx = prepared, kctx
+        detached = {n: t.detach() for n, t in zip(prepared.names, tensors)} if tensors else {}
+        if not prepared.flash:
+            ctx.kw = dict(prepared.kw, **detached)
             ctx.save_for_backward(q, k, v, *tensors)
-            return _pe.attention(q.detach(), k.detach(), v.detach(), ctx=options["ctx"], **kw)
+            return _pe.attention(q.detach(), k.detach(), v.detach(), ctx=kctx, **ctx.kw)
+        ctx.call = prepared.call or _flash_call(**prepared.kw, **detached)
         # The backward's D_i = dO_i . O_i, from which O:
         #  - precision="bfloat16" with no scheme tensor to differentiate: from
         #    the O returned (q's dtype), as FlashAttention-2 and torch's CPU
@@ -180,31 +199,39 @@ class _Attention(torch.autograd.Function):
         #    keeps D exact. The kernel writes the returned O in q's dtype in
         #    the same pass (out_copy: no .to() pass over the float32 O).
         wide = q.dtype in (torch.bfloat16, torch.float16) and (
-            kw["precision"] != "bfloat16" or any(ctx.needs_input_grad[5:]))
+            prepared.kw["precision"] != "bfloat16" or any(ctx.needs_input_grad[5:]))
         shape = (*q.shape[:3], v.shape[3])
         out = torch.empty(shape, dtype=torch.float32 if wide else q.dtype)
         copy = torch.empty(shape, dtype=q.dtype) if wide else None
-        out, lse = _pe.flash_attention(q.detach(), k.detach(), v.detach(), return_lse=True,
-                                       out=out, out_copy=copy, ctx=options["ctx"], **kw)
+        b, h, sq, _ = axes(q, prepared.layout)
+        lse = torch.empty((b, h, sq), dtype=torch.float32)
+        ctx.call.forward(q.detach(), k.detach(), v.detach(), out, lse, copy, kctx)
         ctx.save_for_backward(q, k, v, out, lse, *tensors)
         return copy if wide else out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Any, ...]:  # type: ignore[override]
-        o = ctx.options
-        n = len(ctx.names)
-        wanted = tuple(name for i, name in enumerate(ctx.names) if ctx.needs_input_grad[5 + i])
+        p = ctx.prepared
         saved = ctx.saved_tensors
         q, k, v = saved[:3]
-        if o["flash"]:
+        grad = grad.detach().contiguous()
+        if p.flash:
             out, lse = saved[3:5]
-            g = _pe.flash_attention_backward(q.detach(), k.detach(), v.detach(), out,
-                                             grad.detach().contiguous(), lse, grads=wanted,
-                                             ctx=o["ctx"], **ctx.kw)
-        else:
-            g = _pe.attention_backward(q.detach(), k.detach(), v.detach(),
-                                       grad.detach().contiguous(), grads=wanted, **ctx.kw)
-        return (None, None, g["dq"], g["dk"], g["dv"], *[g.get(name) for name in ctx.names[:n]])
+            tensors = saved[5:]
+            contiguous = torch.contiguous_format
+            dq = torch.empty_like(q, memory_format=contiguous)
+            dk = torch.empty_like(k, memory_format=contiguous)
+            dv = torch.empty_like(v, memory_format=contiguous)
+            table = {n: torch.empty_like(t, memory_format=contiguous)
+                     for i, (n, t) in enumerate(zip(p.names, tensors))
+                     if ctx.needs_input_grad[5 + i]} if tensors else {}
+            ctx.call.backward(q.detach(), k.detach(), v.detach(), out, grad, lse, dq, dk, dv,
+                              table, ctx.kctx)
+            return (None, None, dq, dk, dv, *[table.get(name) for name in p.names])
+        wanted = tuple(n for i, n in enumerate(p.names) if ctx.needs_input_grad[5 + i])
+        g = _pe.attention_backward(q.detach(), k.detach(), v.detach(), grad, grads=wanted,
+                                   **ctx.kw)
+        return (None, None, g["dq"], g["dk"], g["dv"], *[g.get(name) for name in p.names])
 
 
 def _check_kernel_and_precision(kernel: str, precision: str) -> None:
@@ -298,6 +325,61 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
               FlashAttention-2 does, unless a scheme tensor is
               differentiated: then a float32 O kept from the forward.
       ctx: a posenc.Context; None follows torch.get_num_threads()."""
+    key = _plain_key(q, layout, scheme, mask, sliding_window, scale, query_positions,
+                     key_positions, kernel, precision, scheme_args)
+    prepared = _PREPARED.get(key) if key is not None else None
+    if prepared is None:
+        prepared = _prepare(q, k, v, layout, scheme, mask, sliding_window, scale,
+                            query_positions, key_positions, kernel, precision, scheme_args)
+        if key is not None and prepared.call is not None:
+            if len(_PREPARED) >= _PREPARED_MAX:
+                _PREPARED.clear()
+            _PREPARED[key] = prepared
+    else:  # the keywords were checked when prepared; the tensors are new
+        check_qkv(q, k, v, layout)
+    tensors = [scheme_args[n] for n in prepared.names]
+    kctx = _torch_ctx() if ctx is None else ctx
+    if prepared.flash and not (torch.is_grad_enabled() and (
+            q.requires_grad or k.requires_grad or v.requires_grad
+            or any(t.requires_grad for t in tensors))):
+        # Nothing to differentiate (inference, torch.no_grad()): the kernel
+        # writes O in q's dtype directly, without the float32 O and the row
+        # log-sum-exp the backward would need. The same values: the float32
+        # O rounds to q's dtype the way .to() does.
+        call = prepared.call or _flash_call(**prepared.kw,
+                                            **{n: t.detach() for n, t in
+                                               zip(prepared.names, tensors)})
+        out = torch.empty((*q.shape[:3], v.shape[3]), dtype=q.dtype)
+        call.forward(q.detach(), k.detach(), v.detach(), out, None, None, kctx)
+        return out
+    return _Attention.apply(prepared, kctx, q, k, v, *tensors)
+
+
+def _plain_key(q: Any, layout: Any, scheme: Any, mask: Any, sliding_window: Any, scale: Any,
+               query_positions: Any, key_positions: Any, kernel: Any, precision: Any,
+               scheme_args: Dict[str, Any]) -> Optional[Tuple[Any, ...]]:
+    """attention()'s arguments as a key of _PREPARED, with q's dtype and
+    every value's type; None when one is not plain (_PLAIN), e.g. position
+    ids or a tensor. Loops, not generators: this runs on every call, cold."""
+    if query_positions is not None or key_positions is not None:
+        return None
+    key = [getattr(q, "dtype", None)]
+    for x in (layout, scheme, mask, sliding_window, scale, kernel, precision,
+              *scheme_args.values()):
+        if not isinstance(x, _PLAIN):
+            return None
+        key.append(type(x))
+        key.append(x)
+    key.extend(scheme_args)
+    return tuple(key)
+
+
+def _prepare(q: Any, k: Any, v: Any, layout: Any, scheme: str, mask: str,
+             sliding_window: Optional[int], scale: Optional[float], query_positions: Any,
+             key_positions: Any, kernel: str, precision: str,
+             scheme_args: Dict[str, Any]) -> _Prepared:
+    """Checks attention()'s arguments (all of them: q, k, v too) and derives
+    what the kernel call needs from the keywords."""
     _check_kernel_and_precision(kernel, precision)
     info = _cached_scheme_info(scheme)  # validates the name
     if kernel == "flash" and not info["fused"]:
@@ -308,24 +390,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
     scheme_args = t5_direction(scheme, mask, scheme_args)
     if flash:
         scheme_args["precision"] = precision
-    if not flash:  # the reference always rotates k itself
+    else:  # the reference always rotates k itself
+        scheme_args = dict(scheme_args)
         _drop_rope_keys(kernel, q, scheme_args)
     trainable = {a["name"] for a in info["args"] if a["trainable"]}
     names = tuple(n for n, val in scheme_args.items() if n in trainable and torch.is_tensor(val))
-    tensors = [scheme_args.pop(n) for n in names]
     kw = dict(scheme=scheme, layout=layout, mask=mask, sliding_window=sliding_window,
               scale=scale, query_positions=_positions(query_positions),
-              key_positions=_positions(key_positions), **scheme_args)
-    options = dict(kw=kw, flash=flash, ctx=_torch_ctx() if ctx is None else ctx)
-    if flash and not (torch.is_grad_enabled()
-                      and any(t.requires_grad for t in (q, k, v, *tensors))):
-        # Nothing to differentiate (inference, torch.no_grad()): the kernel
-        # writes O in q's dtype directly, without the float32 O and the row
-        # log-sum-exp the backward would need. The same values: the float32
-        # O rounds to q's dtype the way .to() does.
-        kw.update({n: t.detach() for n, t in zip(names, tensors)})
-        return _pe.flash_attention(q.detach(), k.detach(), v.detach(), ctx=options["ctx"], **kw)
-    return _Attention.apply(options, names, q, k, v, *tensors)
+              key_positions=_positions(key_positions),
+              **{n: val for n, val in scheme_args.items() if n not in names})
+    call = _flash_call(**kw) if flash and not names else None
+    return _Prepared(flash, layout, names, kw, call)
 
 
 # --------------------------------------------------------------------------- modules

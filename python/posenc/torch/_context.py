@@ -68,7 +68,7 @@ def check_layout(layout: Any) -> str:
 
 def axes(x: torch.Tensor, layout: str) -> Tuple[int, int, int, int]:
     """(batch, heads, seq, head_dim) of a rank-4 tensor in `layout`."""
-    b, a1, a2, d = (int(n) for n in x.shape)
+    b, a1, a2, d = x.shape  # torch.Size: ints
     return (b, a1, a2, d) if layout == "bhsd" else (b, a2, a1, d)
 
 
