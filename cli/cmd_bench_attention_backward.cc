@@ -105,8 +105,9 @@ BackwardReply MeasureInChild(const std::string& scheme, std::int64_t seq, DType 
 // q, k, v [B, S, H, D] requiring grad, out = attention(q, k, v);
 // out.backward(dout), posenc (o.precision) and torch eager alternating in
 // one process (bench/posenc_torch_attention.py, 2 threads when o.threads
-// is 2; OMP_WAIT_POLICY=PASSIVE), at the model-shaped case B 32, S 128, H 4, D 32 and at the cases'
-// S = 4096, H 8, D 64 (when --max-seq allows). Entries "attention_train_step".
+// is 2; the caller's OpenMP settings, libgomp's defaults unless set), at the model-shaped case
+// B 32, S 128, H 4, D 32 and at the cases' S = 4096, H 8, D 64 (when --max-seq allows). Entries
+// "attention_train_step".
 std::vector<nlohmann::json> RunTrainStepBench(const AttentionBenchOptions& o) {
   struct Shape {
     std::int64_t batch, seq, heads, head_dim;
@@ -122,10 +123,9 @@ std::vector<nlohmann::json> RunTrainStepBench(const AttentionBenchOptions& o) {
     if (std::ifstream(o.jemalloc).good()) {
       cmd += "LD_PRELOAD=" + o.jemalloc + " MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
     }
-    // torch's OpenMP workers spin after each torch op and take the cores
-    // from posenc's threads; passive waiting costs torch itself little
-    // (docs/PERFORMANCE.md, "Attention precision").
-    cmd += "OMP_WAIT_POLICY=PASSIVE ";
+    // No OMP_WAIT_POLICY: posenc.torch runs on torch's OpenMP team, and
+    // passive waiting slowed torch's own step ~15 % (docs/PERFORMANCE.md,
+    // "The training shape, sixth pass"): both sides as a torch user runs them.
     cmd += fmt::format(
         "'{}' '{}' --threads {} --reps {} --warmup {} --dtype bfloat16 --precision {} --batch {} "
         "--seq {} --heads {} --head-dim {} --scheme alibi",

@@ -13,7 +13,7 @@ import torch
 
 import posenc
 import posenc.torch as pt
-from posenc.torch import _context
+from posenc.torch import _attention, _context
 
 from conftest import ROOT
 
@@ -123,46 +123,46 @@ def _step(q, k, v, **kw):
 
 
 def test_prepared_argument_sets_are_reused_only_for_equal_arguments(monkeypatch):
-    monkeypatch.setattr(pt, "_PREPARED", {})
+    monkeypatch.setattr(_attention, "_PREPARED", {})
     q, k, v = bhsd(h=4, hkv=4, s=37, d=16, dtype=torch.bfloat16)
     kw = dict(scheme="alibi", precision="bfloat16")
     first = _step(q, k, v, **kw)
-    assert len(pt._PREPARED) == 1
+    assert len(_attention._PREPARED) == 1
     again = _step(q, k, v, **kw)
-    assert len(pt._PREPARED) == 1
+    assert len(_attention._PREPARED) == 1
     # The same slopes as a tensor are not a plain value: parsed per call,
     # never kept, and the same bits as the kept argument set.
     slopes = torch.from_numpy(posenc.alibi_slopes(4))
     uncached = _step(q, k, v, slopes=slopes, **kw)
-    assert len(pt._PREPARED) == 1
+    assert len(_attention._PREPARED) == 1
     for a, b, c in zip(first, again, uncached):
         assert torch.equal(a, b) and torch.equal(a, c)
     # Any other value is another argument set, with its own result.
     other = _step(q, k, v, scale=0.5, **kw)
-    assert len(pt._PREPARED) == 2 and not torch.equal(other[0], first[0])
+    assert len(_attention._PREPARED) == 2 and not torch.equal(other[0], first[0])
     bidi = _step(q, k, v, mask="bidirectional", **kw)
-    assert len(pt._PREPARED) == 3 and not torch.equal(bidi[0], first[0])
+    assert len(_attention._PREPARED) == 3 and not torch.equal(bidi[0], first[0])
     # 1 and 1.0 are equal as keys but not as types: two sets, one result.
     one, one_f = _step(q, k, v, scale=1, **kw), _step(q, k, v, scale=1.0, **kw)
-    assert len(pt._PREPARED) == 5 and torch.equal(one[0], one_f[0])
+    assert len(_attention._PREPARED) == 5 and torch.equal(one[0], one_f[0])
     # Position ids are never kept.
     _step(q, k, v, query_positions=torch.arange(37), **kw)
-    assert len(pt._PREPARED) == 5
+    assert len(_attention._PREPARED) == 5
 
 
 def test_prepared_argument_sets_are_bounded(monkeypatch):
-    monkeypatch.setattr(pt, "_PREPARED", {})
+    monkeypatch.setattr(_attention, "_PREPARED", {})
     q, k, v = bhsd(h=2, hkv=2, s=5, d=8)
-    for i in range(pt._PREPARED_MAX + 3):
+    for i in range(_attention._PREPARED_MAX + 3):
         pt.attention(q, k, v, layout="bhsd", scale=0.1 + i)
-        assert 1 <= len(pt._PREPARED) <= pt._PREPARED_MAX
+        assert 1 <= len(_attention._PREPARED) <= _attention._PREPARED_MAX
 
 
 def test_a_prepared_argument_set_still_checks_each_call_s_tensors(monkeypatch):
-    monkeypatch.setattr(pt, "_PREPARED", {})
+    monkeypatch.setattr(_attention, "_PREPARED", {})
     q, k, v = bhsd(h=4, hkv=2)
     pt.attention(q, k, v, layout="bhsd", scheme="alibi")
-    assert len(pt._PREPARED) == 1
+    assert len(_attention._PREPARED) == 1
     with pytest.raises(ValueError, match="layout: got 'bhsd'.*batch sizes differ"):
         pt.attention(q, k[:, :, :, :].repeat(2, 1, 1, 1), v, layout="bhsd", scheme="alibi")
     with pytest.raises(ValueError, match="v.dtype: got torch.float64"):

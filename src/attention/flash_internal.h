@@ -176,11 +176,6 @@ void RunForward(const Problem& p, const TensorView& q, const TensorView& k, cons
 void LoadRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
               std::int64_t s0, std::int64_t n, float* dst, std::int64_t ld);
 
-// Software prefetch of the lines of rows [s0, s0 + n) of head h, batch b
-// (each row's head_dim values), for reading (write false) or writing.
-void PrefetchRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
-                  std::int64_t s0, std::int64_t n, bool write);
-
 using kernels::simd::kFlashPad;
 
 inline std::int64_t Pad(std::int64_t n) { return (n + kFlashPad - 1) / kFlashPad * kFlashPad; }
