@@ -89,8 +89,11 @@ enum class FlashPrecision : std::uint8_t {
   // the other operand of each product (V, dO, K, Q; RoPE-rotated q and k
   // too, as a bfloat16 model stores them) is a bfloat16 value, with float32
   // accumulation. Softmax statistics (max, sum, lse), dP = dO V^T and the
-  // gradients of position tables stay float32. Needs bfloat16 q, k, v (and
-  // dout in the backward). Error: the bfloat16 rounding of P and dS
+  // gradients of position tables stay float32; P itself comes from a
+  // shorter exp (relative error <= 3e-6 before its 2^-9 rounding,
+  // src/kernels/flash_exp.h), the same in the forward, the backward and
+  // decode. Needs bfloat16 q, k, v (and dout in the backward). Error: the
+  // bfloat16 rounding of P and dS
   // (relative 2^-9 per entry), measured against torch's own bfloat16 eager
   // attention in python/tests/test_attention_precision.py. Runs VDPBF16PS
   // where the CPU has AVX512_BF16 at full rate (AMD Zen 4/5), float32 FMAs

@@ -120,10 +120,16 @@ void PackQueryTile(const BackwardCall& c, const Layout& L, const UnitView& u, co
   float* dst = u.dout + row0 * L.ldv;
   LoadRows(dout, c.dod, b, h, i0, nq, dst, L.ldv);
   LoadRows(out, c.od, b, h, i0, nq, tmp, L.Dv);
+  // D_i in float64 (kernels/scalar/flash.h FlashRowDotsF64: one summation
+  // order on every target and backend).
+  if (L.simd) {
+    kernels::simd::FlashRowDotsF64(dst, L.ldv, tmp, L.Dv, nq, L.Dv, u.delta + row0);
+  } else {
+    kernels::scalar::FlashRowDotsF64(dst, L.ldv, tmp, L.Dv, nq, L.Dv, u.delta + row0);
+  }
   for (Index i = 0; i < nq; ++i) {
     float* row = dst + i * L.ldv;
     std::fill(row + L.Dv, row + L.ldv, 0.0f);
-    u.delta[row0 + i] = DotF64(row, tmp + i * L.Dv, L.Dv);
     u.lse[row0 + i] = c.lse.As<const float>()[b * c.lse.strides[0] + h * c.lse.strides[1] +
                                               (i0 + i) * c.lse.strides[2]];
   }

@@ -136,7 +136,7 @@ struct PairWork {
       // A band's keys past its columns: P = dS = 0, as the row pass would write.
       const Index cols = pr.banded ? w.band_cols[Z(i / kBandRows)] : ldk;
       ops.BackwardRow(srow, dprow, prefix >= 0 ? prefix : nk, cols, p.scale, bias, lse,
-                      static_cast<float>(delta), rounding);
+                      static_cast<float>(delta), rounding, p.Exp());
       std::fill(srow + cols, srow + ldk, 0.0f);
       std::fill(dprow + cols, dprow + ldk, 0.0f);
     }

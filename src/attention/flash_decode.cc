@@ -136,7 +136,7 @@ void RowByRow(const Problem& p, const DecodePlan& plan, const DecodeOps& ops,
       alpha = std::exp(m - m_new);
       m = m_new;
       float& l = w.l[Z(first + r)];
-      l = l * alpha + ops.tile.ExpRow(row, plan.ldk, m_new);
+      l = l * alpha + ops.tile.ExpRow(row, plan.ldk, m_new, p.Exp());
       if (values) {  // rescale now, then the scheme's value terms
         float* acc = w.acc.data() + (first + r) * plan.ldv;
         for (Index x = 0; x < plan.ldv; ++x) acc[x] *= alpha;
@@ -235,8 +235,10 @@ void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
       }
       bias = w.bias_rows.data();
     }
+    kernels::simd::FlashSoftmaxRows shape;
+    shape.exp = p.Exp();
     kernels::simd::FlashSoftmaxTile(s, plan.ldk, plan.R, nk, p.scale, bias, w.m.data() + first,
-                                    w.l.data() + first, w.alpha.data());
+                                    w.l.data() + first, w.alpha.data(), shape);
   } else {
     RowByRow(p, plan, ops, qpos, queries, keys, all_visible, b, hk, nk, w);
   }

@@ -220,7 +220,8 @@ struct QueryTask {
       const float m_new = std::max(m, row_max);
       alpha = std::exp(m - m_new);  // 0 when m was -inf
       m = m_new;
-      const float sum = ops.ExpRow(row, banded ? w.band_cols[Z(i / kBandRows)] : ldk, m_new);
+      const float sum =
+          ops.ExpRow(row, banded ? w.band_cols[Z(i / kBandRows)] : ldk, m_new, p.Exp());
       float& l = w.l[static_cast<std::size_t>(i)];
       l = l * alpha + sum;
       if (values) {  // rescale now, then the value terms; PV adds plain P.V
@@ -260,6 +261,7 @@ struct QueryTask {
       shape.cols = w.cols.data();
     }
     if (plan.bf16_pv && !plan.pv_pairs) shape.rounding = Rounding::kBFloat16;
+    shape.exp = p.Exp();
     kernels::simd::FlashSoftmaxTile(sc, plan.ldk, nq, nk, p.scale, bias, w.m.data(), w.l.data(),
                                     w.alpha.data(), shape);
     BandsPV(sc, vt, nk, banded, shape.rounding);
@@ -294,24 +296,24 @@ struct QueryTask {
                                    (nk + 1) / 2, ldv, ldv, alpha, acc, ldv, plan.simd);
   }
 
-  // out = acc / l (and lse) for every row of the tile: acc scaled in place,
-  // then the tile's rows in one store.
+  // out = acc / l (and lse) for every row of the tile: the tile's rows in
+  // one store, each times its 1 / l (kept in alpha, free by now).
   void Store(const TensorView& out) const {
-    for (std::int64_t i = 0; i < nq; ++i) {
-      const float l = w.l[static_cast<std::size_t>(i)];
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const std::int64_t row = s.q0 + i0 + i;
-      float* acc = w.acc.data() + i * plan.ldv;
-      for (std::int64_t x = 0; x < plan.Dv; ++x) acc[x] *= inv;
-      if (p.lse.data != nullptr) {  // log-sum-exp for the backward; -inf: no visible key
-        p.lse.As<float>()[s.batch * p.lse.strides[0] + h * p.lse.strides[1] +
-                          row * p.lse.strides[2]] =
-            l > 0.0f ? w.m[static_cast<std::size_t>(i)] + std::log(l) : kNegInf;
+    float* inv = w.alpha.data();
+    float* l = w.l.data();
+    for (std::int64_t i = 0; i < nq; ++i) inv[i] = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+    if (p.lse.data != nullptr) {  // log-sum-exp for the backward; -inf: no visible key
+      if (rows.simd) {
+        kernels::simd::FlashLogSumExp(w.m.data(), l, nq, l);  // l is not needed past here
+      } else {
+        kernels::scalar::FlashLogSumExp(w.m.data(), l, nq, l);
       }
+      float* lse = p.lse.As<float>() + s.batch * p.lse.strides[0] + h * p.lse.strides[1];
+      for (std::int64_t i = 0; i < nq; ++i) lse[(s.q0 + i0 + i) * p.lse.strides[2]] = l[i];
     }
-    StoreRows(out, p.od, s.batch, h, s.q0 + i0, nq, w.acc.data(), plan.ldv);
+    StoreRows(out, p.od, s.batch, h, s.q0 + i0, nq, w.acc.data(), plan.ldv, 1.0f, inv);
     if (p.out_copy.data != nullptr) {
-      StoreRows(p.out_copy, p.ocd, s.batch, h, s.q0 + i0, nq, w.acc.data(), plan.ldv);
+      StoreRows(p.out_copy, p.ocd, s.batch, h, s.q0 + i0, nq, w.acc.data(), plan.ldv, 1.0f, inv);
     }
   }
 };

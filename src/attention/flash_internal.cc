@@ -357,7 +357,8 @@ void PackTransposedPairs(const float* rows, std::int64_t n, std::int64_t dim, st
 }
 
 void StoreRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
-               std::int64_t s0, std::int64_t n, const float* src, std::int64_t ld, float scale) {
+               std::int64_t s0, std::int64_t n, const float* src, std::int64_t ld, float scale,
+               const float* row_scale) {
   if (ad.stride_dim == 1 && (view.dtype == DType::kFloat32 || view.dtype == DType::kBFloat16)) {
     const std::int64_t first = b * ad.stride_batch + h * ad.stride_head + s0 * ad.stride_seq;
     void* dst = static_cast<unsigned char*>(view.data) +
@@ -366,12 +367,13 @@ void StoreRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, 
                                   view.dtype == DType::kFloat32
                                       ? kernels::simd::FlashStorage::kFloat32
                                       : kernels::simd::FlashStorage::kBFloat16,
-                                  dst, ad.stride_seq);
+                                  dst, ad.stride_seq, row_scale);
     return;
   }
   for (std::int64_t s = 0; s < n; ++s) {
     const std::int64_t base = b * ad.stride_batch + h * ad.stride_head + (s0 + s) * ad.stride_seq;
-    StoreRow(view, base, ad.stride_dim, src + s * ld, ad.head_dim, scale);
+    StoreRow(view, base, ad.stride_dim, src + s * ld, ad.head_dim,
+             row_scale != nullptr ? row_scale[s] : scale);
   }
 }
 

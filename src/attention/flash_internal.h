@@ -67,6 +67,11 @@ struct Problem {
   bool rotate_keys = false;
   FlashPrecision precision = FlashPrecision::kFloat32;  // of P and dS in the products
   bool Bf16() const { return precision == FlashPrecision::kBFloat16; }
+  // The exp of P (kernels/flash_exp.h): the bfloat16 one where P is rounded
+  // to bfloat16 before its products.
+  kernels::FlashExp Exp() const {
+    return Bf16() ? kernels::FlashExp::kBFloat16 : kernels::FlashExp::kFloat32;
+  }
   TensorView lse;  // forward: optional float32 [B, H, Sq] output (data null: none)
   // forward: an optional second O output in its own dtype (data null: none)
   TensorView out_copy;
@@ -256,18 +261,6 @@ void TileLogitsBf16(const std::uint32_t* a, std::int64_t dim, const std::uint16_
                     std::int64_t nq, std::int64_t ldk, const std::int64_t* band_cols, float* out,
                     bool simd);
 
-// sum_x a[x] b[x] in float64 (each product exact) over four interleaved
-// partial sums, so the adds do not wait on each other: the backward's
-// D_i = dO_i . O_i.
-inline double DotF64(const float* a, const float* b, std::int64_t n) {
-  double s[4] = {0.0, 0.0, 0.0, 0.0};
-  std::int64_t x = 0;
-  for (; x + 4 <= n; x += 4)
-    for (int k = 0; k < 4; ++k) s[k] += static_cast<double>(a[x + k]) * b[x + k];
-  for (; x < n; ++x) s[0] += static_cast<double>(a[x]) * b[x];
-  return (s[0] + s[1]) + (s[2] + s[3]);
-}
-
 // [n, dim] float32 rows (stride ld) of bfloat16 values as bit pairs
 // (row stride dim / 2): exact, the values are bfloat16 already.
 void PackPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,
@@ -279,11 +272,12 @@ void PackPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t
 void PackTransposedPairs(const float* rows, std::int64_t n, std::int64_t dim, std::int64_t ld,
                          std::uint16_t* out, std::int64_t ldk);
 
-// Stores n float32 rows (stride ld) times scale into rows [s0, s0 + n) of
-// head h of batch b of a rank-4 view (StoreRow).
+// Stores n float32 rows (stride ld) times scale (row_scale[i] for row i
+// when not null) into rows [s0, s0 + n) of head h of batch b of a rank-4
+// view (StoreRow).
 void StoreRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
                std::int64_t s0, std::int64_t n, const float* src, std::int64_t ld,
-               float scale = 1.0f);
+               float scale = 1.0f, const float* row_scale = nullptr);
 
 // StoreRows of gradient rows scale * acc, first rotated back by the inverse
 // rotation at positions pos[0, n) when rope is not null (tmp: n * head_dim
@@ -372,10 +366,11 @@ struct TileOps {
   void LogitsBands(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
                    std::int64_t dim, std::int64_t ld, const std::int64_t* band_cols,
                    float* s) const;
-  // row[j] = exp(row[j] - max) (-inf -> 0); returns the row sum.
-  float ExpRow(float* row, std::int64_t n, float max) const {
-    return simd ? kernels::simd::FlashExpRow(row, n, max)
-                : kernels::scalar::FlashExpRow(row, n, max);
+  // row[j] = exp(row[j] - max) (-inf -> 0) with the exp `exp` names
+  // (kernels/flash_exp.h: Problem::Exp()); returns the row sum.
+  float ExpRow(float* row, std::int64_t n, float max, kernels::FlashExp exp) const {
+    return simd ? kernels::simd::FlashExpRow(row, n, max, exp)
+                : kernels::scalar::FlashExpRow(row, n, max, exp);
   }
   // acc[i, :] += sum_j P[i, j] V[j, :].
   void PV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq, std::int64_t nk,
@@ -390,17 +385,18 @@ struct TileOps {
     kernels::scalar::FlashAccumulatePTV(p, ldp, v, nq, nk, ldv, acc);
   }
   // The backward row pass (kernels/simd/flash.h FlashBackwardRow): P into
-  // s, dS = P (dp - delta) into dp, both rounded as `rounding` says.
+  // s (by the exp `exp` names), dS = P (dp - delta) into dp, both rounded
+  // as `rounding` says.
   void BackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
                    const float* bias, float lse, float delta,
-                   kernels::simd::FlashRowRounding rounding) const {
+                   kernels::simd::FlashRowRounding rounding, kernels::FlashExp exp) const {
     if (simd) {
-      return kernels::simd::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta, rounding);
+      return kernels::simd::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta, rounding, exp);
     }
     // The scalar backend's bfloat16 products take P and dS as pairs
     // (FlashMatMulBf16), which round them themselves.
     POSENC_DASSERT(rounding == kernels::simd::FlashRowRounding::kNone);
-    kernels::scalar::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta);
+    kernels::scalar::FlashBackwardRow(s, dp, nk, ld, scale, bias, lse, delta, exp);
   }
   void AddRow(float* dst, const float* src, std::int64_t n) const {
     if (simd) return kernels::simd::FlashAddRow(dst, src, n);

@@ -5,7 +5,8 @@
 //  - FlashAccumulatePTV (dV += P^T dO, dK += dS^T Q), FlashBackwardRow (P,
 //    dS), FlashDecodeLogits (key rows, transposing lane sums), FlashLoadRows
 //    (exact 16-bit conversions), FlashStoreRows (bfloat16 bits as
-//    FloatToBF16), FlashAccumulatePVStored (equal to the
+//    FloatToBF16, with and without VCVTNEPS2BF16), FlashRowDotsF64 and
+//    FlashLogSumExp (the scalar reference's bits), FlashAccumulatePVStored (equal to the
 //    float32-row kernel on converted rows), FlashTouch (reads every byte),
 //    the narrow rows' blocks of P . V and P^T V, FlashTileLogitsCols (the
 //    bands of a diagonal tile), FlashRoundRowsBf16 (as FloatToBF16),
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "flash_kernels_fixture.h"
+#include "kernels/scalar/flash.h"
 #include "kernels/simd/flash.h"
 #include "kernels/simd/x86_features.h"
 #include "posenc/bandwidth.h"
@@ -253,11 +255,25 @@ TEST_P(FlashKernelTarget, StoreRowsRoundsAsFloatToBF16) {
   const Index n = 3, dim = 37, ld = 40, stride = 41;
   const std::vector<float> random = Random(n * ld, 11, -300.0f, 300.0f);
   x.insert(x.end(), random.begin(), random.begin() + (n * ld - static_cast<Index>(x.size())));
-  for (const float scale : {1.0f, 0.37f}) {
+  // Both roundings on the AVX-512 target of a CPU with AVX512_BF16:
+  // VCVTNEPS2BF16 (with the integer path for the vectors that hold a
+  // subnormal) and the integer one alone.
+  struct RestoreDots {
+    ~RestoreDots() { ks::SetFlashBf16Dots(ks::FlashBf16Dots::kAuto); }
+  } restore;
+  for (const auto& [scale, dots] :
+       {std::pair{1.0f, ks::FlashBf16Dots::kAuto}, std::pair{0.37f, ks::FlashBf16Dots::kAuto},
+        std::pair{1.0f, ks::FlashBf16Dots::kFloat32}}) {
+    ks::SetFlashBf16Dots(dots);
+    // Per-row scales (the forward's 1 / l) in place of `scale` under kAuto.
+    const std::vector<float> rows = {scale, 2.5f * scale, -0.75f};
+    const float* row_scale = dots == ks::FlashBf16Dots::kAuto ? rows.data() : nullptr;
     std::vector<std::uint16_t> bf(n * stride, 0xabcd);
     std::vector<float> f32(n * stride, -7.0f);
-    ks::FlashStoreRows(x.data(), ld, n, dim, scale, ks::FlashStorage::kBFloat16, bf.data(), stride);
-    ks::FlashStoreRows(x.data(), ld, n, dim, scale, ks::FlashStorage::kFloat32, f32.data(), stride);
+    ks::FlashStoreRows(x.data(), ld, n, dim, row_scale ? -1.0f : scale, ks::FlashStorage::kBFloat16,
+                       bf.data(), stride, row_scale);
+    ks::FlashStoreRows(x.data(), ld, n, dim, row_scale ? -1.0f : scale, ks::FlashStorage::kFloat32,
+                       f32.data(), stride, row_scale);
     for (Index r = 0; r < n; ++r) {
       for (Index c = 0; c < stride; ++c) {
         const std::size_t o = static_cast<std::size_t>(r * stride + c);
@@ -266,7 +282,8 @@ TEST_P(FlashKernelTarget, StoreRowsRoundsAsFloatToBF16) {
           ASSERT_EQ(f32[o], -7.0f) << r << ", " << c;
           continue;
         }
-        const float v = x[static_cast<std::size_t>(r * ld + c)] * scale;
+        const float v =
+            x[static_cast<std::size_t>(r * ld + c)] * (row_scale != nullptr ? row_scale[r] : scale);
         ASSERT_EQ(bf[o], FloatToBF16(v).bits) << r << ", " << c << ": " << v;
         std::uint32_t want, got;
         std::memcpy(&want, &v, sizeof v);
@@ -274,6 +291,98 @@ TEST_P(FlashKernelTarget, StoreRowsRoundsAsFloatToBF16) {
         ASSERT_EQ(got, want) << r << ", " << c;
       }
     }
+  }
+}
+
+TEST_P(FlashKernelTarget, RowDotsF64KeepTheReferenceOrder) {
+  // D_i = dO_i . O_i of the backward: the same float64 bits as the scalar
+  // reference's 16 partial sums on every target (odd lengths: tails of
+  // every size), and within 1e-15 relative of the long double sum.
+  const Index n = 5, ld = 133;
+  const std::vector<float> a = Random(n * ld, 21, -3.0f, 3.0f), b = Random(n * ld, 22);
+  for (const Index dim : {1, 7, 15, 16, 17, 31, 32, 33, 64, 100, 133}) {
+    std::vector<double> fast(n, -1.0), ref(n, -2.0);
+    ks::FlashRowDotsF64(a.data(), ld, b.data(), ld, n, dim, fast.data());
+    kernels::scalar::FlashRowDotsF64(a.data(), ld, b.data(), ld, n, dim, ref.data());
+    for (Index r = 0; r < n; ++r) {
+      long double exact = 0, mag = 0;
+      for (Index x = 0; x < dim; ++x) {
+        exact += static_cast<long double>(a[r * ld + x]) * b[r * ld + x];
+        mag += std::fabs(static_cast<long double>(a[r * ld + x]) * b[r * ld + x]);
+      }
+      ASSERT_EQ(fast[r], ref[r]) << "dim " << dim << " row " << r;
+      EXPECT_LE(std::fabs(static_cast<long double>(fast[r]) - exact), 1e-15L * mag)
+          << "dim " << dim << " row " << r;
+    }
+  }
+}
+
+TEST_P(FlashKernelTarget, LogSumExpAsTheFloat64Log) {
+  // The forward's lse = m + log(l): the scalar reference's bits (the float64
+  // log rounded once) for sums from 1 (one key) to 2^24 keys, 0 (no
+  // visible key: -inf) and odd counts (tails on every target).
+  std::vector<float> l = Random(37, 31, 1.0f, 4096.0f), m = Random(37, 32, -50.0f, 50.0f);
+  l[0] = 1.0f;
+  l[1] = 0.0f;
+  l[2] = 16777216.0f;
+  l[3] = 1.0000001f;
+  for (const Index n : {1, 2, 7, 16, 37}) {
+    std::vector<float> fast(n, 7.0f), ref(n, 8.0f);
+    ks::FlashLogSumExp(m.data(), l.data(), n, fast.data());
+    kernels::scalar::FlashLogSumExp(m.data(), l.data(), n, ref.data());
+    for (Index i = 0; i < n; ++i) {
+      ASSERT_EQ(fast[i], ref[i]) << "n " << n << " i " << i;
+      if (l[i] == 0.0f) {
+        ASSERT_EQ(fast[i], -INFINITY);
+      } else {
+        EXPECT_NEAR(fast[i], m[i] + std::log(double(l[i])), 1e-6 * (std::fabs(m[i]) + 17.0));
+      }
+    }
+  }
+}
+
+TEST_P(FlashKernelTarget, Bf16ExpWithinItsBound) {
+  // FlashExp::kBFloat16 (kernels/flash_exp.h): relative error <= 3e-6
+  // (7e-6 without FMA) against the float64 exp over [-87, 0] (every reduction interval n, both
+  // ends of each), the scalar backend's ExpNonPositiveBf16, -inf -> 0,
+  // and the row sum of the values. FlashExp::kFloat32 stays within 2.5e-7.
+  std::vector<float> y;
+  for (int i = 0; i <= 20000; ++i) y.push_back(-87.0f * static_cast<float>(i) / 20000.0f);
+  for (int n = 0; n <= 125; ++n) {
+    for (const float d : {-0.3465f, 0.3465f}) y.push_back(std::min(0.0f, -0.6931472f * n + d));
+  }
+  y.push_back(-INFINITY);
+  while (y.size() % 16 != 0) y.push_back(-1.0f);
+  for (const auto exp : {kernels::FlashExp::kFloat32, kernels::FlashExp::kBFloat16}) {
+    std::vector<float> row = y;
+    const float sum = ks::FlashExpRow(row.data(), static_cast<Index>(row.size()), 0.0f, exp);
+    double want_sum = 0.0;
+    for (std::size_t j = 0; j < y.size(); ++j) {
+      const double want = std::exp(static_cast<double>(y[j]));
+      want_sum += row[j];
+      if (y[j] == -INFINITY) {
+        ASSERT_EQ(row[j], 0.0f);
+        continue;
+      }
+      // kernels/flash_exp.h: 3e-6 with FMA, 7e-6 where Mul and Add round
+      // apart (SSE4, SCALAR: r = y - n ln2 loses up to half an ulp of n ln2).
+      const double bound = exp == kernels::FlashExp::kFloat32 ? 2.5e-7
+                           : GetParam() <= HWY_AVX2           ? 3e-6
+                                                              : 7e-6;
+      ASSERT_LE(std::fabs(row[j] - want), bound * want) << "y " << y[j];
+      if (exp == kernels::FlashExp::kBFloat16) {
+        // Bits where the target has FMA; SSE4 and SCALAR round the Mul and
+        // the Add apart (n may differ by one at a reduction boundary), each
+        // within the bound.
+        const float ref = kernels::ExpNonPositiveBf16(y[j]);
+        if (GetParam() <= HWY_AVX2) {
+          ASSERT_EQ(row[j], ref) << "y " << y[j];
+        } else {
+          ASSERT_LE(std::fabs(row[j] - ref), 6e-6f * ref) << "y " << y[j];
+        }
+      }
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-5 * want_sum);
   }
 }
 

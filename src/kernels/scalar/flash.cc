@@ -10,6 +10,11 @@ namespace posenc::kernels::scalar {
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// P = exp(y) by the exp `exp` names (kernels/flash_exp.h).
+float Exp(float y, FlashExp exp) {
+  return exp == FlashExp::kBFloat16 ? ExpNonPositiveBf16(y) : std::exp(y);
+}
+
 float Dot(const float* a, const float* b, std::int64_t n) {
   float s = 0.0f;
   for (std::int64_t x = 0; x < n; ++x) s += a[x] * b[x];
@@ -31,10 +36,10 @@ void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int
   }
 }
 
-float FlashExpRow(float* row, std::int64_t n, float max) {
+float FlashExpRow(float* row, std::int64_t n, float max, FlashExp exp) {
   float sum = 0.0f;
   for (std::int64_t j = 0; j < n; ++j) {
-    row[j] = row[j] == kNegInf ? 0.0f : std::exp(row[j] - max);
+    row[j] = row[j] == kNegInf ? 0.0f : Exp(row[j] - max, exp);
     sum += row[j];
   }
   return sum;
@@ -72,10 +77,10 @@ void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::i
 }
 
 void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
-                      const float* bias, float lse, float delta) {
+                      const float* bias, float lse, float delta, FlashExp exp) {
   for (std::int64_t j = 0; j < ld; ++j) {
     const float x = j < nk ? s[j] * scale + (bias ? bias[j] : 0.0f) : kNegInf;
-    const float p = x == kNegInf ? 0.0f : std::exp(x - lse);
+    const float p = x == kNegInf ? 0.0f : Exp(x - lse, exp);
     s[j] = p;
     dp[j] = p * (dp[j] - delta);
   }
@@ -83,6 +88,26 @@ void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, flo
 
 void FlashAddRow(float* dst, const float* src, std::int64_t n) {
   for (std::int64_t j = 0; j < n; ++j) dst[j] += src[j];
+}
+
+void FlashLogSumExp(const float* m, const float* l, std::int64_t n, float* lse) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    lse[i] = l[i] > 0.0f ? m[i] + static_cast<float>(std::log(static_cast<double>(l[i]))) : kNegInf;
+  }
+}
+
+void FlashRowDotsF64(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                     std::int64_t n, std::int64_t dim, double* out) {
+  for (std::int64_t r = 0; r < n; ++r) {
+    double sums[16] = {};
+    for (std::int64_t x = 0; x < dim; ++x) {
+      sums[x % 16] += static_cast<double>(a[r * lda + x]) * b[r * ldb + x];
+    }
+    for (int w = 8; w >= 1; w /= 2) {
+      for (int k = 0; k < w; ++k) sums[k] += sums[k + w];
+    }
+    out[r] = sums[0];
+  }
 }
 
 float FlashScaleRow(float* row, std::int64_t nk, std::int64_t ld, float scale, const float* bias) {

@@ -8,14 +8,17 @@
 
 #include <cstdint>
 
+#include "kernels/flash_exp.h"
+
 namespace posenc::kernels::scalar {
 
 // S[i, j] = sum_x Q[i, x] * KT[x, j]: [nq, D] (row stride ldq) x [D, ld].
 void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
                      std::int64_t dim, std::int64_t ld, float* s);
 
-// row[j] = exp(row[j] - max) (-inf -> 0) for j < n; returns the row sum.
-float FlashExpRow(float* row, std::int64_t n, float max);
+// row[j] = exp(row[j] - max) (-inf -> 0) for j < n, with the exp `exp`
+// names (kernels/flash_exp.h; std::exp for kFloat32); returns the row sum.
+float FlashExpRow(float* row, std::int64_t n, float max, FlashExp exp = FlashExp::kFloat32);
 
 // acc[i, :] += sum_j P[i, j] V[j, :] (zero probabilities skipped).
 void FlashAccumulatePV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,
@@ -30,12 +33,22 @@ void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::i
                         std::int64_t nk, std::int64_t ldv, float* acc);
 
 // The backward row: P = exp(s * scale + bias - lse) into s (0 past nk and
-// for -inf), dS = P (dp - delta) into dp, for j < ld.
+// for -inf), dS = P (dp - delta) into dp, for j < ld; exp as FlashExpRow.
 void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
-                      const float* bias, float lse, float delta);
+                      const float* bias, float lse, float delta, FlashExp exp = FlashExp::kFloat32);
 
 // dst[j] += src[j] for j < n.
 void FlashAddRow(float* dst, const float* src, std::int64_t n);
+
+// lse[i] = m[i] + float(log(double(l[i]))) where l[i] > 0, -inf elsewhere.
+void FlashLogSumExp(const float* m, const float* l, std::int64_t n, float* lse);
+
+// out[r] = sum_x a[r * lda + x] * b[r * ldb + x] for r < n, x < dim, in
+// float64 (each product exact): 16 partial sums, sum k over the x = k
+// (mod 16) in increasing x, then halved: s[k] += s[k + w] for k < w, w = 8,
+// 4, 2, 1 (the order the SIMD kernel keeps on every target).
+void FlashRowDotsF64(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                     std::int64_t n, std::int64_t dim, double* out);
 
 // row[j] = row[j] * scale + bias[j] for j < nk (bias may be null), -inf for
 // nk <= j < ld; returns the row max.

@@ -290,6 +290,91 @@ void FlashAddRowImpl(float* dst, const float* src, std::int64_t n) {
   for (; j < n; ++j) dst[j] += src[j];
 }
 
+// lse[i] = m[i] + log(l[i]) for l[i] > 0 (the log in float64, Highway's
+// Log: <= 4 ulp of a double, so the float32 result is the correctly
+// rounded log in all but rare ties), -inf otherwise, i < n: the forward's
+// log-sum-exp of a tile's rows, one vector of rows at a time instead of one
+// logf call per row.
+void FlashLogSumExpImpl(const float* m, const float* l, std::int64_t n, float* lse) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(dd));
+  std::int64_t i = 0;
+  const auto step = [&](auto d32, auto d64, std::int64_t at) {
+    const auto vl = hn::LoadU(d32, l + at);
+    const auto positive = hn::Gt(vl, hn::Zero(d32));
+    // log(1) for the rows without a sum: no NaN or -inf in the float64 log.
+    const auto safe = hn::PromoteTo(d64, hn::IfThenElse(positive, vl, hn::Set(d32, 1.0f)));
+    const auto lg = hn::DemoteTo(d32, hn::Log(d64, safe));
+    hn::StoreU(hn::IfThenElse(positive, hn::Add(hn::LoadU(d32, m + at), lg),
+                              hn::Set(d32, -std::numeric_limits<float>::infinity())),
+               d32, lse + at);
+  };
+  for (; i + N <= n; i += N) step(df, dd, i);
+  const hn::CappedTag<double, 1> d1;
+  const hn::Rebind<float, decltype(d1)> f1;
+  for (; i < n; ++i) step(f1, d1, i);
+}
+
+// The sum of v's lanes by halving, lane k of each half added to lane k of
+// the other (the tree of kernels/scalar/flash.h FlashRowDotsF64).
+template <class D>
+HWY_INLINE double SumByHalves(D d, hn::Vec<D> v) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d;
+  return hn::GetLane(v);
+#else
+  if constexpr (hn::MaxLanes(D()) == 1) {
+    (void)d;
+    return hn::GetLane(v);
+  } else {
+    const hn::Half<D> dh;
+    return SumByHalves(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+#endif
+}
+
+// out[r] = sum_x a[r * lda + x] * b[r * ldb + x] in float64 (each product
+// exact), x < dim, r < n, in the order kernels/scalar/flash.h
+// (FlashRowDotsF64) defines: 16 partial sums, sum k over x = k (mod 16) in
+// increasing x, then halving (k + 8, k + 4, k + 2, k + 1). Vectors of any
+// width hold the 16 sums (AVX-512: 2 x 8 lanes; SCALAR: 16 x 1) and halve
+// in registers, so every target gives the reference's bits.
+void FlashRowDotsF64Impl(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                         std::int64_t n, std::int64_t dim, double* out) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  constexpr std::size_t kN = hn::MaxLanes(dd);
+  static_assert(kN <= 16 && 16 % kN == 0);
+  constexpr std::size_t kAcc = 16 / kN;
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float* x0 = a + r * lda;
+    const float* y0 = b + r * ldb;
+    hn::Vec<decltype(dd)> acc[kAcc];
+    for (std::size_t k = 0; k < kAcc; ++k) acc[k] = hn::Zero(dd);
+    std::int64_t x = 0;
+    for (; x + 16 <= dim; x += 16) {
+      for (std::size_t k = 0; k < kAcc; ++k) {
+        const std::int64_t o = x + static_cast<std::int64_t>(k * kN);
+        acc[k] = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(df, x0 + o)),
+                            hn::PromoteTo(dd, hn::LoadU(df, y0 + o)), acc[k]);
+      }
+    }
+    if (x < dim) {  // a tail: the partial sums in memory, added as the reference adds them
+      HWY_ALIGN double sums[16];
+      for (std::size_t k = 0; k < kAcc; ++k) hn::Store(acc[k], dd, sums + k * kN);
+      for (; x < dim; ++x) sums[x % 16] += static_cast<double>(x0[x]) * y0[x];
+      for (std::size_t k = 0; k < kAcc; ++k) acc[k] = hn::Load(dd, sums + k * kN);
+    }
+    // Halving across the vectors (k + 8, ... while whole vectors pair up),
+    // then within the one left.
+    for (std::size_t w = kAcc / 2; w >= 1; w /= 2) {
+      for (std::size_t k = 0; k < w; ++k) acc[k] = hn::Add(acc[k], acc[k + w]);
+    }
+    out[r] = SumByHalves(dd, acc[0]);
+  }
+}
+
 // Rows of storage kind S (unit element stride, row stride `stride`
 // elements) as float32 rows of ld >= dim floats, zero past dim. The 16-bit
 // conversions are exact.
@@ -332,25 +417,46 @@ void FlashRoundRowsBf16Impl(const float* src, std::int64_t ld, std::int64_t rows
   }
 }
 
-// Row r of n float32 rows (stride ld) times scale into row r of dst (unit
-// element stride, row stride `stride` elements) as float32 (bf16 false) or
-// bfloat16 bits (Bf16BitsOf), dim values per row.
-template <bool kBf16>
+// Sixteen values v as their bfloat16 bits at out, exactly as Bf16BitsOf:
+// with VCVTNEPS2BF16 (kConvert, AVX-512 targets) unless a lane is
+// subnormal, which the instruction flushes to +-0 and FloatToBF16 does not
+// (the engines' stores run under FTZ and DAZ, so the integer path is only
+// taken for callers without them, and by the tests' table).
+template <bool kConvert, class D>
+HWY_INLINE void StoreBf16Bits(D d, hn::Vec<D> v, std::uint16_t* out) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (kConvert && hn::MaxLanes(D()) == 16) {
+    const auto tiny = hn::And(hn::Lt(hn::Abs(v), hn::Set(d, std::numeric_limits<float>::min())),
+                              hn::Ne(v, hn::Zero(d)));
+    if (HWY_LIKELY(hn::AllFalse(d, tiny))) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ConvertToBf16(v.raw));
+      return;
+    }
+  }
+#endif
+  hn::StoreU(Bf16BitsOf(d, v), hn::Rebind<std::uint16_t, D>(), out);
+}
+
+// Row r of n float32 rows (stride ld) times scale (or row_scale[r] when
+// given) into row r of dst (unit element stride, row stride `stride`
+// elements) as float32 (bf16 false) or bfloat16 bits (StoreBf16Bits:
+// kConvert as FlashBf16ConvertPreferred), dim values per row.
+template <bool kBf16, bool kConvert = false>
 void StoreRowsTyped(const float* src, std::int64_t ld, std::int64_t n, std::int64_t dim,
-                    float scale, void* dst, std::int64_t stride) {
+                    float scale, const float* row_scale, void* dst, std::int64_t stride) {
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 1> d1;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto vscale = hn::Set(d, scale);
-  const auto vscale1 = hn::Set(d1, scale);
   for (std::int64_t r = 0; r < n; ++r) {
+    const float rs = row_scale != nullptr ? row_scale[r] : scale;
+    const auto vscale = hn::Set(d, rs);
+    const auto vscale1 = hn::Set(d1, rs);
     const float* in = src + r * ld;
     std::int64_t x = 0;
     if constexpr (kBf16) {
       std::uint16_t* out = static_cast<std::uint16_t*>(dst) + r * stride;
       for (; x + N <= dim; x += N) {
-        hn::StoreU(Bf16BitsOf(d, hn::Mul(hn::LoadU(d, in + x), vscale)),
-                   hn::Rebind<std::uint16_t, decltype(d)>(), out + x);
+        StoreBf16Bits<kConvert>(d, hn::Mul(hn::LoadU(d, in + x), vscale), out + x);
       }
       for (; x < dim; ++x) {
         hn::StoreU(Bf16BitsOf(d1, hn::Mul(hn::LoadU(d1, in + x), vscale1)),
@@ -359,15 +465,21 @@ void StoreRowsTyped(const float* src, std::int64_t ld, std::int64_t n, std::int6
     } else {
       float* out = static_cast<float*>(dst) + r * stride;
       for (; x + N <= dim; x += N) hn::StoreU(hn::Mul(hn::LoadU(d, in + x), vscale), d, out + x);
-      for (; x < dim; ++x) out[x] = in[x] * scale;
+      for (; x < dim; ++x) out[x] = in[x] * rs;
     }
   }
 }
 
 void FlashStoreRowsImpl(int store, const float* src, std::int64_t ld, std::int64_t n,
-                        std::int64_t dim, float scale, void* dst, std::int64_t stride) {
-  if (store == 1) return StoreRowsTyped<true>(src, ld, n, dim, scale, dst, stride);
-  StoreRowsTyped<false>(src, ld, n, dim, scale, dst, stride);
+                        std::int64_t dim, float scale, const float* row_scale, void* dst,
+                        std::int64_t stride, bool convert) {
+  if (store == 1) {
+    if (kHaveBf16Convert && convert) {
+      return StoreRowsTyped<true, kHaveBf16Convert>(src, ld, n, dim, scale, row_scale, dst, stride);
+    }
+    return StoreRowsTyped<true>(src, ld, n, dim, scale, row_scale, dst, stride);
+  }
+  StoreRowsTyped<false>(src, ld, n, dim, scale, row_scale, dst, stride);
 }
 
 // Reads bytes [p, p + bytes) once in address order, four independent

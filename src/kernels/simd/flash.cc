@@ -31,6 +31,8 @@ HWY_EXPORT(FlashSoftmaxTileImpl);
 HWY_EXPORT(FlashLoadRowsImpl);
 HWY_EXPORT(FlashTransposeTileImpl);
 HWY_EXPORT(FlashStoreRowsImpl);
+HWY_EXPORT(FlashRowDotsF64Impl);
+HWY_EXPORT(FlashLogSumExpImpl);
 HWY_EXPORT(FlashRoundRowsBf16Impl);
 HWY_EXPORT(FlashTouchImpl);
 HWY_EXPORT(FlashDecodeLogitsImpl);
@@ -56,11 +58,12 @@ void FlashAccumulatePTV(const float* p, std::int64_t ldp, const float* v, std::i
 }
 
 void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
-                      const float* bias, float lse, float delta, FlashRowRounding rounding) {
+                      const float* bias, float lse, float delta, FlashRowRounding rounding,
+                      FlashExp exp) {
   POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld);
   HWY_DYNAMIC_DISPATCH(FlashBackwardRowImpl)
   (s, dp, nk, ld, scale, bias, lse, delta, rounding == FlashRowRounding::kBFloat16,
-   FlashBf16ConvertPreferred());
+   FlashBf16ConvertPreferred(), exp == FlashExp::kBFloat16);
 }
 
 void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
@@ -69,12 +72,24 @@ void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t n
   POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld && nq >= 0);
   HWY_DYNAMIC_DISPATCH(FlashSoftmaxTileImpl)
   (s, ld, nq, nk, scale, bias, m, l, alpha, rows.visible, rows.cols,
-   rows.rounding == FlashRowRounding::kBFloat16, FlashBf16ConvertPreferred());
+   rows.rounding == FlashRowRounding::kBFloat16, FlashBf16ConvertPreferred(),
+   rows.exp == FlashExp::kBFloat16);
 }
 
 void FlashAddRow(float* dst, const float* src, std::int64_t n) {
   POSENC_DASSERT(n >= 0);
   HWY_DYNAMIC_DISPATCH(FlashAddRowImpl)(dst, src, n);
+}
+
+void FlashLogSumExp(const float* m, const float* l, std::int64_t n, float* lse) {
+  POSENC_DASSERT(n >= 0);
+  HWY_DYNAMIC_DISPATCH(FlashLogSumExpImpl)(m, l, n, lse);
+}
+
+void FlashRowDotsF64(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                     std::int64_t n, std::int64_t dim, double* out) {
+  POSENC_DASSERT(n >= 0 && dim >= 0 && lda >= dim && ldb >= dim);
+  HWY_DYNAMIC_DISPATCH(FlashRowDotsF64Impl)(a, lda, b, ldb, n, dim, out);
 }
 
 void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,
@@ -90,10 +105,12 @@ void FlashTransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std
 }
 
 void FlashStoreRows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t dim,
-                    float scale, FlashStorage storage, void* dst, std::int64_t stride) {
+                    float scale, FlashStorage storage, void* dst, std::int64_t stride,
+                    const float* row_scale) {
   POSENC_DASSERT(ld >= dim && dim >= 0 && n >= 0 && storage != FlashStorage::kFloat16);
   HWY_DYNAMIC_DISPATCH(FlashStoreRowsImpl)
-  (static_cast<int>(storage), src, ld, n, dim, scale, dst, stride);
+  (static_cast<int>(storage), src, ld, n, dim, scale, row_scale, dst, stride,
+   storage == FlashStorage::kBFloat16 && FlashBf16ConvertPreferred());
 }
 
 void FlashRoundRowsBf16(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t n,
@@ -115,9 +132,9 @@ void FlashDecodeLogits(const float* q, std::int64_t ldq, std::int64_t rows, cons
   HWY_DYNAMIC_DISPATCH(FlashDecodeLogitsImpl)(q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
 }
 
-float FlashExpRow(float* row, std::int64_t n, float max) {
+float FlashExpRow(float* row, std::int64_t n, float max, FlashExp exp) {
   POSENC_DASSERT(n % kFlashPad == 0);
-  return HWY_DYNAMIC_DISPATCH(FlashExpRowImpl)(row, n, max);
+  return HWY_DYNAMIC_DISPATCH(FlashExpRowImpl)(row, n, max, exp == FlashExp::kBFloat16);
 }
 
 void FlashAccumulatePV(const float* p, std::int64_t ldp, const float* v, std::int64_t nq,

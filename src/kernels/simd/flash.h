@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "kernels/flash_exp.h"
+
 namespace posenc::kernels::simd {
 
 // Column padding of every buffer passed here (>= the widest vector: 16
@@ -37,7 +39,7 @@ void FlashTileLogitsCols(const float* q, std::int64_t ldq, const float* kt, std:
 
 // row[j] = exp(row[j] - max) for j < n (n a multiple of kFlashPad; -inf
 // entries become 0); returns the sum of the new row.
-float FlashExpRow(float* row, std::int64_t n, float max);
+float FlashExpRow(float* row, std::int64_t n, float max, FlashExp exp = FlashExp::kFloat32);
 
 // acc[i * ldv + x] += sum_j p[i * ldp + j] * v[j * ldv + x] for i < nq,
 // j < nk, x < ldv (ldv a multiple of kFlashPad).
@@ -70,7 +72,8 @@ enum class FlashRowRounding : int { kNone = 0, kBFloat16 = 1 };
 // where they enter the products). lse must be finite.
 void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
                       const float* bias, float lse, float delta,
-                      FlashRowRounding rounding = FlashRowRounding::kNone);
+                      FlashRowRounding rounding = FlashRowRounding::kNone,
+                      FlashExp exp = FlashExp::kFloat32);
 
 // The forward's online-softmax step for a tile of nq rows in one call:
 // per row, x = s * scale + bias[i][j] (bias or bias[i] null: no terms;
@@ -89,6 +92,9 @@ struct FlashSoftmaxRows {
   // kBFloat16: s holds P as bfloat16 values (FlashPrecision::kBFloat16),
   // l sums the unrounded P.
   FlashRowRounding rounding = FlashRowRounding::kNone;
+  // Which exp gives P (kernels/flash_exp.h; the rescale alpha always takes
+  // the float32 one: it compounds over the key tiles).
+  FlashExp exp = FlashExp::kFloat32;
 };
 void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
                       const float* const* bias, float* m, float* l, float* alpha,
@@ -109,6 +115,18 @@ void FlashDecodeLogitsBf16(const std::uint16_t* q, std::int64_t ldq, std::int64_
                            const std::uint16_t* k, std::int64_t ldk_rows, std::int64_t nk,
                            std::int64_t dim, float* s, std::int64_t lds);
 
+// lse[i] = m[i] + log(l[i]) where l[i] > 0, -inf elsewhere (i < n; lse may
+// be l): the log in float64 rounded to float32, as
+// kernels::scalar::FlashLogSumExp (equal bits but for ties closer than
+// Highway's 4 float64 ulp). The forward's log-sum-exp of a tile's rows.
+void FlashLogSumExp(const float* m, const float* l, std::int64_t n, float* lse);
+
+// out[r] = sum_x a[r * lda + x] * b[r * ldb + x], x < dim, r < n, in
+// float64 with the summation order of kernels::scalar::FlashRowDotsF64 (the
+// same bits on every target): the backward's D_i = dO_i . O_i.
+void FlashRowDotsF64(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                     std::int64_t n, std::int64_t dim, double* out);
+
 // Storage of the rows FlashLoadRows converts.
 enum class FlashStorage : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
 
@@ -125,11 +143,15 @@ void FlashTransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std
                         float* dst, std::int64_t ldk);
 
 // The inverse of FlashLoadRows for float32 and bfloat16 storage: n rows of
-// dim values src[r * ld + x] * scale into dst (unit element stride, row
+// dim values src[r * ld + x] * scale (row_scale[r] instead of scale when
+// row_scale is not null: the forward's 1 / l) into dst (unit element stride, row
 // stride `stride` elements), bfloat16 rounded to nearest even (NaN kept
-// quiet), exactly as FloatToBF16 (posenc/dtype.h). Not for kFloat16.
+// quiet), exactly as FloatToBF16 (posenc/dtype.h): VCVTNEPS2BF16 where
+// FlashBf16ConvertPreferred(), the integer rounding for vectors with a
+// subnormal lane (which the instruction flushes). Not for kFloat16.
 void FlashStoreRows(const float* src, std::int64_t ld, std::int64_t n, std::int64_t dim,
-                    float scale, FlashStorage storage, void* dst, std::int64_t stride);
+                    float scale, FlashStorage storage, void* dst, std::int64_t stride,
+                    const float* row_scale = nullptr);
 
 // Reads bytes [p, p + bytes) once, in address order (vector loads, four
 // in flight per step), and returns the OR of everything read, as 32-bit

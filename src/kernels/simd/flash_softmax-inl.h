@@ -16,11 +16,15 @@
 
 #include <hwy/highway.h>
 
+#include "kernels/flash_exp.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace posenc::kernels::simd {
 namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
+using kernels::kBf16ExpC;
+using kernels::kBf16ExpLn2;
 
 // row[j] = row[j] * scale + bias[j] (+ 0 without bias) for j < nk, -inf for
 // nk <= j < ld; returns the max of the first nk entries. bias (when given)
@@ -100,7 +104,43 @@ HWY_INLINE V ExpNonPositive(D d, V y) {
   return hn::Mul(e, pow2n);
 }
 
-float FlashExpRowImpl(float* row, std::int64_t n, float max) {
+// FlashExp::kBFloat16's exp(y) for y <= 0 (kernels/flash_exp.h: formula,
+// coefficients, error bound; the scalar form is kernels::ExpNonPositiveBf16).
+template <class D, class V>
+HWY_INLINE V ExpNonPositiveBf16(D d, V y) {
+  const hn::RebindToSigned<D> di;
+  y = hn::Max(y, hn::Set(d, -87.0f));
+  const auto magic = hn::Set(d, 12582912.0f);
+  const auto n = hn::Sub(hn::MulAdd(y, hn::Set(d, 1.44269504088896341f), magic), magic);
+  const auto r = hn::NegMulAdd(n, hn::Set(d, kBf16ExpLn2), y);
+  auto e = hn::MulAdd(hn::Set(d, kBf16ExpC[4]), r, hn::Set(d, kBf16ExpC[3]));
+  e = hn::MulAdd(e, r, hn::Set(d, kBf16ExpC[2]));
+  e = hn::MulAdd(e, r, hn::Set(d, kBf16ExpC[1]));
+  e = hn::MulAdd(e, r, hn::Set(d, kBf16ExpC[0]));
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(D()) * sizeof(float) == 64) {
+    (void)di;
+    return V{_mm512_scalef_ps(e.raw, n.raw)};
+  }
+#endif
+  const auto pow2n =
+      hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
+  return hn::Mul(e, pow2n);
+}
+
+// ExpNonPositiveBf16 where the result is rounded to bfloat16 (kBf16Exp),
+// else ExpNonPositive.
+template <bool kBf16Exp, class D, class V>
+HWY_INLINE V ExpForProducts(D d, V y) {
+  if constexpr (kBf16Exp) {
+    return ExpNonPositiveBf16(d, y);
+  } else {
+    return ExpNonPositive(d, y);
+  }
+}
+
+template <bool kBf16Exp>
+float ExpRow(float* row, std::int64_t n, float max) {
   const hn::ScalableTag<float> d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
@@ -109,11 +149,16 @@ float FlashExpRowImpl(float* row, std::int64_t n, float max) {
   for (std::int64_t j = 0; j < n; j += N) {
     const auto x = hn::LoadU(d, row + j);
     const auto visible = hn::Gt(x, neg_inf);
-    const auto e = hn::IfThenElseZero(visible, ExpNonPositive(d, hn::Sub(x, vmax)));
+    const auto e = hn::IfThenElseZero(visible, ExpForProducts<kBf16Exp>(d, hn::Sub(x, vmax)));
     hn::StoreU(e, d, row + j);
     sum = hn::Add(sum, e);
   }
   return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+// bf16_exp: FlashExp::kBFloat16.
+float FlashExpRowImpl(float* row, std::int64_t n, float max, bool bf16_exp) {
+  return bf16_exp ? ExpRow<true>(row, n, max) : ExpRow<false>(row, n, max);
 }
 
 // The bfloat16 bits of v in the high half of each lane (low half zero):
@@ -175,8 +220,10 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundBf16High(D d, hn::Vec<D> v) {
 // finite x is zeroed with alpha 1 and m, l unchanged. visible (or null: nk)
 // and cols (or null: ld) per row: row i sees its first visible[i] keys, and
 // only its first cols[i] entries are read and written. round: s holds the
-// bfloat16 values of the exponentials (Bf16HighBits; l sums them unrounded).
-template <Bf16Round kRound>
+// bfloat16 values of the exponentials (Bf16HighBits; l sums them unrounded),
+// computed by ExpNonPositiveBf16 when kBf16Exp (the rescale alpha keeps
+// ExpNonPositive: it compounds over the key tiles).
+template <Bf16Round kRound, bool kBf16Exp = false>
 HWY_INLINE void SoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk,
                             float scale, const float* const* bias, float* m, float* l, float* alpha,
                             const std::int64_t* visible, const std::int64_t* cols, bool round) {
@@ -209,7 +256,8 @@ HWY_INLINE void SoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int
     auto sum = hn::Zero(d);
     for (std::int64_t j = 0; j < ldi; j += N) {
       const auto x = hn::LoadU(d, row + j);
-      const auto e = hn::IfThenElseZero(hn::Gt(x, neg_inf), ExpNonPositive(d, hn::Sub(x, vm)));
+      const auto e =
+          hn::IfThenElseZero(hn::Gt(x, neg_inf), ExpForProducts<kBf16Exp>(d, hn::Sub(x, vm)));
       hn::StoreU(round ? hn::BitCast(d, RoundBf16High<kRound>(d, e)) : e, d, row + j);
       sum = hn::Add(sum, e);
     }
@@ -217,24 +265,34 @@ HWY_INLINE void SoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int
   }
 }
 
-// convert: round with VCVTNEPS2BF16 (RoundBf16High) where this target can.
+// convert: round with VCVTNEPS2BF16 (RoundBf16High) where this target can;
+// bf16_exp: FlashExp::kBFloat16.
 void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
                           const float* const* bias, float* m, float* l, float* alpha,
                           const std::int64_t* visible, const std::int64_t* cols, bool round,
-                          bool convert) {
+                          bool convert, bool bf16_exp) {
   if constexpr (kHaveBf16Convert) {
+    if (round && convert && bf16_exp) {
+      return SoftmaxTile<Bf16Round::kConvert, true>(s, ld, nq, nk, scale, bias, m, l, alpha,
+                                                    visible, cols, true);
+    }
     if (round && convert) {
       return SoftmaxTile<Bf16Round::kConvert>(s, ld, nq, nk, scale, bias, m, l, alpha, visible,
                                               cols, true);
     }
+  }
+  if (bf16_exp) {
+    return SoftmaxTile<Bf16Round::kInteger, true>(s, ld, nq, nk, scale, bias, m, l, alpha, visible,
+                                                  cols, round);
   }
   SoftmaxTile<Bf16Round::kInteger>(s, ld, nq, nk, scale, bias, m, l, alpha, visible, cols, round);
 }
 
 // The backward's row pass: x = s * scale (+ bias), P = exp(x - lse) (0 where
 // x is -inf and for j >= nk), dS = P * (dp - delta); P replaces s, dS
-// replaces dp (j < ld), both as bfloat16 values (Bf16HighBits) when round.
-template <Bf16Round kRound>
+// replaces dp (j < ld), both as bfloat16 values (Bf16HighBits) when round;
+// P from ExpNonPositiveBf16 when kBf16Exp (as the forward's).
+template <Bf16Round kRound, bool kBf16Exp = false>
 HWY_INLINE void BackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
                             const float* bias, float lse, float delta, bool round) {
   const hn::ScalableTag<float> d;
@@ -250,7 +308,7 @@ HWY_INLINE void BackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t l
       const std::int64_t valid = nk > j ? nk - j : 0;
       visible = hn::And(visible, hn::FirstN(d, static_cast<std::size_t>(valid)));
     }
-    const auto p = hn::IfThenElseZero(visible, ExpNonPositive(d, hn::Sub(x, vlse)));
+    const auto p = hn::IfThenElseZero(visible, ExpForProducts<kBf16Exp>(d, hn::Sub(x, vlse)));
     const auto ds = hn::Mul(p, hn::Sub(hn::LoadU(d, dp + j), vdelta));
     if (round) {
       hn::StoreU(hn::BitCast(d, RoundBf16High<kRound>(d, p)), d, s + j);
@@ -262,13 +320,20 @@ HWY_INLINE void BackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t l
   }
 }
 
-// convert: as FlashSoftmaxTileImpl.
+// convert, bf16_exp: as FlashSoftmaxTileImpl.
 void FlashBackwardRowImpl(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
-                          const float* bias, float lse, float delta, bool round, bool convert) {
+                          const float* bias, float lse, float delta, bool round, bool convert,
+                          bool bf16_exp) {
   if constexpr (kHaveBf16Convert) {
+    if (round && convert && bf16_exp) {
+      return BackwardRow<Bf16Round::kConvert, true>(s, dp, nk, ld, scale, bias, lse, delta, true);
+    }
     if (round && convert) {
       return BackwardRow<Bf16Round::kConvert>(s, dp, nk, ld, scale, bias, lse, delta, true);
     }
+  }
+  if (bf16_exp) {
+    return BackwardRow<Bf16Round::kInteger, true>(s, dp, nk, ld, scale, bias, lse, delta, round);
   }
   BackwardRow<Bf16Round::kInteger>(s, dp, nk, ld, scale, bias, lse, delta, round);
 }
