@@ -95,8 +95,39 @@ struct PairWork {
     if (scheme_reads) SchemeGrads(row0, nq, nk, pr.qpos, pr.kpos, qr, kr, dq);
   }
 
-  // The row pass (P and dS into w.s and w.dp), row by row.
+  // The row pass of a whole tile in one SIMD call (FlashBackwardTile):
+  // every row sees all keys or a prefix of them, and its terms are windows
+  // of the distance table (or none), so every row's pointer stays valid.
+  // False (nothing done) otherwise.
+  bool TilePass(const Pair& pr, bool values, Rounding rounding) {
+    const Problem& p = c.p;
+    const bool windows = !w.tile_terms.active() || w.tile_terms.WindowsOnly();
+    if (!L.simd || values || !windows || !(pr.all_visible || pr.kr.consecutive)) return false;
+    const Index nk = pr.nk, row0 = pr.row0;
+    for (Index i = 0; i < pr.nq; ++i) {
+      const Index prefix = pr.all_visible ? nk : p.VisiblePrefix(pr.qpos[i], pr.kpos[0], nk);
+      if (prefix < 0) return false;
+      w.visible_rows[Z(i)] = prefix;
+      w.cols_rows[Z(i)] = pr.banded ? w.band_cols[Z(i / kBandRows)] : L.ldk;
+      w.lse_rows[Z(i)] = u.lse[row0 + i];
+      w.delta_rows[Z(i)] = static_cast<float>(u.delta[row0 + i]);
+      w.bias_rows[Z(i)] = w.tile_terms.active() ? w.tile_terms.Window(pr.qpos[i]) : nullptr;
+    }
+    kernels::simd::FlashBackwardRows rows;
+    rows.bias = w.bias_rows.data();
+    rows.visible = w.visible_rows.data();
+    rows.cols = w.cols_rows.data();
+    rows.rounding = rounding;
+    rows.exp = p.Exp();
+    kernels::simd::FlashBackwardTile(w.s.data(), w.dp.data(), L.ldk, pr.nq, nk, p.scale,
+                                     w.lse_rows.data(), w.delta_rows.data(), rows);
+    return true;
+  }
+
+  // The row pass (P and dS into w.s and w.dp): the whole tile at once
+  // (TilePass) where it can, else row by row.
   void RowPass(const Pair& pr, bool values, Rounding rounding) {
+    if (TilePass(pr, values, rounding)) return;
     const Problem& p = c.p;
     const Index ldk = L.ldk, nk = pr.nk, row0 = pr.row0;
     const Index *qpos = pr.qpos, *kpos = pr.kpos;

@@ -332,6 +332,11 @@ class TileTerms {
   // True when Row returns windows of the distance table (no scratch): the
   // pointers of every row of the tile stay valid together.
   bool WindowsOnly() const { return table_ready_ && keys_consecutive_; }
+  // Row(qp, ...) when WindowsOnly(), inline: the window of query position qp.
+  const float* Window(std::int64_t qp) const {
+    POSENC_DASSERT(WindowsOnly());
+    return table_.data() + (kpos_[0] - qp - lo_);
+  }
   std::int64_t table_lo() const { return lo_; }   // first tabulated distance r - p
   std::int64_t table_size() const { return n_; }  // number of tabulated distances
   std::int64_t capacity() const { return cap_; }

@@ -139,6 +139,54 @@ TEST_P(FlashRowKernels, BackwardRowRoundsPAndDsFromTheUnroundedP) {
       }
 }
 
+TEST_P(FlashRowKernels, BackwardTileEqualsTheRowKernel) {
+  // The row pass of a whole tile: the same bits as FlashBackwardRow row by
+  // row, for rows seeing no key (lse -inf: zeros), a prefix of the keys or
+  // all of them, narrowed columns (the rest zeroed), with and without
+  // terms, each rounding and each exp.
+  const Index nq = 6, nk = 61, ld = 64;
+  const std::vector<Index> visible = {0, 1, 17, 33, 61, 45};
+  const std::vector<Index> cols = {16, 16, 32, 48, 64, 48};
+  const std::vector<float> lse = {-INFINITY, 0.3f, 1.5f, 2.0f, 4.0f, 2.5f};
+  const std::vector<float> delta = {0.1f, -0.2f, 0.3f, 0.05f, 0.0f, -1.0f};
+  const std::vector<float> s0 = Random(nq * ld, 51, -3.0f, 3.0f), dp0 = Random(nq * ld, 52);
+  const std::vector<float> bias = Random(ld + 8, 53);
+  for (const ks::FlashBf16Dots mode : kModes)
+    for (const bool terms : {false, true})
+      for (const auto rounding : {ks::FlashRowRounding::kNone, ks::FlashRowRounding::kBFloat16})
+        for (const auto exp : {kernels::FlashExp::kFloat32, kernels::FlashExp::kBFloat16}) {
+          ks::SetFlashBf16Dots(mode);
+          std::vector<const float*> rows_bias(nq);
+          for (Index i = 0; i < nq; ++i) rows_bias[i] = terms && i != 2 ? bias.data() + i : nullptr;
+          std::vector<float> s = s0, dp = dp0;
+          ks::FlashBackwardRows rows;
+          rows.bias = rows_bias.data();
+          rows.visible = visible.data();
+          rows.cols = cols.data();
+          rows.rounding = rounding;
+          rows.exp = exp;
+          ks::FlashBackwardTile(s.data(), dp.data(), ld, nq, nk, 0.37f, lse.data(), delta.data(),
+                                rows);
+          for (Index i = 0; i < nq; ++i) {
+            SCOPED_TRACE(::testing::Message() << "mode " << static_cast<int>(mode) << " terms "
+                                              << terms << " rounding " << static_cast<int>(rounding)
+                                              << " exp " << static_cast<int>(exp) << " row " << i);
+            std::vector<float> ws(s0.begin() + i * ld, s0.begin() + (i + 1) * ld);
+            std::vector<float> wdp(dp0.begin() + i * ld, dp0.begin() + (i + 1) * ld);
+            const Index c = lse[i] == -INFINITY ? 0 : cols[i];
+            if (c > 0) {
+              ks::FlashBackwardRow(ws.data(), wdp.data(), visible[i], c, 0.37f, rows_bias[i],
+                                   lse[i], delta[i], rounding, exp);
+            }
+            for (Index j = c; j < ld; ++j) ws[j] = wdp[j] = 0.0f;
+            for (Index j = 0; j < ld; ++j) {
+              EXPECT_TRUE(SameBits(s[i * ld + j], ws[j])) << "P " << j;
+              EXPECT_TRUE(SameBits(dp[i * ld + j], wdp[j])) << "dS " << j;
+            }
+          }
+        }
+}
+
 TEST_P(FlashRowKernels, ConvertedRoundingFlushesOnlySubnormals) {
   // P = exp(0 - 86) = 4.4e-38 (normal), dS = P * 0.01 = 4.4e-40 (subnormal
   // in float32 and in bfloat16).

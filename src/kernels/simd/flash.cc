@@ -26,6 +26,7 @@ HWY_EXPORT(FlashAccumulatePVRowsImpl);
 HWY_EXPORT(FlashScaleRowImpl);
 HWY_EXPORT(FlashAccumulatePTVImpl);
 HWY_EXPORT(FlashBackwardRowImpl);
+HWY_EXPORT(FlashBackwardTileImpl);
 HWY_EXPORT(FlashAddRowImpl);
 HWY_EXPORT(FlashSoftmaxTileImpl);
 HWY_EXPORT(FlashLoadRowsImpl);
@@ -64,6 +65,16 @@ void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, flo
   HWY_DYNAMIC_DISPATCH(FlashBackwardRowImpl)
   (s, dp, nk, ld, scale, bias, lse, delta, rounding == FlashRowRounding::kBFloat16,
    FlashBf16ConvertPreferred(), exp == FlashExp::kBFloat16);
+}
+
+void FlashBackwardTile(float* s, float* dp, std::int64_t ld, std::int64_t nq, std::int64_t nk,
+                       float scale, const float* lse, const float* delta,
+                       const FlashBackwardRows& rows) {
+  POSENC_DASSERT(ld % kFlashPad == 0 && nk >= 0 && nk <= ld && nq >= 0);
+  HWY_DYNAMIC_DISPATCH(FlashBackwardTileImpl)
+  (s, dp, ld, nq, nk, scale, rows.bias, lse, delta, rows.visible, rows.cols,
+   rows.rounding == FlashRowRounding::kBFloat16, FlashBf16ConvertPreferred(),
+   rows.exp == FlashExp::kBFloat16);
 }
 
 void FlashSoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,

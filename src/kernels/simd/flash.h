@@ -75,6 +75,22 @@ void FlashBackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t ld, flo
                       FlashRowRounding rounding = FlashRowRounding::kNone,
                       FlashExp exp = FlashExp::kFloat32);
 
+// FlashBackwardRow over the nq rows of a tile in one call (s, dp [nq, ld]):
+// row i with lse[i], delta[i] and, from `rows`, its terms, visible keys and
+// columns ([cols[i], ld) of both rows set to 0); a row whose lse is -inf
+// (no visible key) becomes zeros. The same bits as FlashBackwardRow row by
+// row.
+struct FlashBackwardRows {
+  const float* const* bias = nullptr;     // per row (or null: none)
+  const std::int64_t* visible = nullptr;  // per row, <= nk (null: nk)
+  const std::int64_t* cols = nullptr;     // per row, multiples of kFlashPad <= ld (null: ld)
+  FlashRowRounding rounding = FlashRowRounding::kNone;
+  FlashExp exp = FlashExp::kFloat32;
+};
+void FlashBackwardTile(float* s, float* dp, std::int64_t ld, std::int64_t nq, std::int64_t nk,
+                       float scale, const float* lse, const float* delta,
+                       const FlashBackwardRows& rows);
+
 // The forward's online-softmax step for a tile of nq rows in one call:
 // per row, x = s * scale + bias[i][j] (bias or bias[i] null: no terms;
 // finite or -inf, ld entries), -inf for j >= nk; m_new = max(m[i], max x);

@@ -338,6 +338,54 @@ void FlashBackwardRowImpl(float* s, float* dp, std::int64_t nk, std::int64_t ld,
   BackwardRow<Bf16Round::kInteger>(s, dp, nk, ld, scale, bias, lse, delta, round);
 }
 
+// The backward's row pass over a whole tile (one dispatch instead of one per
+// row): row i < nq as BackwardRow with its own nk (visible[i], or nk), its
+// columns (cols[i], or ld; [cols[i], ld) zeroed in both rows), bias[i]
+// (bias or bias[i] null: none), lse[i] and delta[i]; a row whose lse is
+// -inf (it sees no key) becomes zeros.
+template <Bf16Round kRound, bool kBf16Exp>
+HWY_INLINE void BackwardTile(float* s, float* dp, std::int64_t ld, std::int64_t nq, std::int64_t nk,
+                             float scale, const float* const* bias, const float* lse,
+                             const float* delta, const std::int64_t* visible,
+                             const std::int64_t* cols, bool round) {
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < nq; ++i) {
+    float* srow = s + i * ld;
+    float* dprow = dp + i * ld;
+    std::int64_t ldi = cols != nullptr ? cols[i] : ld;
+    if (lse[i] == kNegInf) {
+      ldi = 0;
+    } else {
+      BackwardRow<kRound, kBf16Exp>(srow, dprow, visible != nullptr ? visible[i] : nk, ldi, scale,
+                                    bias != nullptr ? bias[i] : nullptr, lse[i], delta[i], round);
+    }
+    for (std::int64_t j = ldi; j < ld; ++j) srow[j] = dprow[j] = 0.0f;
+  }
+}
+
+// round, convert, bf16_exp: as FlashBackwardRowImpl.
+void FlashBackwardTileImpl(float* s, float* dp, std::int64_t ld, std::int64_t nq, std::int64_t nk,
+                           float scale, const float* const* bias, const float* lse,
+                           const float* delta, const std::int64_t* visible,
+                           const std::int64_t* cols, bool round, bool convert, bool bf16_exp) {
+  if constexpr (kHaveBf16Convert) {
+    if (round && convert && bf16_exp) {
+      return BackwardTile<Bf16Round::kConvert, true>(s, dp, ld, nq, nk, scale, bias, lse, delta,
+                                                     visible, cols, true);
+    }
+    if (round && convert) {
+      return BackwardTile<Bf16Round::kConvert, false>(s, dp, ld, nq, nk, scale, bias, lse, delta,
+                                                      visible, cols, true);
+    }
+  }
+  if (bf16_exp) {
+    return BackwardTile<Bf16Round::kInteger, true>(s, dp, ld, nq, nk, scale, bias, lse, delta,
+                                                   visible, cols, round);
+  }
+  BackwardTile<Bf16Round::kInteger, false>(s, dp, ld, nq, nk, scale, bias, lse, delta, visible,
+                                           cols, round);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace posenc::kernels::simd
 HWY_AFTER_NAMESPACE();
