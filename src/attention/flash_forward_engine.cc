@@ -247,11 +247,8 @@ struct QueryTask {
   // to bfloat16 in the same pass when the P . V kernel takes float32 rows.
   void SoftmaxTile(float* sc, const float* vt, std::int64_t nk, bool banded) {
     const float** bias = nullptr;
-    if (w.tile_terms.active()) {
-      for (std::int64_t i = 0; i < nq; ++i) {
-        w.bias_rows[Z(i)] =
-            w.tile_terms.Row(w.qpos[Z(i)], w.q.data() + i * plan.D, p.scale, w.terms.data());
-      }
+    if (w.tile_terms.active()) {  // windows of the distance table (the caller checked)
+      for (std::int64_t i = 0; i < nq; ++i) w.bias_rows[Z(i)] = w.tile_terms.Window(w.qpos[Z(i)]);
       bias = w.bias_rows.data();
     }
     kernels::simd::FlashSoftmaxRows shape;
