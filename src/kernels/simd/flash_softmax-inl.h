@@ -59,27 +59,46 @@ float FlashScaleRowImpl(float* row, std::int64_t nk, std::int64_t ld, float scal
   return hn::GetLane(hn::MaxOfLanes(d, ScaleRowMax(d, row, nk, ld, scale, bias)));
 }
 
+// The integer n nearest y log2(e) for y in [-87, 0]: one FMA adding
+// 1.5 * 2^23 rounds the exact product to an integer (|n| <= 126 < 2^22), the
+// subtraction removes the offset. Spelled out as an FMA: gcc contracted the
+// Mul and Add anyway, and bits must not depend on that. Two ops on either
+// vector port; Round(Mul()) was three, VRNDSCALEPS's two on one port.
+template <class D, class V>
+HWY_INLINE V NearestLog2E(D d, V y) {
+  const auto magic = hn::Set(d, 12582912.0f);
+  return hn::Sub(hn::MulAdd(y, hn::Set(d, 1.44269504088896341f), magic), magic);
+}
+
+// e * 2^n for integral n in [-126, 0] (AVX-512: one vscalefps, the same
+// correctly rounded product as the multiply by 2^n built in the exponent
+// bits elsewhere).
+template <class D, class V>
+HWY_INLINE V TimesPow2(D d, V e, V n) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(D()) * sizeof(float) == 64) {
+    (void)d;
+    return V{_mm512_scalef_ps(e.raw, n.raw)};
+  }
+#endif
+  const hn::RebindToSigned<D> di;
+  return hn::Mul(
+      e, hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)))));
+}
+
 // exp(y) for y <= 0 (softmax arguments x - max), Cephes expf (S. Moshier):
 // n = round(y log2 e), r = y - n ln 2 (two-constant Cody-Waite split,
 // |r| <= ln2 / 2 + 3e-6), exp(r) = 1 + r (1 + r P(r)) with the degree-5
-// Cephes polynomial, times 2^n (AVX-512: one vscalefps; elsewhere 2^n built in
-// the exponent bits). Max error ~1 ulp in float32 (Cephes: 1.0e-7 relative
-// peak over [-87, 0]), 13 vector ops on AVX-512 instead of Highway's
-// general Exp, because this exp is a visible share of the fused forward
-// (docs/PERFORMANCE.md, "Design figures"). y is clamped
-// to >= -87 (exp(-87) = 1.6e-38, a normal float) so that 2^n stays
-// representable; inputs below contribute < 2^-125 of a row sum >= 1.
+// Cephes polynomial, times 2^n. Max error ~1 ulp in float32 (Cephes: 1.0e-7
+// relative peak over [-87, 0]), 13 vector ops on AVX-512 instead of
+// Highway's general Exp, because this exp is a visible share of the fused
+// forward (docs/PERFORMANCE.md, "Design figures"). y is clamped to >= -87
+// (exp(-87) = 1.6e-38, a normal float) so that 2^n stays representable;
+// inputs below contribute < 2^-125 of a row sum >= 1.
 template <class D, class V>
 HWY_INLINE V ExpNonPositive(D d, V y) {
-  const hn::RebindToSigned<D> di;
   y = hn::Max(y, hn::Set(d, -87.0f));
-  // n = the integer nearest y log2(e): one FMA adding 1.5 * 2^23 rounds
-  // the exact product to an integer (|n| <= 126 < 2^22), the subtraction
-  // removes the offset. Spelled out as an FMA: gcc contracted the Mul and
-  // Add anyway, and bits must not depend on that. Two ops on either vector
-  // port; Round(Mul()) was three, VRNDSCALEPS's two on one port.
-  const auto magic = hn::Set(d, 12582912.0f);
-  const auto n = hn::Sub(hn::MulAdd(y, hn::Set(d, 1.44269504088896341f), magic), magic);
+  const auto n = NearestLog2E(d, y);
   auto r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), y);
   r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
   auto poly = hn::Set(d, 1.9875691500e-4f);
@@ -90,42 +109,21 @@ HWY_INLINE V ExpNonPositive(D d, V y) {
   poly = hn::MulAdd(poly, r, hn::Set(d, 5.0000001201e-1f));
   // 1 + r + r^2 P(r) as 1 + r (1 + r P(r)): two FMAs.
   const auto one = hn::Set(d, 1.0f);
-  const auto e = hn::MulAdd(hn::MulAdd(poly, r, one), r, one);
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  // AVX-512: e * 2^n in one vscalefps (n is integral), the same correctly
-  // rounded product as the multiply below, without building 2^n.
-  if constexpr (hn::MaxLanes(D()) * sizeof(float) == 64) {
-    (void)di;
-    return V{_mm512_scalef_ps(e.raw, n.raw)};
-  }
-#endif
-  const auto pow2n =
-      hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
-  return hn::Mul(e, pow2n);
+  return TimesPow2(d, hn::MulAdd(hn::MulAdd(poly, r, one), r, one), n);
 }
 
 // FlashExp::kBFloat16's exp(y) for y <= 0 (kernels/flash_exp.h: formula,
-// coefficients, error bound; the scalar form is kernels::ExpNonPositiveBf16).
+// coefficients, error bound; the scalar form is kernels::ExpNonPositiveBf16):
+// the same reduction with one ln 2 constant, a degree-4 polynomial.
 template <class D, class V>
 HWY_INLINE V ExpNonPositiveBf16(D d, V y) {
-  const hn::RebindToSigned<D> di;
   y = hn::Max(y, hn::Set(d, -87.0f));
-  const auto magic = hn::Set(d, 12582912.0f);
-  const auto n = hn::Sub(hn::MulAdd(y, hn::Set(d, 1.44269504088896341f), magic), magic);
+  const auto n = NearestLog2E(d, y);
   const auto r = hn::NegMulAdd(n, hn::Set(d, kBf16ExpLn2), y);
   auto e = hn::MulAdd(hn::Set(d, kBf16ExpC[4]), r, hn::Set(d, kBf16ExpC[3]));
   e = hn::MulAdd(e, r, hn::Set(d, kBf16ExpC[2]));
   e = hn::MulAdd(e, r, hn::Set(d, kBf16ExpC[1]));
-  e = hn::MulAdd(e, r, hn::Set(d, kBf16ExpC[0]));
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if constexpr (hn::MaxLanes(D()) * sizeof(float) == 64) {
-    (void)di;
-    return V{_mm512_scalef_ps(e.raw, n.raw)};
-  }
-#endif
-  const auto pow2n =
-      hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
-  return hn::Mul(e, pow2n);
+  return TimesPow2(d, hn::MulAdd(e, r, hn::Set(d, kBf16ExpC[0])), n);
 }
 
 // ExpNonPositiveBf16 where the result is rounded to bfloat16 (kBf16Exp),
@@ -212,6 +210,22 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundBf16High(D d, hn::Vec<D> v) {
   return Bf16HighBits(d, v);
 }
 
+// Runs f.template operator()<kRound, kBf16Exp>(round) for a row kernel's
+// modes, chosen once per call: round (P, dS rounded to bfloat16), convert
+// (with VCVTNEPS2BF16 where this target can: RoundBf16High) and bf16_exp
+// (FlashExp::kBFloat16).
+template <class F>
+HWY_INLINE void WithRowModes(bool round, bool convert, bool bf16_exp, F&& f) {
+  if constexpr (kHaveBf16Convert) {
+    if (round && convert) {
+      if (bf16_exp) return f.template operator()<Bf16Round::kConvert, true>(true);
+      return f.template operator()<Bf16Round::kConvert, false>(true);
+    }
+  }
+  if (bf16_exp) return f.template operator()<Bf16Round::kInteger, true>(round);
+  f.template operator()<Bf16Round::kInteger, false>(round);
+}
+
 // The forward's online-softmax step for a whole tile in one call (no
 // per-row dispatch): per row i < nq of s [nq, ld], x = s * scale + bias[i]
 // (bias null, or bias[i] null: no terms; ld entries), -inf for j >= nk;
@@ -265,27 +279,14 @@ HWY_INLINE void SoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int
   }
 }
 
-// convert: round with VCVTNEPS2BF16 (RoundBf16High) where this target can;
-// bf16_exp: FlashExp::kBFloat16.
+// round, convert, bf16_exp: WithRowModes.
 void FlashSoftmaxTileImpl(float* s, std::int64_t ld, std::int64_t nq, std::int64_t nk, float scale,
                           const float* const* bias, float* m, float* l, float* alpha,
                           const std::int64_t* visible, const std::int64_t* cols, bool round,
                           bool convert, bool bf16_exp) {
-  if constexpr (kHaveBf16Convert) {
-    if (round && convert && bf16_exp) {
-      return SoftmaxTile<Bf16Round::kConvert, true>(s, ld, nq, nk, scale, bias, m, l, alpha,
-                                                    visible, cols, true);
-    }
-    if (round && convert) {
-      return SoftmaxTile<Bf16Round::kConvert>(s, ld, nq, nk, scale, bias, m, l, alpha, visible,
-                                              cols, true);
-    }
-  }
-  if (bf16_exp) {
-    return SoftmaxTile<Bf16Round::kInteger, true>(s, ld, nq, nk, scale, bias, m, l, alpha, visible,
-                                                  cols, round);
-  }
-  SoftmaxTile<Bf16Round::kInteger>(s, ld, nq, nk, scale, bias, m, l, alpha, visible, cols, round);
+  WithRowModes(round, convert, bf16_exp, [&]<Bf16Round kRound, bool kBf16Exp>(bool r) {
+    SoftmaxTile<kRound, kBf16Exp>(s, ld, nq, nk, scale, bias, m, l, alpha, visible, cols, r);
+  });
 }
 
 // The backward's row pass: x = s * scale (+ bias), P = exp(x - lse) (0 where
@@ -320,22 +321,13 @@ HWY_INLINE void BackwardRow(float* s, float* dp, std::int64_t nk, std::int64_t l
   }
 }
 
-// convert, bf16_exp: as FlashSoftmaxTileImpl.
+// round, convert, bf16_exp: WithRowModes.
 void FlashBackwardRowImpl(float* s, float* dp, std::int64_t nk, std::int64_t ld, float scale,
                           const float* bias, float lse, float delta, bool round, bool convert,
                           bool bf16_exp) {
-  if constexpr (kHaveBf16Convert) {
-    if (round && convert && bf16_exp) {
-      return BackwardRow<Bf16Round::kConvert, true>(s, dp, nk, ld, scale, bias, lse, delta, true);
-    }
-    if (round && convert) {
-      return BackwardRow<Bf16Round::kConvert>(s, dp, nk, ld, scale, bias, lse, delta, true);
-    }
-  }
-  if (bf16_exp) {
-    return BackwardRow<Bf16Round::kInteger, true>(s, dp, nk, ld, scale, bias, lse, delta, round);
-  }
-  BackwardRow<Bf16Round::kInteger>(s, dp, nk, ld, scale, bias, lse, delta, round);
+  WithRowModes(round, convert, bf16_exp, [&]<Bf16Round kRound, bool kBf16Exp>(bool r) {
+    BackwardRow<kRound, kBf16Exp>(s, dp, nk, ld, scale, bias, lse, delta, r);
+  });
 }
 
 // The backward's row pass over a whole tile (one dispatch instead of one per
@@ -363,27 +355,14 @@ HWY_INLINE void BackwardTile(float* s, float* dp, std::int64_t ld, std::int64_t 
   }
 }
 
-// round, convert, bf16_exp: as FlashBackwardRowImpl.
+// round, convert, bf16_exp: WithRowModes.
 void FlashBackwardTileImpl(float* s, float* dp, std::int64_t ld, std::int64_t nq, std::int64_t nk,
                            float scale, const float* const* bias, const float* lse,
                            const float* delta, const std::int64_t* visible,
                            const std::int64_t* cols, bool round, bool convert, bool bf16_exp) {
-  if constexpr (kHaveBf16Convert) {
-    if (round && convert && bf16_exp) {
-      return BackwardTile<Bf16Round::kConvert, true>(s, dp, ld, nq, nk, scale, bias, lse, delta,
-                                                     visible, cols, true);
-    }
-    if (round && convert) {
-      return BackwardTile<Bf16Round::kConvert, false>(s, dp, ld, nq, nk, scale, bias, lse, delta,
-                                                      visible, cols, true);
-    }
-  }
-  if (bf16_exp) {
-    return BackwardTile<Bf16Round::kInteger, true>(s, dp, ld, nq, nk, scale, bias, lse, delta,
-                                                   visible, cols, round);
-  }
-  BackwardTile<Bf16Round::kInteger, false>(s, dp, ld, nq, nk, scale, bias, lse, delta, visible,
-                                           cols, round);
+  WithRowModes(round, convert, bf16_exp, [&]<Bf16Round kRound, bool kBf16Exp>(bool r) {
+    BackwardTile<kRound, kBf16Exp>(s, dp, ld, nq, nk, scale, bias, lse, delta, visible, cols, r);
+  });
 }
 
 }  // namespace HWY_NAMESPACE
