@@ -9,6 +9,7 @@ import torch
 import posenc
 import posenc._posenc as _native
 import posenc.torch as pt
+from posenc.torch import _attention
 
 SCHEMES = ("none", "absolute", "rope", "alibi", "t5", "shaw")
 
@@ -81,6 +82,17 @@ def scheme_kwargs(scheme, t):
     if scheme == "shaw":
         return dict(a_key=t["a_key"], a_value=t["a_value"], clip=3)
     return {}
+
+
+def torch_step(x, seed, **kw):
+    """pt.attention(**kw) on x and its backward for a random bfloat16 dout:
+    out, dout, the detached q, k, v and the scheme's detached keywords."""
+    scheme = kw["scheme"]
+    out = pt.attention(x["q"], x["k"], x["v"], **kw, **scheme_kwargs(scheme, x))
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+    out.backward(dout)
+    q, k, v = (x[n].detach() for n in ("q", "k", "v"))
+    return out, dout, q, k, v, scheme_kwargs(scheme, {n: t.detach() for n, t in x.items()})
 
 
 def plain_kwargs(scheme, t):
@@ -205,11 +217,7 @@ def test_backward_delta_comes_from_the_returned_output_only_without_learned_term
     if scheme == "t5" and not learned:
         x["table"] = x["table"].detach()
     kw = dict(layout="bshd", scheme=scheme, precision=precision)
-    out = pt.attention(x["q"], x["k"], x["v"], **kw, **scheme_kwargs(scheme, x))
-    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    out.backward(dout)
-    q, k, v = (x[n].detach() for n in ("q", "k", "v"))
-    args = scheme_kwargs(scheme, {n: t.detach() for n, t in x.items()})
+    out, dout, q, k, v, args = torch_step(x, 5, **kw)
     o32, lse = posenc.flash_attention(q, k, v, return_lse=True, out=torch.empty(out.shape),
                                       **kw, **args)
     assert torch.equal(o32.to(torch.bfloat16), out.detach())
@@ -262,3 +270,28 @@ def test_errors():
         _native.flash_attention_backward(q.detach(), k.detach(), v.detach(), out,
                                          torch.empty(2, 9, 4, 4), None, *g, {}, "bshd",
                                          "causal", -1, None, None, None, "none", {})
+
+
+@pytest.mark.parametrize("scheme", ("alibi", "t5"))
+@pytest.mark.parametrize("precision", ("float32", "bfloat16"))
+def test_torch_attention_runs_its_own_tiles_each_way(scheme, precision):
+    # posenc.torch's forward runs key tiles of 128 and its backward of 64
+    # (_attention._FORWARD_TILES): O is the fused forward's with those tiles,
+    # bit for bit, and the gradients are the fused backward's with the
+    # default tiles; with 200 keys the forward's tiles change O's bits.
+    x, _ = make(scheme, dtype=torch.bfloat16, sq=200, sk=200, h=2, hkv=2, d=32, dv=32)
+    kw = dict(layout="bshd", scheme=scheme, precision=precision)
+    out, dout, q, k, v, args = torch_step(x, 3, **kw)
+    tiles = _attention._FORWARD_TILES
+    assert tiles == {"query_tile": 64, "key_tile": 128}
+    o32, lse = posenc.flash_attention(q, k, v, return_lse=True, out=torch.empty(out.shape), **kw,
+                                      **tiles, **args)
+    assert torch.equal(o32.to(torch.bfloat16), out.detach())
+    o64 = posenc.flash_attention(q, k, v, out=torch.empty(out.shape), **kw, **args)
+    assert not torch.equal(o64, o32)
+    learned = scheme == "t5"
+    used = o32 if precision == "float32" or learned else out.detach()
+    want = posenc.flash_attention_backward(q, k, v, used, dout, lse, grads=("table",) * learned,
+                                           **kw, **args)
+    for name, key in (("q", "dq"), ("k", "dk"), ("v", "dv")) + (("table", "table"),) * learned:
+        assert torch.equal(x[name].grad, want[key]), name

@@ -130,24 +130,34 @@ def test_prepared_argument_sets_are_reused_only_for_equal_arguments(monkeypatch)
     assert len(_attention._PREPARED) == 1
     again = _step(q, k, v, **kw)
     assert len(_attention._PREPARED) == 1
-    # The same slopes as a tensor are not a plain value: parsed per call,
-    # never kept, and the same bits as the kept argument set.
+    # The same slopes as a tensor: a set of their own, kept for that tensor
+    # object and version, with the same bits as the slopes by default.
     slopes = torch.from_numpy(posenc.alibi_slopes(4))
-    uncached = _step(q, k, v, slopes=slopes, **kw)
-    assert len(_attention._PREPARED) == 1
-    for a, b, c in zip(first, again, uncached):
+    as_tensor = _step(q, k, v, slopes=slopes, **kw)
+    assert len(_attention._PREPARED) == 2
+    assert _step(q, k, v, slopes=slopes, **kw)[0].equal(as_tensor[0])
+    assert len(_attention._PREPARED) == 2
+    for a, b, c in zip(first, again, as_tensor):
         assert torch.equal(a, b) and torch.equal(a, c)
+    # An in-place change bumps the tensor's version: a new set, new values.
+    slopes.mul_(2.0)
+    doubled = _step(q, k, v, slopes=slopes, **kw)
+    assert len(_attention._PREPARED) == 3 and not torch.equal(doubled[0], first[0])
+    assert torch.equal(doubled[0], _step(q, k, v, slopes=slopes.clone(), **kw)[0])
+    # Another tensor of equal values is another object: another set, the same values.
+    assert len(_attention._PREPARED) == 4
+    _attention._PREPARED.clear()
     # Any other value is another argument set, with its own result.
     other = _step(q, k, v, scale=0.5, **kw)
-    assert len(_attention._PREPARED) == 2 and not torch.equal(other[0], first[0])
+    assert len(_attention._PREPARED) == 1 and not torch.equal(other[0], first[0])
     bidi = _step(q, k, v, mask="bidirectional", **kw)
-    assert len(_attention._PREPARED) == 3 and not torch.equal(bidi[0], first[0])
+    assert len(_attention._PREPARED) == 2 and not torch.equal(bidi[0], first[0])
     # 1 and 1.0 are equal as keys but not as types: two sets, one result.
     one, one_f = _step(q, k, v, scale=1, **kw), _step(q, k, v, scale=1.0, **kw)
-    assert len(_attention._PREPARED) == 5 and torch.equal(one[0], one_f[0])
+    assert len(_attention._PREPARED) == 4 and torch.equal(one[0], one_f[0])
     # Position ids are never kept.
     _step(q, k, v, query_positions=torch.arange(37), **kw)
-    assert len(_attention._PREPARED) == 5
+    assert len(_attention._PREPARED) == 4
 
 
 def test_prepared_argument_sets_are_bounded(monkeypatch):

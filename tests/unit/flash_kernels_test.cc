@@ -153,8 +153,8 @@ TEST_P(FlashKernelTarget, TransposeTileMovesEveryValue) {
   // Odd and whole 4 x 4 blocks on both axes (edges of one value), an empty
   // tile, signed zeros and NaN payloads moved bit for bit; [n, ldk) zeroed
   // in each of the dim rows, the guard row after them untouched.
-  for (const Index n : {0, 1, 3, 4, 5, 17, 64, 67})
-    for (const Index dim : {1, 3, 4, 6, 32, 33, 64, 70}) {
+  for (const Index n : {0, 1, 3, 4, 5, 16, 17, 35, 64, 67, 128})
+    for (const Index dim : {1, 3, 4, 6, 16, 32, 33, 64, 70}) {
       const Index ld_rows = dim + 3, ldk = (n + 15) / 16 * 16 + 16;
       std::vector<float> rows = Random(std::max<Index>(n, 1) * ld_rows, 20, -5.0f, 5.0f);
       rows[0] = -0.0f;
@@ -215,27 +215,35 @@ TEST_P(FlashKernelTarget, DecodeLogitsFromKeyRows) {
 }
 
 TEST_P(FlashKernelTarget, LoadRowsConvertsExactly) {
-  const Index n = 3, dim = 37, stride = 41, ld = 48;
-  const std::vector<float> x = Random(n * stride, 9, -300.0f, 300.0f);
-  std::vector<std::uint16_t> bf(x.size()), hf(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    bf[i] = FloatToBF16(x[i]).bits;
-    hf[i] = FloatToF16(x[i]).bits;
-  }
-  std::vector<float> out(n * ld, NAN);
-  for (const auto storage :
-       {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
-    const void* src = Stored(storage, x, bf, hf);
-    ks::FlashLoadRows(storage, src, stride, n, dim, out.data(), ld);
-    for (Index r = 0; r < n; ++r) {
-      for (Index c = 0; c < dim; ++c) {
-        const std::size_t i = static_cast<std::size_t>(r * stride + c);
-        const float want = storage == ks::FlashStorage::kFloat32    ? x[i]
-                           : storage == ks::FlashStorage::kBFloat16 ? BF16ToFloat(BFloat16{bf[i]})
-                                                                    : F16ToFloat(Float16{hf[i]});
-        ASSERT_EQ(out[r * ld + c], want) << r << ", " << c;
+  // A tail and padding (dim 37, ld 48), and rows of exactly 1, 2, 3, 4 and 8
+  // vectors of 16 floats with ld == dim (the unrolled rows of head dims 16 to
+  // 128), strided like the rows of one head in [B, S, H, D].
+  const Index n = 5;
+  for (const auto [dim, ld] :
+       {std::pair<Index, Index>{37, 48}, {16, 16}, {32, 32}, {48, 48}, {64, 64}, {128, 128}}) {
+    const Index stride = dim + 11;
+    const std::vector<float> x = Random(n * stride, 9, -300.0f, 300.0f);
+    std::vector<std::uint16_t> bf(x.size()), hf(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      bf[i] = FloatToBF16(x[i]).bits;
+      hf[i] = FloatToF16(x[i]).bits;
+    }
+    std::vector<float> out(n * ld + 1, NAN);
+    for (const auto storage :
+         {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
+      const void* src = Stored(storage, x, bf, hf);
+      ks::FlashLoadRows(storage, src, stride, n, dim, out.data(), ld);
+      for (Index r = 0; r < n; ++r) {
+        for (Index c = 0; c < dim; ++c) {
+          const std::size_t i = static_cast<std::size_t>(r * stride + c);
+          const float want = storage == ks::FlashStorage::kFloat32    ? x[i]
+                             : storage == ks::FlashStorage::kBFloat16 ? BF16ToFloat(BFloat16{bf[i]})
+                                                                      : F16ToFloat(Float16{hf[i]});
+          ASSERT_EQ(out[r * ld + c], want) << dim << ": " << r << ", " << c;
+        }
+        for (Index c = dim; c < ld; ++c) ASSERT_EQ(out[r * ld + c], 0.0f);
       }
-      for (Index c = dim; c < ld; ++c) ASSERT_EQ(out[r * ld + c], 0.0f);
+      ASSERT_TRUE(std::isnan(out[n * ld])) << dim;  // nothing written past the last row
     }
   }
 }

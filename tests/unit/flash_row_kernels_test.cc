@@ -5,7 +5,9 @@
 //    tile to its visible keys and its band's columns, P rounded in the same
 //    pass) = FlashScaleRow + FlashExpRow + FloatToBF16 row by row over the
 //    same columns, the entries past a row's columns untouched, a row that
-//    sees no key zeroed with m and l unchanged;
+//    sees no key zeroed with m and l unchanged; rows in any number of
+//    batches of 16 (the AVX-512 kernel's reductions of 16 rows at once),
+//    l = l * alpha + the row kernel's lane sum;
 //  - FlashBackwardRow with FlashRowRounding::kBFloat16 = the unrounded row
 //    pass followed by FloatToBF16 of P and of dS (dS from the unrounded P);
 // each with both ways of rounding (VCVTNEPS2BF16 where the CPU has
@@ -14,6 +16,7 @@
 // there too under the engines' FTZ and DAZ.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -56,23 +59,32 @@ class FlashRowKernels : public test::PerSimdTarget {
 };
 
 TEST_P(FlashRowKernels, SoftmaxTileNarrowsRowsAndRoundsP) {
-  // 7 rows of a 64-key tile: visible prefixes of every kind (none, one key,
-  // mid-vector, a whole vector, all), columns of 16 to 64; with and
-  // without terms, with and without rounding.
-  const Index nq = 7, nk = 61, ld = 64;
-  const std::vector<Index> visible = {0, 1, 9, 16, 33, 61, 47};
-  const std::vector<Index> cols = {16, 16, 16, 16, 48, 64, 48};
-  const std::vector<float> s0 = Random(nq * ld, 31, -4.0f, 4.0f);
-  const std::vector<float> bias = Random(ld + 8, 32);
+  // Rows of a 64-key tile: 7 with visible prefixes of every kind (none, one
+  // key, mid-vector, a whole vector, all) and columns of 16 to 64, then 30
+  // more (37 rows: two whole batches of 16, which the AVX-512 kernel reduces
+  // at once, and a batch of 5), m = -inf among them; with and without terms,
+  // with and without rounding. l = l * alpha + the row kernel's lane sum
+  // (one rounding, or two where the build does not contract them).
+  const Index nq = 37, nk = 61, ld = 64;
+  std::vector<Index> visible = {0, 1, 9, 16, 33, 61, 47};
+  std::vector<Index> cols = {16, 16, 16, 16, 48, 64, 48};
+  std::vector<float> m0 = {-INFINITY, 0.5f, -INFINITY, 9.0f, -1.0f, 2.0f, 0.0f};
+  std::vector<float> l0 = {0.0f, 3.0f, 0.0f, 1.5f, 2.0f, 0.25f, 1.0f};
+  for (Index i = 7; i < nq; ++i) {
+    visible.push_back(i % 11 == 3 ? 0 : std::min<Index>(nk, (i * 7) % 62));
+    cols.push_back(std::max<Index>(16, (visible.back() + 15) / 16 * 16));
+    m0.push_back(i % 5 == 0 ? -INFINITY : -2.0f + 0.5f * static_cast<float>(i % 9));
+    l0.push_back(m0.back() == -INFINITY ? 0.0f : 0.5f + static_cast<float>(i % 3));
+  }
+  const std::vector<float> s0 = Random(nq * ld, 31, -6.0f, 6.0f);
+  const std::vector<float> bias = Random(ld + nq, 32);
   for (const ks::FlashBf16Dots mode : kModes)
     for (const bool terms : {false, true})
       for (const auto rounding : {ks::FlashRowRounding::kNone, ks::FlashRowRounding::kBFloat16})
         for (const auto exp : {kernels::FlashExp::kFloat32, kernels::FlashExp::kBFloat16}) {
           ks::SetFlashBf16Dots(mode);
           std::vector<const float*> rows(nq);
-          for (Index i = 0; i < nq; ++i) rows[i] = terms && i != 3 ? bias.data() + i : nullptr;
-          const std::vector<float> m0 = {-INFINITY, 0.5f, -INFINITY, 9.0f, -1.0f, 2.0f, 0.0f};
-          const std::vector<float> l0 = {0.0f, 3.0f, 0.0f, 1.5f, 2.0f, 0.25f, 1.0f};
+          for (Index i = 0; i < nq; ++i) rows[i] = terms && i % 4 != 3 ? bias.data() + i : nullptr;
           std::vector<float> fast = s0, m = m0, l = l0, alpha(nq, -7.0f);
           ks::FlashSoftmaxRows shape;
           shape.visible = visible.data();
@@ -101,11 +113,13 @@ TEST_P(FlashRowKernels, SoftmaxTileNarrowsRowsAndRoundsP) {
                     rounding == ks::FlashRowRounding::kBFloat16 ? Rounded(row[j]) : row[j];
                 EXPECT_TRUE(SameBits(fast[i * ld + j], want)) << j;
               }
-              const double want_alpha = m0[i] == -INFINITY ? 0.0 : std::exp(double(m0[i]) - m_new);
-              EXPECT_EQ(m[i], m_new);
+              // exp of the float32 difference the kernel takes, to ~1 ulp.
+              const double want_alpha = m0[i] == -INFINITY ? 0.0 : std::exp(double(m0[i] - m_new));
+              EXPECT_TRUE(SameBits(m[i], m_new));
               EXPECT_NEAR(alpha[i], want_alpha, 2e-7 * want_alpha);
               // l sums the unrounded P.
-              EXPECT_NEAR(l[i], l0[i] * want_alpha + sum, 1e-6 * (l0[i] * want_alpha + sum));
+              const float fused = std::fma(l0[i], alpha[i], sum), split = l0[i] * alpha[i] + sum;
+              EXPECT_TRUE(SameBits(l[i], fused) || SameBits(l[i], split)) << fused;
             }
             for (Index j = cols[i]; j < ld; ++j) {  // past the row's columns: untouched
               EXPECT_TRUE(SameBits(fast[i * ld + j], s0[i * ld + j])) << j;

@@ -18,20 +18,41 @@ KERNELS = ("auto", "flash", "reference")
 PRECISIONS = ("float32", "bfloat16")  # attention(precision=...)
 
 
+class _Calls(NamedTuple):
+    """The parsed kernel calls of one argument set: the forward's and the
+    backward's, with their own tiles (_FORWARD_TILES)."""
+    forward: Any
+    backward: Any
+
+
+# The forward's tiles: 64 query rows x 128 key rows, the backward's the
+# kernel's default 64 x 64. Each is the faster for its pass: key tiles of
+# 128 took the forward 3-5 % less time at B 32 S 128 H 4 D 32, S 512 and
+# S 4096 (fewer online-softmax rescales and tile setups), and the backward
+# 2-4 % more (docs/PERFORMANCE.md, "The training shape, eighth pass").
+_FORWARD_TILES = {"query_tile": 64, "key_tile": 128}
+
+
+def _calls(**kw: Any) -> _Calls:
+    """The forward's and the backward's parsed calls for these keywords."""
+    return _Calls(_flash_call(**kw, **_FORWARD_TILES), _flash_call(**kw))
+
+
 class _Prepared(NamedTuple):
     """What attention() derives from its keywords (and q's dtype) alone."""
     flash: bool
     layout: str
     names: Tuple[str, ...]  # trainable scheme tensors, passed per call
     kw: Dict[str, Any]  # the kernel's keywords, without those tensors and ctx
-    call: Any  # flash without scheme tensors: the parsed kernel call, else None
+    calls: Optional[_Calls]  # flash without scheme tensors: the parsed kernel calls, else None
 
 
 # Prepared keywords per argument set. A model calls attention with the same
 # keywords every step; parsing and checking them again each time was a
 # visible share of a training step (docs/PERFORMANCE.md, "The training shape, sixth
-# pass"). Only plain-valued argument sets are kept (no position ids, no
-# tensors; each value's type is part of the key), at most _PREPARED_MAX.
+# pass"). Argument sets of plain values and scheme tensors are kept (no
+# position ids; each value's type is part of the key, a tensor's identity and
+# version: _plain_key), at most _PREPARED_MAX.
 _PREPARED: Dict[Tuple[Any, ...], _Prepared] = {}
 _PREPARED_MAX = 64
 _PLAIN = (str, int, float, bool, type(None))
@@ -47,7 +68,7 @@ class _Attention(torch.autograd.Function):
             ctx.kw = dict(prepared.kw, **detached)
             ctx.save_for_backward(q, k, v, *tensors)
             return _pe.attention(q.detach(), k.detach(), v.detach(), ctx=kctx, **ctx.kw)
-        ctx.call = prepared.call or _flash_call(**prepared.kw, **detached)
+        ctx.calls = prepared.calls or _calls(**prepared.kw, **detached)
         # The backward's D_i = dO_i . O_i, from which O:
         #  - precision="bfloat16" with no scheme tensor to differentiate: from
         #    the O returned (q's dtype), as FlashAttention-2 and torch's CPU
@@ -68,7 +89,7 @@ class _Attention(torch.autograd.Function):
         copy = torch.empty(shape, dtype=q.dtype) if wide else None
         b, h, sq, _ = axes(q, prepared.layout)
         lse = torch.empty((b, h, sq), dtype=torch.float32)
-        ctx.call.forward(q.detach(), k.detach(), v.detach(), out, lse, copy, kctx)
+        ctx.calls.forward.forward(q.detach(), k.detach(), v.detach(), out, lse, copy, kctx)
         ctx.save_for_backward(q, k, v, out, lse, *tensors)
         return copy if wide else out
 
@@ -93,8 +114,8 @@ class _Attention(torch.autograd.Function):
             table = {n: torch.empty_like(t, memory_format=contiguous)
                      for i, (n, t) in enumerate(zip(p.names, tensors))
                      if ctx.needs_input_grad[5 + i]} if tensors else {}
-            ctx.call.backward(q.detach(), k.detach(), v.detach(), out, grad, lse, dq, dk, dv,
-                              table, ctx.kctx)
+            ctx.calls.backward.backward(q.detach(), k.detach(), v.detach(), out, grad, lse, dq,
+                                        dk, dv, table, ctx.kctx)
             return (None, None, dq, dk, dv, *[table.get(name) for name in p.names])
         wanted = tuple(n for i, n in enumerate(p.names) if ctx.needs_input_grad[5 + i])
         g = _pe.attention_backward(q.detach(), k.detach(), v.detach(), grad, grads=wanted,
@@ -173,9 +194,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
               rope_keys="pre_rotated" (fused kernel only) takes k as already
               rotated (a KV cache of rotated keys) and rotates q only. For q
               and k already rotated by RotaryEmbedding use scheme="none".
-      kernel: "flash": the fused kernel (float32 arithmetic, O(N) memory; the
-              backward recomputes the probabilities from the saved row
-              log-sum-exp); the schemes in FLASH_SCHEMES;
+      kernel: "flash": the fused kernel (float32 arithmetic, O(N) memory, key
+              tiles of 128 forward and 64 backward, which recomputes P from
+              the saved row log-sum-exp); the schemes in FLASH_SCHEMES;
               "reference": the exact float64 reference (every scheme);
               "auto": flash for those schemes unless q is float64 (kept
               exact, e.g. for gradcheck), else the reference; a 32/16-bit
@@ -199,7 +220,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
     if prepared is None:
         prepared = _prepare(q, k, v, layout, scheme, mask, sliding_window, scale,
                             query_positions, key_positions, kernel, precision, scheme_args)
-        if key is not None and prepared.call is not None:
+        if key is not None and prepared.calls is not None:
             if len(_PREPARED) >= _PREPARED_MAX:
                 _PREPARED.clear()
             _PREPARED[key] = prepared
@@ -214,9 +235,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, layout: str,
         # writes O in q's dtype directly, without the float32 O and the row
         # log-sum-exp the backward would need. The same values: the float32
         # O rounds to q's dtype the way .to() does.
-        call = prepared.call or _flash_call(**prepared.kw,
-                                            **{n: t.detach() for n, t in
-                                               zip(prepared.names, tensors)})
+        call = prepared.calls.forward if prepared.calls else _flash_call(
+            **prepared.kw, **{n: t.detach() for n, t in zip(prepared.names, tensors)},
+            **_FORWARD_TILES)
         out = torch.empty((*q.shape[:3], v.shape[3]), dtype=q.dtype)
         call.forward(q.detach(), k.detach(), v.detach(), out, None, None, kctx)
         return out
@@ -227,17 +248,29 @@ def _plain_key(q: Any, layout: Any, scheme: Any, mask: Any, sliding_window: Any,
                query_positions: Any, key_positions: Any, kernel: Any, precision: Any,
                scheme_args: Dict[str, Any]) -> Optional[Tuple[Any, ...]]:
     """attention()'s arguments as a key of _PREPARED, with q's dtype and
-    every value's type; None when one is not plain (_PLAIN), e.g. position
-    ids or a tensor. Loops, not generators: this runs on every call, cold."""
+    every value's type; None when one is neither plain (_PLAIN) nor a torch
+    tensor, or position ids are given. A scheme tensor (ALiBi's slopes, RoPE's
+    inv_freq) enters as the object and its version counter, which torch
+    bumps on every in-place change: the kept set holds the tensor (its
+    keywords), so the id stays its own while the set is kept, and a changed
+    tensor is a new set. Loops, not generators: this runs on every call, cold."""
     if query_positions is not None or key_positions is not None:
         return None
     key = [getattr(q, "dtype", None)]
-    for x in (layout, scheme, mask, sliding_window, scale, kernel, precision,
-              *scheme_args.values()):
+    for x in (layout, scheme, mask, sliding_window, scale, kernel, precision):
         if not isinstance(x, _PLAIN):
             return None
         key.append(type(x))
         key.append(x)
+    for x in scheme_args.values():
+        if isinstance(x, torch.Tensor):
+            key.append(torch.Tensor)
+            key.append((id(x), x._version))
+        elif isinstance(x, _PLAIN):
+            key.append(type(x))
+            key.append(x)
+        else:
+            return None
     key.extend(scheme_args)
     return tuple(key)
 
@@ -267,5 +300,5 @@ def _prepare(q: Any, k: Any, v: Any, layout: Any, scheme: str, mask: str,
               scale=scale, query_positions=_positions(query_positions),
               key_positions=_positions(key_positions),
               **{n: val for n, val in scheme_args.items() if n not in names})
-    call = _flash_call(**kw) if flash and not names else None
-    return _Prepared(flash, layout, names, kw, call)
+    calls = _calls(**kw) if flash and not names else None
+    return _Prepared(flash, layout, names, kw, calls)

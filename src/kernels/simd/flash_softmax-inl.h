@@ -11,6 +11,7 @@
 #define POSENC_KERNELS_SIMD_FLASH_SOFTMAX_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -137,28 +138,6 @@ HWY_INLINE V ExpForProducts(D d, V y) {
   }
 }
 
-template <bool kBf16Exp>
-float ExpRow(float* row, std::int64_t n, float max) {
-  const hn::ScalableTag<float> d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
-  const auto vmax = hn::Set(d, max);
-  auto sum = hn::Zero(d);
-  for (std::int64_t j = 0; j < n; j += N) {
-    const auto x = hn::LoadU(d, row + j);
-    const auto visible = hn::Gt(x, neg_inf);
-    const auto e = hn::IfThenElseZero(visible, ExpForProducts<kBf16Exp>(d, hn::Sub(x, vmax)));
-    hn::StoreU(e, d, row + j);
-    sum = hn::Add(sum, e);
-  }
-  return hn::GetLane(hn::SumOfLanes(d, sum));
-}
-
-// bf16_exp: FlashExp::kBFloat16.
-float FlashExpRowImpl(float* row, std::int64_t n, float max, bool bf16_exp) {
-  return bf16_exp ? ExpRow<true>(row, n, max) : ExpRow<false>(row, n, max);
-}
-
 // The bfloat16 bits of v in the high half of each lane (low half zero):
 // round to nearest even, NaN kept quiet, exactly as FloatToBF16.
 template <class D>
@@ -210,6 +189,38 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundBf16High(D d, hn::Vec<D> v) {
   return Bf16HighBits(d, v);
 }
 
+// The exponentials exp(x - m) of row[0, cols) (0 where x is -inf; m = -inf
+// gives zeros) in place, rounded the kRound way when round, and the vector
+// of their unrounded lane sums (SumOfLanes of it: the row's sum). The
+// forward's second pass, shared by its row and tile kernels.
+template <Bf16Round kRound, bool kBf16Exp, class D>
+HWY_INLINE hn::Vec<D> ExpRowInPlace(D d, float* row, std::int64_t cols, float m, bool round) {
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto vm = hn::Set(d, m);
+  auto sum = hn::Zero(d);
+  for (std::int64_t j = 0; j < cols; j += N) {
+    const auto x = hn::LoadU(d, row + j);
+    const auto e =
+        hn::IfThenElseZero(hn::Gt(x, neg_inf), ExpForProducts<kBf16Exp>(d, hn::Sub(x, vm)));
+    hn::StoreU(round ? hn::BitCast(d, RoundBf16High<kRound>(d, e)) : e, d, row + j);
+    sum = hn::Add(sum, e);
+  }
+  return sum;
+}
+
+template <bool kBf16Exp>
+float ExpRow(float* row, std::int64_t n, float max) {
+  const hn::ScalableTag<float> d;
+  return hn::GetLane(
+      hn::SumOfLanes(d, ExpRowInPlace<Bf16Round::kInteger, kBf16Exp>(d, row, n, max, false)));
+}
+
+// bf16_exp: FlashExp::kBFloat16.
+float FlashExpRowImpl(float* row, std::int64_t n, float max, bool bf16_exp) {
+  return bf16_exp ? ExpRow<true>(row, n, max) : ExpRow<false>(row, n, max);
+}
+
 // Runs f.template operator()<kRound, kBf16Exp>(round) for a row kernel's
 // modes, chosen once per call: round (P, dS rounded to bfloat16), convert
 // (with VCVTNEPS2BF16 where this target can: RoundBf16High) and bf16_exp
@@ -225,6 +236,89 @@ HWY_INLINE void WithRowModes(bool round, bool convert, bool bf16_exp, F&& f) {
   if (bf16_exp) return f.template operator()<Bf16Round::kInteger, true>(round);
   f.template operator()<Bf16Round::kInteger, false>(round);
 }
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// Rows per batch of the AVX-512 SoftmaxTile: one vector of row results.
+inline constexpr std::int64_t kRowBatch = 16;
+
+// The 16 lane reductions of v[0..15] as one vector, lane r = v[r]'s: the
+// pairs added (or maxed) in _mm512_reduce_add_ps's order (lanes i and i + 8,
+// then i + 4, i + 2, i + 1), so each row's result has the bits of
+// SumOfLanes (MaxOfLanes) of its vector, in 46 vector ops instead of 16
+// dependent chains of ~8 (docs/PERFORMANCE.md, "The training shape, eighth
+// pass"). Op: hn::Add or hn::Max as a functor.
+template <class Op>
+HWY_INLINE __m512 ReduceRows16(const __m512* v, Op op) {
+  __m512 c[8], e[4], f[2];
+  for (int k = 0; k < 8; ++k) {  // [row 2k: lanes i + (i + 8) | row 2k + 1: the same]
+    c[k] = op(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+              _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (int k = 0; k < 4; ++k) {  // block j: row 4k + j, lanes i + (i + 4)
+    e[k] = op(_mm512_shuffle_f32x4(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+              _mm512_shuffle_f32x4(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int k = 0; k < 2; ++k) {  // block j: rows 8k + j, 8k + 4 + j, two lanes each: i + (i + 2)
+    f[k] = op(_mm512_shuffle_ps(e[2 * k], e[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+              _mm512_shuffle_ps(e[2 * k], e[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // Block j: rows j, 4 + j, 8 + j, 12 + j (lanes 0 + 1); then row r to lane r.
+  const __m512 g = op(_mm512_shuffle_ps(f[0], f[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                      _mm512_shuffle_ps(f[0], f[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(rows, g);
+}
+
+struct AddOp {
+  __m512 operator()(__m512 a, __m512 b) const { return _mm512_add_ps(a, b); }
+};
+struct MaxOp {
+  __m512 operator()(__m512 a, __m512 b) const { return _mm512_max_ps(a, b); }
+};
+
+// SoftmaxTile on rows [0, n) of a batch of n <= 16 (AVX-512): the same
+// values, bits included, with the rows' max and sum reductions, the new
+// maxima, alpha and l computed 16 rows at a time (ReduceRows16, one vector
+// exp for the 16 alphas, l = l * alpha + sum as one FMA as before).
+template <Bf16Round kRound, bool kBf16Exp>
+HWY_INLINE void SoftmaxRows16(float* s, std::int64_t ld, std::int64_t n, std::int64_t nk,
+                              float scale, const float* const* bias, float* m, float* l,
+                              float* alpha, const std::int64_t* visible, const std::int64_t* cols,
+                              bool round) {
+  const hn::Full512<float> d;
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto rows = hn::FirstN(d, static_cast<std::size_t>(n));
+  __m512 part[kRowBatch];
+  for (std::int64_t i = 0; i < kRowBatch; ++i) {
+    part[i] = i < n ? ScaleRowMax(d, s + i * ld, visible != nullptr ? visible[i] : nk,
+                                  cols != nullptr ? cols[i] : ld, scale,
+                                  bias != nullptr ? bias[i] : nullptr)
+                          .raw
+                    : neg_inf.raw;
+  }
+  const hn::Vec<decltype(d)> row_max{ReduceRows16(part, MaxOp())};
+  const auto m_old = hn::IfThenElse(rows, hn::MaskedLoad(rows, d, m), neg_inf);
+  const auto m_new = hn::Max(m_old, row_max);
+  // A row with no finite x keeps m and takes alpha 1; one seen for the first
+  // time takes alpha 0; the others exp(m_old - m_new), as per row before.
+  auto a = ExpNonPositive(d, hn::Sub(m_old, m_new));
+  a = hn::IfThenElse(hn::Eq(m_old, neg_inf), hn::Zero(d), a);
+  a = hn::IfThenElse(hn::Eq(row_max, neg_inf), hn::Set(d, 1.0f), a);
+  hn::BlendedStore(m_new, rows, d, m);
+  hn::BlendedStore(a, rows, d, alpha);
+  for (std::int64_t i = 0; i < kRowBatch; ++i) {
+    if (i >= n) {
+      part[i] = hn::Zero(d).raw;
+      continue;
+    }
+    part[i] =
+        ExpRowInPlace<kRound, kBf16Exp>(d, s + i * ld, cols != nullptr ? cols[i] : ld, m[i], round)
+            .raw;
+  }
+  const hn::Vec<decltype(d)> sums{ReduceRows16(part, AddOp())};
+  hn::BlendedStore(hn::MulAdd(hn::MaskedLoad(rows, d, l), a, sums), rows, d, l);
+}
+#endif
 
 // The forward's online-softmax step for a whole tile in one call (no
 // per-row dispatch): per row i < nq of s [nq, ld], x = s * scale + bias[i]
@@ -242,9 +336,18 @@ HWY_INLINE void SoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int
                             float scale, const float* const* bias, float* m, float* l, float* alpha,
                             const std::int64_t* visible, const std::int64_t* cols, bool round) {
   const hn::ScalableTag<float> d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   const float kInf = std::numeric_limits<float>::infinity();
-  const auto neg_inf = hn::Set(d, -kInf);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(decltype(d)()) == kRowBatch) {
+    for (std::int64_t i0 = 0; i0 < nq; i0 += kRowBatch) {
+      SoftmaxRows16<kRound, kBf16Exp>(s + i0 * ld, ld, std::min(kRowBatch, nq - i0), nk, scale,
+                                      bias != nullptr ? bias + i0 : nullptr, m + i0, l + i0,
+                                      alpha + i0, visible != nullptr ? visible + i0 : nullptr,
+                                      cols != nullptr ? cols + i0 : nullptr, round);
+    }
+    return;
+  }
+#endif
   // Two passes over the rows: every row's logits and max, then every row's
   // exponentials. Within one row the exponentials wait on the row's max (a
   // lane reduction); across rows they do not, so the second pass is one
@@ -264,17 +367,8 @@ HWY_INLINE void SoftmaxTile(float* s, std::int64_t ld, std::int64_t nq, std::int
     m[i] = m_new;
   }
   for (std::int64_t i = 0; i < nq; ++i) {
-    float* row = s + i * ld;
-    const std::int64_t ldi = cols != nullptr ? cols[i] : ld;
-    const auto vm = hn::Set(d, m[i]);  // -inf: every x is -inf, every e 0
-    auto sum = hn::Zero(d);
-    for (std::int64_t j = 0; j < ldi; j += N) {
-      const auto x = hn::LoadU(d, row + j);
-      const auto e =
-          hn::IfThenElseZero(hn::Gt(x, neg_inf), ExpForProducts<kBf16Exp>(d, hn::Sub(x, vm)));
-      hn::StoreU(round ? hn::BitCast(d, RoundBf16High<kRound>(d, e)) : e, d, row + j);
-      sum = hn::Add(sum, e);
-    }
+    const auto sum =
+        ExpRowInPlace<kRound, kBf16Exp>(d, s + i * ld, cols != nullptr ? cols[i] : ld, m[i], round);
     l[i] = l[i] * alpha[i] + hn::GetLane(hn::SumOfLanes(d, sum));
   }
 }
