@@ -42,6 +42,19 @@ class ScopedFlushSubnormals {
   static constexpr unsigned kFtz = 1u << 15;  // MXCSR flush to zero
   static constexpr unsigned kDaz = 1u << 6;   // MXCSR denormals are zero
   unsigned saved_ = 0;
+
+  friend bool FlushingSubnormalResults();
 };
+
+// True when float32 results below 2^-126 become 0 on this thread (MXCSR FTZ,
+// as inside a ScopedFlushSubnormals); always false off x86. A kernel that
+// must treat a subnormal result specially can skip the check under it.
+inline bool FlushingSubnormalResults() {
+#if defined(__x86_64__) || defined(__SSE__)
+  return (_mm_getcsr() & ScopedFlushSubnormals::kFtz) != 0;
+#else
+  return false;
+#endif
+}
 
 }  // namespace posenc::kernels

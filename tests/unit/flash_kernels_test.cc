@@ -23,10 +23,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "flash_kernels_fixture.h"
+#include "kernels/float_mode.h"
 #include "kernels/scalar/flash.h"
 #include "kernels/simd/flash.h"
 #include "kernels/simd/x86_features.h"
@@ -269,37 +271,43 @@ TEST_P(FlashKernelTarget, StoreRowsRoundsAsFloatToBF16) {
   struct RestoreDots {
     ~RestoreDots() { ks::SetFlashBf16Dots(ks::FlashBf16Dots::kAuto); }
   } restore;
-  for (const auto& [scale, dots] :
-       {std::pair{1.0f, ks::FlashBf16Dots::kAuto}, std::pair{0.37f, ks::FlashBf16Dots::kAuto},
-        std::pair{1.0f, ks::FlashBf16Dots::kFloat32}}) {
-    ks::SetFlashBf16Dots(dots);
-    // Per-row scales (the forward's 1 / l) in place of `scale` under kAuto.
-    const std::vector<float> rows = {scale, 2.5f * scale, -0.75f};
-    const float* row_scale = dots == ks::FlashBf16Dots::kAuto ? rows.data() : nullptr;
-    std::vector<std::uint16_t> bf(n * stride, 0xabcd);
-    std::vector<float> f32(n * stride, -7.0f);
-    ks::FlashStoreRows(x.data(), ld, n, dim, row_scale ? -1.0f : scale, ks::FlashStorage::kBFloat16,
-                       bf.data(), stride, row_scale);
-    ks::FlashStoreRows(x.data(), ld, n, dim, row_scale ? -1.0f : scale, ks::FlashStorage::kFloat32,
-                       f32.data(), stride, row_scale);
-    for (Index r = 0; r < n; ++r) {
-      for (Index c = 0; c < stride; ++c) {
-        const std::size_t o = static_cast<std::size_t>(r * stride + c);
-        if (c >= dim) {
-          ASSERT_EQ(bf[o], 0xabcd) << r << ", " << c;
-          ASSERT_EQ(f32[o], -7.0f) << r << ", " << c;
-          continue;
+  // Then all of it again with subnormal results flushed, as the engines'
+  // tasks store (kernels/float_mode.h: VCVTNEPS2BF16 without the check), the
+  // expected products flushed alike.
+  for (const bool flush : {false, true})
+    for (const auto& [scale, dots] :
+         {std::pair{1.0f, ks::FlashBf16Dots::kAuto}, std::pair{0.37f, ks::FlashBf16Dots::kAuto},
+          std::pair{1.0f, ks::FlashBf16Dots::kFloat32}}) {
+      ks::SetFlashBf16Dots(dots);
+      std::optional<kernels::ScopedFlushSubnormals> flushed;
+      if (flush) flushed.emplace();
+      // Per-row scales (the forward's 1 / l) in place of `scale` under kAuto.
+      const std::vector<float> rows = {scale, 2.5f * scale, -0.75f};
+      const float* row_scale = dots == ks::FlashBf16Dots::kAuto ? rows.data() : nullptr;
+      std::vector<std::uint16_t> bf(n * stride, 0xabcd);
+      std::vector<float> f32(n * stride, -7.0f);
+      ks::FlashStoreRows(x.data(), ld, n, dim, row_scale ? -1.0f : scale,
+                         ks::FlashStorage::kBFloat16, bf.data(), stride, row_scale);
+      ks::FlashStoreRows(x.data(), ld, n, dim, row_scale ? -1.0f : scale,
+                         ks::FlashStorage::kFloat32, f32.data(), stride, row_scale);
+      for (Index r = 0; r < n; ++r) {
+        for (Index c = 0; c < stride; ++c) {
+          const std::size_t o = static_cast<std::size_t>(r * stride + c);
+          if (c >= dim) {
+            ASSERT_EQ(bf[o], 0xabcd) << r << ", " << c;
+            ASSERT_EQ(f32[o], -7.0f) << r << ", " << c;
+            continue;
+          }
+          const float v = x[static_cast<std::size_t>(r * ld + c)] *
+                          (row_scale != nullptr ? row_scale[r] : scale);
+          ASSERT_EQ(bf[o], FloatToBF16(v).bits) << r << ", " << c << ": " << v;
+          std::uint32_t want, got;
+          std::memcpy(&want, &v, sizeof v);
+          std::memcpy(&got, &f32[o], sizeof got);
+          ASSERT_EQ(got, want) << r << ", " << c;
         }
-        const float v =
-            x[static_cast<std::size_t>(r * ld + c)] * (row_scale != nullptr ? row_scale[r] : scale);
-        ASSERT_EQ(bf[o], FloatToBF16(v).bits) << r << ", " << c << ": " << v;
-        std::uint32_t want, got;
-        std::memcpy(&want, &v, sizeof v);
-        std::memcpy(&got, &f32[o], sizeof got);
-        ASSERT_EQ(got, want) << r << ", " << c;
       }
     }
-  }
 }
 
 TEST_P(FlashKernelTarget, RowDotsF64KeepTheReferenceOrder) {

@@ -14,6 +14,7 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
+#include "kernels/float_mode.h"
 #include "kernels/simd/flash_softmax-inl.h"
 #include "kernels/simd/simd_math-inl.h"
 
@@ -443,11 +444,17 @@ void FlashRoundRowsBf16Impl(const float* src, std::int64_t ld, std::int64_t rows
 // with VCVTNEPS2BF16 (kConvert, AVX-512 targets) unless a lane is
 // subnormal, which the instruction flushes to +-0 and FloatToBF16 does not
 // (the engines' stores run under FTZ and DAZ, so the integer path is only
-// taken for callers without them, and by the tests' table).
-template <bool kConvert, class D>
+// taken for callers without them, and by the tests' table). kNormal: v was
+// computed with subnormal results flushed (kernels/float_mode.h), so no lane
+// is subnormal and the check is skipped.
+template <bool kConvert, bool kNormal, class D>
 HWY_INLINE void StoreBf16Bits(D d, hn::Vec<D> v, std::uint16_t* out) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   if constexpr (kConvert && hn::MaxLanes(D()) == 16) {
+    if constexpr (kNormal) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ConvertToBf16(v.raw));
+      return;
+    }
     const auto tiny = hn::And(hn::Lt(hn::Abs(v), hn::Set(d, std::numeric_limits<float>::min())),
                               hn::Ne(v, hn::Zero(d)));
     if (HWY_LIKELY(hn::AllFalse(d, tiny))) {
@@ -462,8 +469,9 @@ HWY_INLINE void StoreBf16Bits(D d, hn::Vec<D> v, std::uint16_t* out) {
 // Row r of n float32 rows (stride ld) times scale (or row_scale[r] when
 // given) into row r of dst (unit element stride, row stride `stride`
 // elements) as float32 (bf16 false) or bfloat16 bits (StoreBf16Bits:
-// kConvert as FlashBf16ConvertPreferred), dim values per row.
-template <bool kBf16, bool kConvert = false>
+// kConvert as FlashBf16ConvertPreferred, kNormal under flushed subnormal
+// results), dim values per row.
+template <bool kBf16, bool kConvert = false, bool kNormal = false>
 void StoreRowsTyped(const float* src, std::int64_t ld, std::int64_t n, std::int64_t dim,
                     float scale, const float* row_scale, void* dst, std::int64_t stride) {
   const hn::ScalableTag<float> d;
@@ -478,7 +486,7 @@ void StoreRowsTyped(const float* src, std::int64_t ld, std::int64_t n, std::int6
     if constexpr (kBf16) {
       std::uint16_t* out = static_cast<std::uint16_t*>(dst) + r * stride;
       for (; x + N <= dim; x += N) {
-        StoreBf16Bits<kConvert>(d, hn::Mul(hn::LoadU(d, in + x), vscale), out + x);
+        StoreBf16Bits<kConvert, kNormal>(d, hn::Mul(hn::LoadU(d, in + x), vscale), out + x);
       }
       for (; x < dim; ++x) {
         hn::StoreU(Bf16BitsOf(d1, hn::Mul(hn::LoadU(d1, in + x), vscale1)),
@@ -497,6 +505,12 @@ void FlashStoreRowsImpl(int store, const float* src, std::int64_t ld, std::int64
                         std::int64_t stride, bool convert) {
   if (store == 1) {
     if (kHaveBf16Convert && convert) {
+      // The engines' tasks flush subnormal results: the products stored here
+      // cannot be subnormal, and each vector converts without the check.
+      if (FlushingSubnormalResults()) {
+        return StoreRowsTyped<true, kHaveBf16Convert, true>(src, ld, n, dim, scale, row_scale, dst,
+                                                            stride);
+      }
       return StoreRowsTyped<true, kHaveBf16Convert>(src, ld, n, dim, scale, row_scale, dst, stride);
     }
     return StoreRowsTyped<true>(src, ld, n, dim, scale, row_scale, dst, stride);
