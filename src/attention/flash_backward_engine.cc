@@ -124,13 +124,20 @@ void PackQueryTile(const BackwardCall& c, const Layout& L, const UnitView& u, co
   }
   float* dst = u.dout + row0 * L.ldv;
   LoadRows(dout, c.dod, b, h, i0, nq, dst, L.ldv);
-  LoadRows(out, c.od, b, h, i0, nq, tmp, L.Dv);
   // D_i in float64 (kernels/scalar/flash.h FlashRowDotsF64: one summation
-  // order on every target and backend).
-  if (L.simd) {
-    kernels::simd::FlashRowDotsF64(dst, L.ldv, tmp, L.Dv, nq, L.Dv, u.delta + row0);
+  // order on every target and backend), O's rows read in place where SIMD
+  // can (no float32 copy of O: the same bits).
+  const std::optional<StoredRows> o = L.simd ? StoredRowsOf(out, c.od, b, h, i0) : std::nullopt;
+  if (o) {
+    kernels::simd::FlashRowDotsF64Stored(o->storage, dst, L.ldv, o->first, o->stride, nq, L.Dv,
+                                         u.delta + row0);
   } else {
-    kernels::scalar::FlashRowDotsF64(dst, L.ldv, tmp, L.Dv, nq, L.Dv, u.delta + row0);
+    LoadRows(out, c.od, b, h, i0, nq, tmp, L.Dv);
+    if (L.simd) {
+      kernels::simd::FlashRowDotsF64(dst, L.ldv, tmp, L.Dv, nq, L.Dv, u.delta + row0);
+    } else {
+      kernels::scalar::FlashRowDotsF64(dst, L.ldv, tmp, L.Dv, nq, L.Dv, u.delta + row0);
+    }
   }
   for (Index i = 0; i < nq; ++i) {
     float* row = dst + i * L.ldv;

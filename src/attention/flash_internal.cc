@@ -250,30 +250,40 @@ void SetOutCopy(Problem& p, AttentionLayout layout, const TensorView& out_copy, 
 
 // Rows [s0, s0 + n) of head h of batch b of a rank-4 view, converted to
 // float32 rows of `ld` >= dim floats (columns >= dim untouched).
+std::optional<StoredRows> StoredRowsOf(const TensorView& view, const AttentionDims& ad,
+                                       std::int64_t b, std::int64_t h, std::int64_t s0) {
+  if (ad.stride_dim != 1 || view.dtype == DType::kFloat64) return std::nullopt;
+  using kernels::simd::FlashStorage;
+  const FlashStorage storage = view.dtype == DType::kFloat32    ? FlashStorage::kFloat32
+                               : view.dtype == DType::kBFloat16 ? FlashStorage::kBFloat16
+                                                                : FlashStorage::kFloat16;
+  const std::int64_t first = b * ad.stride_batch + h * ad.stride_head + s0 * ad.stride_seq;
+  return StoredRows{storage,
+                    static_cast<const unsigned char*>(view.data) +
+                        first * static_cast<std::int64_t>(DTypeSize(view.dtype)),
+                    ad.stride_seq};
+}
+
 void LoadRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
               std::int64_t s0, std::int64_t n, float* dst, std::int64_t ld) {
   const std::int64_t dim = ad.head_dim;
-  const std::int64_t first = b * ad.stride_batch + h * ad.stride_head + s0 * ad.stride_seq;
-  if (ad.stride_dim == 1 && view.dtype != DType::kFloat64) {  // SIMD rows (exact conversions)
-    using kernels::simd::FlashStorage;
-    const FlashStorage storage = view.dtype == DType::kFloat32    ? FlashStorage::kFloat32
-                                 : view.dtype == DType::kBFloat16 ? FlashStorage::kBFloat16
-                                                                  : FlashStorage::kFloat16;
-    const auto* base = static_cast<const unsigned char*>(view.data) +
-                       first * static_cast<std::int64_t>(DTypeSize(view.dtype));
-    // FlashLoadRows zero-fills [dim, ld): keep this function's contract
-    // (columns >= dim untouched) by converting row by row when ld > dim.
+  if (const std::optional<StoredRows> rows = StoredRowsOf(view, ad, b, h, s0)) {
+    // SIMD rows (exact conversions). FlashLoadRows zero-fills [dim, ld): keep
+    // this function's contract (columns >= dim untouched) by converting row
+    // by row when ld > dim.
     if (ld == dim) {
-      kernels::simd::FlashLoadRows(storage, base, ad.stride_seq, n, dim, dst, dim);
+      kernels::simd::FlashLoadRows(rows->storage, rows->first, rows->stride, n, dim, dst, dim);
     } else {
+      const auto* base = static_cast<const unsigned char*>(rows->first);
+      const auto bytes = static_cast<std::int64_t>(DTypeSize(view.dtype));
       for (std::int64_t s = 0; s < n; ++s) {
-        kernels::simd::FlashLoadRows(
-            storage, base + s * ad.stride_seq * static_cast<std::int64_t>(DTypeSize(view.dtype)), 0,
-            1, dim, dst + s * ld, dim);
+        kernels::simd::FlashLoadRows(rows->storage, base + s * rows->stride * bytes, 0, 1, dim,
+                                     dst + s * ld, dim);
       }
     }
     return;
   }
+  const std::int64_t first = b * ad.stride_batch + h * ad.stride_head + s0 * ad.stride_seq;
   for (std::int64_t s = 0; s < n; ++s) {
     const std::int64_t base = first + s * ad.stride_seq;
     float* row = dst + s * ld;

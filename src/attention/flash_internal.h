@@ -181,6 +181,17 @@ void RunForward(const Problem& p, const TensorView& q, const TensorView& k, cons
 void LoadRows(const TensorView& view, const AttentionDims& ad, std::int64_t b, std::int64_t h,
               std::int64_t s0, std::int64_t n, float* dst, std::int64_t ld);
 
+// Row s0 of head h of batch b of a rank-4 view as the SIMD kernels read
+// rows in place: its storage, address and row stride (elements); nullopt
+// unless the view's head dim has unit stride and a float32/16-bit dtype.
+struct StoredRows {
+  kernels::simd::FlashStorage storage;
+  const void* first;
+  std::int64_t stride;
+};
+std::optional<StoredRows> StoredRowsOf(const TensorView& view, const AttentionDims& ad,
+                                       std::int64_t b, std::int64_t h, std::int64_t s0);
+
 using kernels::simd::kFlashPad;
 
 inline std::int64_t Pad(std::int64_t n) { return (n + kFlashPad - 1) / kFlashPad * kFlashPad; }

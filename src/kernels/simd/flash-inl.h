@@ -340,17 +340,21 @@ HWY_INLINE double SumByHalves(D d, hn::Vec<D> v) {
 // (FlashRowDotsF64) defines: 16 partial sums, sum k over x = k (mod 16) in
 // increasing x, then halving (k + 8, k + 4, k + 2, k + 1). Vectors of any
 // width hold the 16 sums (AVX-512: 2 x 8 lanes; SCALAR: 16 x 1) and halve
-// in registers, so every target gives the reference's bits.
-void FlashRowDotsF64Impl(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-                         std::int64_t n, std::int64_t dim, double* out) {
+// in registers, so every target gives the reference's bits. b's rows are of
+// storage kind S (converted exactly in registers), ldb in elements.
+template <Store S>
+void RowDotsF64Typed(const float* a, std::int64_t lda, const unsigned char* b, std::int64_t ldb,
+                     std::int64_t n, std::int64_t dim, double* out) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
+  const hn::CappedTag<float, 1> d1;
   constexpr std::size_t kN = hn::MaxLanes(dd);
   static_assert(kN <= 16 && 16 % kN == 0);
   constexpr std::size_t kAcc = 16 / kN;
+  constexpr std::int64_t kB = kStoreBytes<S>;
   for (std::int64_t r = 0; r < n; ++r) {
     const float* x0 = a + r * lda;
-    const float* y0 = b + r * ldb;
+    const unsigned char* y0 = b + r * ldb * kB;
     hn::Vec<decltype(dd)> acc[kAcc];
     for (std::size_t k = 0; k < kAcc; ++k) acc[k] = hn::Zero(dd);
     std::int64_t x = 0;
@@ -358,13 +362,15 @@ void FlashRowDotsF64Impl(const float* a, std::int64_t lda, const float* b, std::
       for (std::size_t k = 0; k < kAcc; ++k) {
         const std::int64_t o = x + static_cast<std::int64_t>(k * kN);
         acc[k] = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(df, x0 + o)),
-                            hn::PromoteTo(dd, hn::LoadU(df, y0 + o)), acc[k]);
+                            hn::PromoteTo(dd, LoadF<S>(df, y0 + o * kB)), acc[k]);
       }
     }
     if (x < dim) {  // a tail: the partial sums in memory, added as the reference adds them
       HWY_ALIGN double sums[16];
       for (std::size_t k = 0; k < kAcc; ++k) hn::Store(acc[k], dd, sums + k * kN);
-      for (; x < dim; ++x) sums[x % 16] += static_cast<double>(x0[x]) * y0[x];
+      for (; x < dim; ++x) {
+        sums[x % 16] += static_cast<double>(x0[x]) * hn::GetLane(LoadF<S>(d1, y0 + x * kB));
+      }
       for (std::size_t k = 0; k < kAcc; ++k) acc[k] = hn::Load(dd, sums + k * kN);
     }
     // Halving across the vectors (k + 8, ... while whole vectors pair up),
@@ -376,9 +382,20 @@ void FlashRowDotsF64Impl(const float* a, std::int64_t lda, const float* b, std::
   }
 }
 
-// Rows of storage kind S (unit element stride, row stride `stride`
-// elements) as float32 rows of ld >= dim floats, zero past dim. The 16-bit
-// conversions are exact.
+void FlashRowDotsF64Impl(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                         std::int64_t n, std::int64_t dim, double* out) {
+  RowDotsF64Typed<Store::kF32>(a, lda, reinterpret_cast<const unsigned char*>(b), ldb, n, dim, out);
+}
+
+// b in storage kind `store` (FlashStorage order: 0 float32, 1 bfloat16, 2 float16).
+void FlashRowDotsF64StoredImpl(int store, const float* a, std::int64_t lda, const void* b,
+                               std::int64_t ldb, std::int64_t n, std::int64_t dim, double* out) {
+  const auto* bytes = static_cast<const unsigned char*>(b);
+  if (store == 0) return RowDotsF64Typed<Store::kF32>(a, lda, bytes, ldb, n, dim, out);
+  if (store == 1) return RowDotsF64Typed<Store::kBF16>(a, lda, bytes, ldb, n, dim, out);
+  RowDotsF64Typed<Store::kF16>(a, lda, bytes, ldb, n, dim, out);
+}
+
 // Rows of exactly kVecs vectors (dim == ld == kVecs * Lanes(d)): the
 // vectors of a row unrolled, no tails (the attention's head dims 32, 64,
 // 128: LoadRowsTyped was 8-13 % of a training step).
@@ -395,6 +412,9 @@ HWY_INLINE void LoadRowsExact(D d, const unsigned char* base, std::int64_t strid
   }
 }
 
+// Rows of storage kind S (unit element stride, row stride `stride`
+// elements) as float32 rows of ld >= dim floats, zero past dim. The 16-bit
+// conversions are exact.
 template <Store S>
 void LoadRowsTyped(const void* src, std::int64_t stride, std::int64_t n, std::int64_t dim,
                    float* dst, std::int64_t ld) {

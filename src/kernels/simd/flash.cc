@@ -33,6 +33,7 @@ HWY_EXPORT(FlashLoadRowsImpl);
 HWY_EXPORT(FlashTransposeTileImpl);
 HWY_EXPORT(FlashStoreRowsImpl);
 HWY_EXPORT(FlashRowDotsF64Impl);
+HWY_EXPORT(FlashRowDotsF64StoredImpl);
 HWY_EXPORT(FlashLogSumExpImpl);
 HWY_EXPORT(FlashRoundRowsBf16Impl);
 HWY_EXPORT(FlashTouchImpl);
@@ -101,6 +102,13 @@ void FlashRowDotsF64(const float* a, std::int64_t lda, const float* b, std::int6
                      std::int64_t n, std::int64_t dim, double* out) {
   POSENC_DASSERT(n >= 0 && dim >= 0 && lda >= dim && ldb >= dim);
   HWY_DYNAMIC_DISPATCH(FlashRowDotsF64Impl)(a, lda, b, ldb, n, dim, out);
+}
+
+void FlashRowDotsF64Stored(FlashStorage storage, const float* a, std::int64_t lda, const void* b,
+                           std::int64_t ldb, std::int64_t n, std::int64_t dim, double* out) {
+  POSENC_DASSERT(n >= 0 && dim >= 0 && lda >= dim && ldb >= dim);
+  HWY_DYNAMIC_DISPATCH(FlashRowDotsF64StoredImpl)
+  (static_cast<int>(storage), a, lda, b, ldb, n, dim, out);
 }
 
 void FlashLoadRows(FlashStorage storage, const void* src, std::int64_t stride, std::int64_t n,

@@ -146,6 +146,13 @@ void FlashRowDotsF64(const float* a, std::int64_t lda, const float* b, std::int6
 // Storage of the rows FlashLoadRows converts.
 enum class FlashStorage : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
 
+// FlashRowDotsF64 with b's rows in `storage` (unit element stride, row
+// stride ldb elements), converted exactly in registers: the same bits as
+// FlashRowDotsF64 on the converted rows, without a float32 copy of them (the
+// backward's O, read once for D).
+void FlashRowDotsF64Stored(FlashStorage storage, const float* a, std::int64_t lda, const void* b,
+                           std::int64_t ldb, std::int64_t n, std::int64_t dim, double* out);
+
 // n rows of `storage` values (unit element stride, row stride `stride`
 // elements) as float32 rows of ld >= dim floats, zeros in [dim, ld); the
 // 16-bit conversions are exact.
