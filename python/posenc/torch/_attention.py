@@ -9,7 +9,7 @@ import torch
 
 import posenc as _pe
 from posenc._attention import _cached_scheme_info, _flash_call
-from ._context import (_positions, _torch_ctx, axes, check_qkv, t5_direction,
+from ._context import (_positions, _torch_ctx, check_qkv, t5_direction,
                        warn_reference_fallback)
 
 # Schemes the fused flash kernel evaluates, from the registry (posenc.schemes).
@@ -45,6 +45,7 @@ class _Prepared(NamedTuple):
     names: Tuple[str, ...]  # trainable scheme tensors, passed per call
     kw: Dict[str, Any]  # the kernel's keywords, without those tensors and ctx
     calls: Optional[_Calls]  # flash without scheme tensors: the parsed kernel calls, else None
+    wide: bool  # with calls: the forward keeps a float32 O for the backward's D (_Attention)
 
 
 # Prepared keywords per argument set. A model calls attention with the same
@@ -82,13 +83,17 @@ class _Attention(torch.autograd.Function):
         #    exactly 0, came out ~10x torch's error), and precision="float32"
         #    keeps D exact. The kernel writes the returned O in q's dtype in
         #    the same pass (out_copy: no .to() pass over the float32 O).
-        wide = q.dtype in (torch.bfloat16, torch.float16) and (
-            prepared.kw["precision"] != "bfloat16" or any(ctx.needs_input_grad[5:]))
-        shape = (*q.shape[:3], v.shape[3])
+        if prepared.calls is not None:  # kept: no scheme tensor to differentiate
+            wide = prepared.wide
+        else:
+            wide = q.dtype in (torch.bfloat16, torch.float16) and (
+                prepared.kw["precision"] != "bfloat16" or any(ctx.needs_input_grad[5:]))
+        qs = q.shape
+        shape = (qs[0], qs[1], qs[2], v.shape[3])
         out = torch.empty(shape, dtype=torch.float32 if wide else q.dtype)
         copy = torch.empty(shape, dtype=q.dtype) if wide else None
-        b, h, sq, _ = axes(q, prepared.layout)
-        lse = torch.empty((b, h, sq), dtype=torch.float32)
+        lse = torch.empty((qs[0], qs[2], qs[1]) if prepared.layout == "bshd" else qs[:3],
+                          dtype=torch.float32)
         ctx.calls.forward.forward(q.detach(), k.detach(), v.detach(), out, lse, copy, kctx)
         ctx.save_for_backward(q, k, v, out, lse, *tensors)
         return copy if wide else out
@@ -258,31 +263,30 @@ def _plain_key(q: Any, layout: Any, scheme: Any, mask: Any, sliding_window: Any,
                query_positions: Any, key_positions: Any, kernel: Any, precision: Any,
                scheme_args: Dict[str, Any]) -> Optional[Tuple[Any, ...]]:
     """attention()'s arguments as a key of _PREPARED, with q's dtype and
-    every value's type; None when one is neither plain (_PLAIN) nor a torch
-    tensor, or position ids are given. A scheme tensor (ALiBi's slopes, RoPE's
-    inv_freq) enters as the object and its version counter, which torch
-    bumps on every in-place change: the kept set holds the tensor (its
-    keywords), so the id stays its own while the set is kept, and a changed
-    tensor is a new set. Loops, not generators: this runs on every call, cold."""
+    every number's type; None when a value is neither plain (_PLAIN) nor a
+    torch tensor, a name is not a str, or position ids are given. A scheme
+    tensor (ALiBi's slopes, RoPE's inv_freq) enters as the object and its
+    version counter, which torch bumps on every in-place change: the kept set
+    holds the tensor (its keywords), so the id stays its own while the set is
+    kept, and a changed tensor is a new set. One tuple built at once, the
+    scheme's arguments in a loop: this runs on every call, cold (the
+    list-and-append form took ~28 µs after torch's step)."""
     if query_positions is not None or key_positions is not None:
         return None
-    key = [getattr(q, "dtype", None)]
-    for x in (layout, scheme, mask, sliding_window, scale, kernel, precision):
-        if not isinstance(x, _PLAIN):
-            return None
-        key.append(type(x))
-        key.append(x)
-    for x in scheme_args.values():
+    if not (type(layout) is str and type(scheme) is str and type(mask) is str
+            and type(kernel) is str and type(precision) is str
+            and isinstance(sliding_window, _PLAIN) and isinstance(scale, _PLAIN)):
+        return None
+    key = (getattr(q, "dtype", None), layout, scheme, mask, kernel, precision,
+           type(sliding_window), sliding_window, type(scale), scale)
+    for name, x in scheme_args.items():
         if isinstance(x, torch.Tensor):
-            key.append(torch.Tensor)
-            key.append((id(x), x._version))
+            key += (name, torch.Tensor, id(x), x._version)
         elif isinstance(x, _PLAIN):
-            key.append(type(x))
-            key.append(x)
+            key += (name, type(x), x)
         else:
             return None
-    key.extend(scheme_args)
-    return tuple(key)
+    return key
 
 
 def _prepare(q: Any, k: Any, v: Any, layout: Any, scheme: str, mask: str,
@@ -311,4 +315,5 @@ def _prepare(q: Any, k: Any, v: Any, layout: Any, scheme: str, mask: str,
               key_positions=_positions(key_positions),
               **{n: val for n, val in scheme_args.items() if n not in names})
     calls = _calls(**kw) if flash and not names else None
-    return _Prepared(flash, layout, names, kw, calls)
+    wide = q.dtype in (torch.bfloat16, torch.float16) and precision != "bfloat16"
+    return _Prepared(flash, layout, names, kw, calls, wide)
