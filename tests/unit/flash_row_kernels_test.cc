@@ -76,7 +76,12 @@ TEST_P(FlashRowKernels, SoftmaxTileNarrowsRowsAndRoundsP) {
     m0.push_back(i % 5 == 0 ? -INFINITY : -2.0f + 0.5f * static_cast<float>(i % 9));
     l0.push_back(m0.back() == -INFINITY ? 0.0f : 0.5f + static_cast<float>(i % 3));
   }
-  const std::vector<float> s0 = Random(nq * ld, 31, -6.0f, 6.0f);
+  std::vector<float> s0 = Random(nq * ld, 31, -6.0f, 6.0f);
+  // The last row sees 16 signed zeros, lanes i and i + 8 (and, after the
+  // first halving, i and i + 4) of opposite signs: without terms its max is
+  // +0 or -0 by the operand order of the lane reduction (bits checked).
+  visible[nq - 1] = cols[nq - 1] = 16;
+  for (Index j = 0; j < 16; ++j) s0[(nq - 1) * ld + j] = (j / 8 + j / 4) % 2 ? -0.0f : 0.0f;
   const std::vector<float> bias = Random(ld + nq, 32);
   for (const ks::FlashBf16Dots mode : kModes)
     for (const bool terms : {false, true})

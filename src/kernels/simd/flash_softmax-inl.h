@@ -242,23 +242,24 @@ HWY_INLINE void WithRowModes(bool round, bool convert, bool bf16_exp, F&& f) {
 inline constexpr std::int64_t kRowBatch = 16;
 
 // The 16 lane reductions of v[0..15] as one vector, lane r = v[r]'s: the
-// pairs added (or maxed) in _mm512_reduce_add_ps's order (lanes i and i + 8,
-// then i + 4, i + 2, i + 1), so each row's result has the bits of
-// SumOfLanes (MaxOfLanes) of its vector, in 46 vector ops instead of 16
-// dependent chains of ~8 (docs/PERFORMANCE.md, "The training shape, eighth
-// pass"). Op: hn::Add or hn::Max as a functor.
+// pairs added (or maxed) in _mm512_reduce_add_ps's (_max_ps's) order and
+// operand order (lanes i + 8 with i, i + 4 with i, then i with i + 2, i
+// with i + 1), so each row's result has the bits of SumOfLanes (MaxOfLanes)
+// of its vector, signed zeros and NaNs included, in 46 vector ops instead of
+// 16 dependent chains of ~8 (docs/PERFORMANCE.md, "The training shape,
+// eighth pass"). Op: an add or max functor.
 template <class Op>
 HWY_INLINE __m512 ReduceRows16(const __m512* v, Op op) {
   __m512 c[8], e[4], f[2];
-  for (int k = 0; k < 8; ++k) {  // [row 2k: lanes i + (i + 8) | row 2k + 1: the same]
-    c[k] = op(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-              _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int k = 0; k < 8; ++k) {  // [row 2k: lanes (i + 8) op i | row 2k + 1: the same]
+    c[k] = op(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)),
+              _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)));
   }
-  for (int k = 0; k < 4; ++k) {  // block j: row 4k + j, lanes i + (i + 4)
-    e[k] = op(_mm512_shuffle_f32x4(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-              _mm512_shuffle_f32x4(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int k = 0; k < 4; ++k) {  // block j: row 4k + j, lanes (i + 4) op i
+    e[k] = op(_mm512_shuffle_f32x4(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)),
+              _mm512_shuffle_f32x4(c[2 * k], c[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)));
   }
-  for (int k = 0; k < 2; ++k) {  // block j: rows 8k + j, 8k + 4 + j, two lanes each: i + (i + 2)
+  for (int k = 0; k < 2; ++k) {  // block j: rows 8k + j, 8k + 4 + j, two lanes each: i op (i + 2)
     f[k] = op(_mm512_shuffle_ps(e[2 * k], e[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
               _mm512_shuffle_ps(e[2 * k], e[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
   }
