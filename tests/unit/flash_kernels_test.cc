@@ -221,7 +221,7 @@ TEST_P(FlashKernelTarget, LoadRowsConvertsExactly) {
   // vectors of 16 floats with ld == dim (the unrolled rows of head dims 16 to
   // 128), strided like the rows of one head in [B, S, H, D].
   const Index n = 5;
-  for (const auto [dim, ld] :
+  for (const auto& [dim, ld] :
        {std::pair<Index, Index>{37, 48}, {16, 16}, {32, 32}, {48, 48}, {64, 64}, {128, 128}}) {
     const Index stride = dim + 11;
     const std::vector<float> x = Random(n * stride, 9, -300.0f, 300.0f);
