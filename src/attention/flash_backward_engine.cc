@@ -87,7 +87,6 @@ void Resize(Scratch& w, const BackwardCall& c, const Layout& L, Backend backend)
   w.ds16.assign(rounded ? Z(bq * L.ldk) : 0, 0.0f);
   w.band_cols.assign(Z((bq + kBandRows - 1) / kBandRows), 0);
   w.bias_rows.assign(Z(bq), nullptr);
-  w.lse_rows.assign(Z(bq), 0.0f);
   w.delta_rows.assign(Z(bq), 0.0f);
   w.visible_rows.assign(Z(bq), 0);
   w.cols_rows.assign(Z(bq), 0);

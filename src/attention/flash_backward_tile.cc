@@ -62,7 +62,8 @@ struct PairWork {
     const bool values = p.scheme->Has(SchemeTerm::kValue);
     // A causal diagonal tile: each band of rows computes its visible keys only.
     pr.banded = !pr.all_visible && !values &&
-                DiagonalBands(p, pr.qpos, nq, pr.kpos, nk, kr.consecutive, w.band_cols.data());
+                DiagonalBands(p, pr.qpos, nq, qr, pr.kpos, nk, kr, w.band_cols.data(),
+                              w.visible_rows.data());
     const Index* bands = pr.banded ? w.band_cols.data() : nullptr;
     if (L.bf16_qk) {
       TileLogitsBf16(u.q_pairs + row0 * L.D / 2, L.D, w.kt_pairs.data(), nq, ldk, bands, s, L.simd);
@@ -103,24 +104,29 @@ struct PairWork {
     const Problem& p = c.p;
     const bool windows = !w.tile_terms.active() || w.tile_terms.WindowsOnly();
     if (!L.simd || values || !windows || !(pr.all_visible || pr.kr.consecutive)) return false;
-    const Index nk = pr.nk, row0 = pr.row0;
-    for (Index i = 0; i < pr.nq; ++i) {
-      const Index prefix = pr.all_visible ? nk : p.VisiblePrefix(pr.qpos[i], pr.kpos[0], nk);
-      if (prefix < 0) return false;
-      w.visible_rows[Z(i)] = prefix;
-      w.cols_rows[Z(i)] = pr.banded ? w.band_cols[Z(i / kBandRows)] : L.ldk;
-      w.lse_rows[Z(i)] = u.lse[row0 + i];
-      w.delta_rows[Z(i)] = static_cast<float>(u.delta[row0 + i]);
-      w.bias_rows[Z(i)] = w.tile_terms.active() ? w.tile_terms.Window(pr.qpos[i]) : nullptr;
+    const Index nq = pr.nq, nk = pr.nk, row0 = pr.row0;
+    kernels::simd::FlashBackwardRows rows;  // null visible, cols, bias: nk, ldk, none
+    if (!pr.all_visible) {  // a banded tile's prefixes came with its bands (DiagonalBands)
+      for (Index i = 0; i < nq && !pr.banded; ++i) {
+        const Index prefix = p.VisiblePrefix(pr.qpos[i], pr.kpos[0], nk);
+        if (prefix < 0) return false;
+        w.visible_rows[Z(i)] = prefix;
+      }
+      rows.visible = w.visible_rows.data();
     }
-    kernels::simd::FlashBackwardRows rows;
-    rows.bias = w.bias_rows.data();
-    rows.visible = w.visible_rows.data();
-    rows.cols = w.cols_rows.data();
+    if (pr.banded) {
+      for (Index i = 0; i < nq; ++i) w.cols_rows[Z(i)] = w.band_cols[Z(i / kBandRows)];
+      rows.cols = w.cols_rows.data();
+    }
+    for (Index i = 0; i < nq; ++i) w.delta_rows[Z(i)] = static_cast<float>(u.delta[row0 + i]);
+    if (w.tile_terms.active()) {
+      for (Index i = 0; i < nq; ++i) w.bias_rows[Z(i)] = w.tile_terms.Window(pr.qpos[i]);
+      rows.bias = w.bias_rows.data();
+    }
     rows.rounding = rounding;
     rows.exp = p.Exp();
-    kernels::simd::FlashBackwardTile(w.s.data(), w.dp.data(), L.ldk, pr.nq, nk, p.scale,
-                                     w.lse_rows.data(), w.delta_rows.data(), rows);
+    kernels::simd::FlashBackwardTile(w.s.data(), w.dp.data(), L.ldk, nq, nk, p.scale, u.lse + row0,
+                                     w.delta_rows.data(), rows);
     return true;
   }
 

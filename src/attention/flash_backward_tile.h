@@ -70,9 +70,10 @@ struct Scratch {
   std::vector<float> p16, ds16;  // bf16_products without bf16_pairs: P, dS rounded [bq, ldk]
   std::vector<Index> band_cols;  // DiagonalBands of the current pair
   // The row pass of a whole tile (FlashBackwardTile): per query row its
-  // terms, lse, delta, visible keys and columns.
+  // terms, delta, visible keys (a banded tile's from DiagonalBands) and
+  // columns.
   std::vector<const float*> bias_rows;
-  std::vector<float> lse_rows, delta_rows;
+  std::vector<float> delta_rows;
   std::vector<Index> visible_rows, cols_rows;
   std::vector<double> dist64;
   TileTerms tile_terms;

@@ -130,12 +130,16 @@ struct QueryTask {
   // q rows (rotated by the scheme's rotation), positions, softmax state.
   void LoadQueries(const TensorView& q, const Context& serial) {
     LoadRows(q, p.qd, s.batch, h, s.q0 + i0, nq, w.q.data(), plan.D);
-    for (std::int64_t i = 0; i < nq; ++i) {
-      w.qpos[static_cast<std::size_t>(i)] =
-          s.relative ? s.q_pos0 + i0 + i
-                     : p.query_positions.At(s.batch, s.q0 + i0 + i, p.dims.query_len);
+    if (s.relative) {  // positions q_pos0 + i0 + i: their range without a pass over them
+      for (std::int64_t i = 0; i < nq; ++i) w.qpos[Z(i)] = s.q_pos0 + i0 + i;
+      queries =
+          nq > 0 ? PositionRange{s.q_pos0 + i0, s.q_pos0 + i0 + nq - 1, true} : PositionRange{};
+    } else {
+      for (std::int64_t i = 0; i < nq; ++i) {
+        w.qpos[Z(i)] = p.query_positions.At(s.batch, s.q0 + i0 + i, p.dims.query_len);
+      }
+      queries = RangeOf(w.qpos.data(), nq);
     }
-    queries = RangeOf(w.qpos.data(), nq);
     if (p.rope != nullptr) {
       RotateTile(*p.rope, w.q.data(), nq, plan.D, w.qpos.data(), serial);
       if (p.Bf16()) RoundToBf16(w.q.data(), nq * plan.D);
@@ -194,7 +198,7 @@ struct QueryTask {
     const bool values = p.scheme->Has(SchemeTerm::kValue);
     // A causal diagonal tile: each band of rows computes its visible keys only.
     const bool banded = !all_visible && !values &&
-                        DiagonalBands(p, w.qpos.data(), nq, kpos, nk, keys.consecutive,
+                        DiagonalBands(p, w.qpos.data(), nq, queries, kpos, nk, keys,
                                       w.band_cols.data(), w.visible.data());
     if (plan.bf16) {
       TileLogitsBf16(w.q_pairs.data(), D,

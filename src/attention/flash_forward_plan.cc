@@ -42,7 +42,8 @@ ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
       for (std::int64_t j = 0; j < nk; ++j) {
         kp[j] = s.relative ? j0 + j : p.key_positions.At(s.batch, s.k0 + j0 + j, p.dims.key_len);
       }
-      plan.ranges[static_cast<std::size_t>(tile)] = RangeOf(kp, nk);
+      plan.ranges[static_cast<std::size_t>(tile)] =
+          s.relative ? PositionRange{j0, j0 + nk - 1, true} : RangeOf(kp, nk);
     }
   }
   return plan;

@@ -309,9 +309,27 @@ std::int64_t UnitRunHeads(std::int64_t units, std::int64_t kv_heads, int threads
 }
 
 bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
-                   const std::int64_t* kpos, std::int64_t nk, bool keys_consecutive,
-                   std::int64_t* cols, std::int64_t* prefixes) {
-  if (!keys_consecutive || nk == 0) return false;
+                   const PositionRange& queries, const std::int64_t* kpos, std::int64_t nk,
+                   const PositionRange& keys, std::int64_t* cols, std::int64_t* prefixes) {
+  if (!keys.consecutive || nk == 0) return false;
+  if (queries.consecutive && nq > 0) {
+    // Row i at qpos[0] + i: its prefix clamp(qpos[0] + i - kpos[0] + 1, 0,
+    // nk) never shrinks, so a band's longest is its last row's, and the last
+    // row is the farthest from the first key (the window check).
+    if (p.VisiblePrefix(qpos[0], kpos[0], nk) < 0 ||
+        p.VisiblePrefix(qpos[nq - 1], kpos[0], nk) < 0) {
+      return false;
+    }
+    const std::int64_t first = qpos[0] - kpos[0] + 1;
+    const auto prefix = [&](std::int64_t i) { return std::clamp<std::int64_t>(first + i, 0, nk); };
+    for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {
+      cols[i0 / kBandRows] = Pad(prefix(std::min(i0 + kBandRows, nq) - 1));
+    }
+    if (prefixes != nullptr) {
+      for (std::int64_t i = 0; i < nq; ++i) prefixes[i] = prefix(i);
+    }
+    return true;
+  }
   for (std::int64_t i = 0; i < nq; ++i) {
     const std::int64_t prefix = p.VisiblePrefix(qpos[i], kpos[0], nk);
     if (prefix < 0) return false;
@@ -412,12 +430,16 @@ void RotateTile(const RopeParams& rope, float* tile, std::int64_t n, std::int64_
 }
 
 PositionRange RangeOf(const std::int64_t* pos, std::int64_t n) {
+  // Three branch-free passes (each vectorizes) rather than one loop with a
+  // short-circuit: the engines run this per tile of every batch row.
   PositionRange r;
-  for (std::int64_t j = 0; j < n; ++j) {
-    r.min = std::min(r.min, pos[j]);
-    r.max = std::max(r.max, pos[j]);
-    r.consecutive = r.consecutive && pos[j] == pos[0] + j;
-  }
+  std::int64_t lo = r.min, hi = r.max, jumps = 0;
+  for (std::int64_t j = 0; j < n; ++j) lo = std::min(lo, pos[j]);
+  for (std::int64_t j = 0; j < n; ++j) hi = std::max(hi, pos[j]);
+  for (std::int64_t j = 0; j < n; ++j) jumps |= pos[j] ^ (pos[0] + j);
+  r.min = lo;
+  r.max = hi;
+  r.consecutive = jumps == 0;
   return r;
 }
 

@@ -252,17 +252,28 @@ inline constexpr std::int64_t kBandRows = kFlashPad;
 std::int64_t UnitRunHeads(std::int64_t units, std::int64_t kv_heads, int threads,
                           std::int64_t tasks_per_thread);
 
+// Min, max and whether positions are consecutive (pos[j] = pos[0] + j).
+struct PositionRange {
+  std::int64_t min = std::numeric_limits<std::int64_t>::max();
+  std::int64_t max = -1;
+  bool consecutive = true;
+};
+PositionRange RangeOf(const std::int64_t* pos, std::int64_t n);
+
 // A causal tile on the diagonal cut into bands of kBandRows query rows
-// (queries at qpos[0, nq), keys at kpos[0, nk)): band b needs only keys
-// [0, cols[b]), cols[b] = Pad(the longest visible prefix among its rows)
-// <= Pad(nk); every later logit, probability and product of the band is
-// masked out and skipped. Returns false (cols then unspecified) unless every
-// row sees a prefix of the keys (p.VisiblePrefix: causal, keys at
-// consecutive positions, no window cutting a row's first key). prefixes
-// (when not null, nq entries) receives each row's visible prefix.
+// (queries at qpos[0, nq) with range `queries`, keys at kpos[0, nk) with
+// range `keys`, both RangeOf): band b needs only keys [0, cols[b]), cols[b] =
+// Pad(the longest visible prefix among its rows) <= Pad(nk); every later
+// logit, probability and product of the band is masked out and skipped.
+// Returns false (cols then unspecified) unless every row sees a prefix of
+// the keys (p.VisiblePrefix: causal, keys at consecutive positions, no
+// window cutting a row's first key). prefixes (when not null, nq entries)
+// receives each row's visible prefix. Consecutive queries take a closed
+// form (the prefixes grow by one per row up to nk; the window check of the
+// last row covers all), the same values as the row-by-row loop.
 bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
-                   const std::int64_t* kpos, std::int64_t nk, bool keys_consecutive,
-                   std::int64_t* cols, std::int64_t* prefixes = nullptr);
+                   const PositionRange& queries, const std::int64_t* kpos, std::int64_t nk,
+                   const PositionRange& keys, std::int64_t* cols, std::int64_t* prefixes = nullptr);
 
 // out [nq, ldk] = a . bt from bfloat16 pairs (a: [nq, dim / 2] rows of
 // pairs; bt: [dim / 2, ldk, 2], K^T or V^T): the whole tile
@@ -311,14 +322,6 @@ void TransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int
 void RotateTile(const RopeParams& rope, float* tile, std::int64_t n, std::int64_t dim,
                 const std::int64_t* pos, const Context& serial,
                 RopeDirection direction = RopeDirection::kForward);
-
-// Min, max and whether positions are consecutive (pos[j] = pos[0] + j).
-struct PositionRange {
-  std::int64_t min = std::numeric_limits<std::int64_t>::max();
-  std::int64_t max = -1;
-  bool consecutive = true;
-};
-PositionRange RangeOf(const std::int64_t* pos, std::int64_t n);
 
 // The scheme's logit terms of one (query tile, key tile) pair of head h
 // (see attention/scheme_policy.h). Per worker; Prepare once per tile pair,
