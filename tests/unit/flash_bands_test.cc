@@ -106,7 +106,7 @@ TEST(FlashBands, ClosedFormForConsecutiveQueriesMatchesRows) {
 }
 
 TEST(FlashBands, ArbitraryQueriesKeepTheRowLoop) {
-  Problem p;  // causal, no window
+  Problem p;                                                  // causal, no window
   const std::vector<Index> qpos = {40, 3, 17, 63, 0, 22, 8};  // not a run
   std::vector<Index> kpos(64);
   std::iota(kpos.begin(), kpos.end(), 0);
@@ -121,8 +121,8 @@ TEST(FlashBands, ArbitraryQueriesKeepTheRowLoop) {
   EXPECT_EQ(cols[0], 64);  // row at 63 sees all 64 keys
   // Keys that are not a run: no bands.
   kpos[10] = 100;
-  EXPECT_FALSE(DiagonalBands(p, qpos.data(), 7, queries, kpos.data(), 64,
-                             RangeOf(kpos.data(), 64), cols.data()));
+  EXPECT_FALSE(DiagonalBands(p, qpos.data(), 7, queries, kpos.data(), 64, RangeOf(kpos.data(), 64),
+                             cols.data()));
 }
 
 }  // namespace
