@@ -430,16 +430,12 @@ void RotateTile(const RopeParams& rope, float* tile, std::int64_t n, std::int64_
 }
 
 PositionRange RangeOf(const std::int64_t* pos, std::int64_t n) {
-  // Three branch-free passes (each vectorizes) rather than one loop with a
-  // short-circuit: the engines run this per tile of every batch row.
   PositionRange r;
-  std::int64_t lo = r.min, hi = r.max, jumps = 0;
-  for (std::int64_t j = 0; j < n; ++j) lo = std::min(lo, pos[j]);
-  for (std::int64_t j = 0; j < n; ++j) hi = std::max(hi, pos[j]);
-  for (std::int64_t j = 0; j < n; ++j) jumps |= pos[j] ^ (pos[0] + j);
-  r.min = lo;
-  r.max = hi;
-  r.consecutive = jumps == 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    r.min = std::min(r.min, pos[j]);
+    r.max = std::max(r.max, pos[j]);
+    r.consecutive = r.consecutive && pos[j] == pos[0] + j;
+  }
   return r;
 }
 
