@@ -49,10 +49,9 @@ std::vector<PositionRange> TileRanges(const Positions& pos, Index batch, Index l
   std::vector<PositionRange> ranges;
   for (Index b = 0; b < batch; ++b)
     for (Index t = 0; t < tiles; ++t) {
-      const Index n = std::min(tile, len - t * tile), first = pos.offset + t * tile;
-      // Default positions (offset + s): the tile's range without a pass over it.
-      ranges.push_back(pos.ids == nullptr
-                           ? PositionRange{first, first + n - 1, true}
+      const Index n = std::min(tile, len - t * tile);
+      ranges.push_back(pos.ids == nullptr  // default positions: offset + s
+                           ? flash_internal::ConsecutiveRange(pos.offset + t * tile, n)
                            : flash_internal::RangeOf(&ids[Z(b * len + t * tile)], n));
     }
   return ranges;

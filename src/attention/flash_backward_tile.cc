@@ -107,10 +107,12 @@ struct PairWork {
     const Index nq = pr.nq, nk = pr.nk, row0 = pr.row0;
     kernels::simd::FlashBackwardRows rows;  // null visible, cols, bias: nk, ldk, none
     if (!pr.all_visible) {  // a banded tile's prefixes came with its bands (DiagonalBands)
-      for (Index i = 0; i < nq && !pr.banded; ++i) {
-        const Index prefix = p.VisiblePrefix(pr.qpos[i], pr.kpos[0], nk);
-        if (prefix < 0) return false;
-        w.visible_rows[Z(i)] = prefix;
+      if (!pr.banded) {
+        for (Index i = 0; i < nq; ++i) {
+          const Index prefix = p.VisiblePrefix(pr.qpos[i], pr.kpos[0], nk);
+          if (prefix < 0) return false;
+          w.visible_rows[Z(i)] = prefix;
+        }
       }
       rows.visible = w.visible_rows.data();
     }

@@ -130,10 +130,9 @@ struct QueryTask {
   // q rows (rotated by the scheme's rotation), positions, softmax state.
   void LoadQueries(const TensorView& q, const Context& serial) {
     LoadRows(q, p.qd, s.batch, h, s.q0 + i0, nq, w.q.data(), plan.D);
-    if (s.relative) {  // positions q_pos0 + i0 + i: their range without a pass over them
+    if (s.relative) {  // positions q_pos0 + i0 + i
       for (std::int64_t i = 0; i < nq; ++i) w.qpos[Z(i)] = s.q_pos0 + i0 + i;
-      queries =
-          nq > 0 ? PositionRange{s.q_pos0 + i0, s.q_pos0 + i0 + nq - 1, true} : PositionRange{};
+      queries = ConsecutiveRange(s.q_pos0 + i0, nq);
     } else {
       for (std::int64_t i = 0; i < nq; ++i) {
         w.qpos[Z(i)] = p.query_positions.At(s.batch, s.q0 + i0 + i, p.dims.query_len);

@@ -43,7 +43,7 @@ ForwardPlan MakePlan(const Problem& p, const std::vector<Segment>& segs,
         kp[j] = s.relative ? j0 + j : p.key_positions.At(s.batch, s.k0 + j0 + j, p.dims.key_len);
       }
       plan.ranges[static_cast<std::size_t>(tile)] =
-          s.relative ? PositionRange{j0, j0 + nk - 1, true} : RangeOf(kp, nk);
+          s.relative ? ConsecutiveRange(j0, nk) : RangeOf(kp, nk);
     }
   }
   return plan;

@@ -315,11 +315,9 @@ bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
   if (queries.consecutive && nq > 0) {
     // Row i at qpos[0] + i: its prefix clamp(qpos[0] + i - kpos[0] + 1, 0,
     // nk) never shrinks, so a band's longest is its last row's, and the last
-    // row is the farthest from the first key (the window check).
-    if (p.VisiblePrefix(qpos[0], kpos[0], nk) < 0 ||
-        p.VisiblePrefix(qpos[nq - 1], kpos[0], nk) < 0) {
-      return false;
-    }
+    // row is the farthest from the first key: its check (mask, window)
+    // covers every row.
+    if (p.VisiblePrefix(qpos[nq - 1], kpos[0], nk) < 0) return false;
     const std::int64_t first = qpos[0] - kpos[0] + 1;
     const auto prefix = [&](std::int64_t i) { return std::clamp<std::int64_t>(first + i, 0, nk); };
     for (std::int64_t i0 = 0; i0 < nq; i0 += kBandRows) {

@@ -259,6 +259,10 @@ struct PositionRange {
   bool consecutive = true;
 };
 PositionRange RangeOf(const std::int64_t* pos, std::int64_t n);
+// RangeOf of the n positions first, first + 1, ... without a pass over them.
+inline PositionRange ConsecutiveRange(std::int64_t first, std::int64_t n) {
+  return n > 0 ? PositionRange{first, first + n - 1, true} : PositionRange{};
+}
 
 // A causal tile on the diagonal cut into bands of kBandRows query rows
 // (queries at qpos[0, nq) with range `queries`, keys at kpos[0, nk) with

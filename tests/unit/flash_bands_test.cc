@@ -59,6 +59,15 @@ TEST(FlashBands, RangeOfGivesMinMaxAndConsecutive) {
   EXPECT_EQ(r.min, std::numeric_limits<Index>::max());
   EXPECT_EQ(r.max, -1);
   EXPECT_TRUE(r.consecutive);
+  // ConsecutiveRange: RangeOf of a run without reading it, empty included.
+  for (const Index n : {0, 1, 7, 333}) {
+    std::vector<Index> ids(Z(n));
+    std::iota(ids.begin(), ids.end(), Index{41});
+    const PositionRange want = RangeOf(ids.data(), n), got = ConsecutiveRange(41, n);
+    EXPECT_EQ(got.min, want.min) << n;
+    EXPECT_EQ(got.max, want.max) << n;
+    EXPECT_EQ(got.consecutive, want.consecutive) << n;
+  }
 }
 
 TEST(FlashBands, ClosedFormForConsecutiveQueriesMatchesRows) {
