@@ -7,11 +7,11 @@
 //  1. Pack, over (unit, query head of its GQA group, query tile): PackQueryTile;
 //  2. Key tiles, over (unit, chunk of consecutive key tiles): KeyChunk and RunTilePair;
 //  3. Reduce, over (unit, query head, query tile): ReduceQueryTile.
-// Many small units (one chunk each) run the three steps as one task per run of neighbouring kv
-// heads instead (RunUnitTasks).
-// Race-free without atomics: a key tile's dK and dV are finished inside one task and each chunk
-// owns a float32 partial of dQ, summed in chunk order; the chunks depend on the shape only, never
-// on the threads, so gradients are bit-identical for any thread count. Numerics:
+// Many small units (one chunk each) run the three steps as one task per unit instead, each
+// worker a contiguous block of units (RunUnitTasks, ForEachUnitInBlocks).
+// Results race-free without atomics: a key tile's dK and dV are finished inside one task and each
+// chunk owns a float32 partial of dQ, summed in chunk order; the chunks depend on the shape only,
+// never on the threads, so gradients are bit-identical for any thread count. Numerics:
 // flash_backward_tile.h.
 #include <algorithm>
 #include <cmath>
@@ -358,23 +358,18 @@ void RunPhases(const BackwardRun& run, Index units, Index group_units, const Con
   }
 }
 
-// One task per run of up to UnitRunHeads consecutive kv heads of one batch
-// row (one chunk each): the same steps in the same order as RunPhases, so
-// the same bits, in the worker's own slot.
+// One task per unit (ForEachUnitInBlocks: each worker a contiguous block of
+// units): the same steps in the same order as RunPhases, so the same bits,
+// in the worker's own slot.
 void RunUnitTasks(const BackwardRun& run, Index units, const Context& ctx) {
-  const Index row_tasks = run.L.G * run.c.q_tiles, kv = run.c.p.dims.kv_heads;
-  const Index g = UnitRunHeads(units, kv, ctx.num_threads(), kUnitsPerThread);
-  const Index per_row = (kv + g - 1) / g;
-  ctx.ParallelFor(units / kv * per_row, [&](Index task, int worker) {
+  const Index row_tasks = run.L.G * run.c.q_tiles;
+  ForEachUnitInBlocks(units, ctx, [&](Index unit, int worker) {
     const kernels::ScopedFlushSubnormals ftz;  // kernels/float_mode.h
     const UnitView u = run.Slot(worker);
     Scratch& w = run.buffers.scratch[Z(worker)];
-    const Index b = task / per_row, h0 = task % per_row * g;
-    for (Index unit = b * kv + h0; unit < b * kv + std::min(kv, h0 + g); ++unit) {
-      for (Index r = 0; r < row_tasks; ++r) run.Pack(u, unit, r, w);
-      run.Keys(u, unit, 0, w);
-      for (Index r = 0; r < row_tasks; ++r) run.Reduce(u, unit, r, w);
-    }
+    for (Index r = 0; r < row_tasks; ++r) run.Pack(u, unit, r, w);
+    run.Keys(u, unit, 0, w);
+    for (Index r = 0; r < row_tasks; ++r) run.Reduce(u, unit, r, w);
   });
 }
 

@@ -4,7 +4,8 @@
 // A call is a list of segments (a dense batch row, or one packed sequence) run in groups of
 // (segment, kv head) units, each group in two ParallelFor phases (RunGroup): 1. pack every key
 // tile once (PackKeyTile); 2. the online softmax of every query tile over the packed key tiles
-// (QueryTask); many small units run both as one task per run of kv heads (RunUnitTasks).
+// (QueryTask); many small units run both as one task per unit, each worker a contiguous block
+// of units (RunUnitTasks, ForEachUnitInBlocks).
 // Backend::kScalar runs plain loops with the same buffers and formulas.
 // Float32 throughout; positions [0, 2^24).
 #include "attention/flash_forward_engine.h"
@@ -483,37 +484,26 @@ void RunGroup(const SegmentsCall& call, const std::vector<Unit>& units) {
   });
 }
 
-// One task per run of up to UnitRunHeads consecutive kv heads of a segment
-// (units ordered by segment, kv head): each unit's key tiles packed into the
+// One task per unit (ForEachUnitInBlocks: each worker a contiguous block of
+// units, ordered by segment, kv head): the unit's key tiles packed into the
 // worker's buffer, then its query tiles over them, as RunGroup does.
 void RunUnitTasks(const SegmentsCall& call, const std::vector<Unit>& units) {
   const ForwardPlan& plan = call.plan;
-  const auto n = static_cast<std::int64_t>(units.size());
-  const std::int64_t g =
-      UnitRunHeads(n, call.p.dims.kv_heads, call.ctx.num_threads(), kUnitsPerThread);
-  std::vector<std::int64_t> runs{0};  // task boundaries
-  for (std::int64_t i = 1; i <= n; ++i) {
-    if (i == n || i - runs.back() == g || units[Z(i)].segment != units[Z(i - 1)].segment) {
-      runs.push_back(i);
-    }
-  }
-  call.ctx.ParallelFor(
-      static_cast<std::int64_t>(runs.size()) - 1, [&](std::int64_t task, int worker) {
+  ForEachUnitInBlocks(
+      static_cast<std::int64_t>(units.size()), call.ctx, [&](std::int64_t i, int worker) {
         const kernels::ScopedFlushSubnormals ftz;  // kernels/float_mode.h
         Work& w = call.work[Z(worker)];
-        for (std::int64_t i = runs[Z(task)]; i < runs[Z(task + 1)]; ++i) {
-          const Unit& u = units[Z(i)];
-          const Segment& s = call.segs[u.segment];
-          for (std::int64_t t = 0; t < plan.KeyTiles(s); ++t) {
-            float* dst = w.tiles.data() + t * plan.tile_floats;
-            // A short last tile leaves rows unwritten: zero, as RunGroup's buffer.
-            if (s.nk - t * plan.bk < plan.bk) std::fill(dst, dst + plan.tile_floats, 0.0f);
-            PackKeyTile(call.p, plan, s, plan.tile_base[u.segment] + t, t, u.hk, call.k, call.v, w,
-                        call.serial[Z(worker)], dst);
-          }
-          for (std::int64_t local = 0; local < call.p.dims.Group() * plan.QueryTiles(s); ++local) {
-            RunUnitQueryTile(call, u, local, w.tiles.data(), worker);
-          }
+        const Unit& u = units[Z(i)];
+        const Segment& s = call.segs[u.segment];
+        for (std::int64_t t = 0; t < plan.KeyTiles(s); ++t) {
+          float* dst = w.tiles.data() + t * plan.tile_floats;
+          // A short last tile leaves rows unwritten: zero, as RunGroup's buffer.
+          if (s.nk - t * plan.bk < plan.bk) std::fill(dst, dst + plan.tile_floats, 0.0f);
+          PackKeyTile(call.p, plan, s, plan.tile_base[u.segment] + t, t, u.hk, call.k, call.v, w,
+                      call.serial[Z(worker)], dst);
+        }
+        for (std::int64_t local = 0; local < call.p.dims.Group() * plan.QueryTiles(s); ++local) {
+          RunUnitQueryTile(call, u, local, w.tiles.data(), worker);
         }
       });
 }

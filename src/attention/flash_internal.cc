@@ -4,6 +4,7 @@
 #include "attention/flash_internal.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "posenc/error.h"
@@ -303,9 +304,55 @@ void TransposeTile(const float* rows, std::int64_t n, std::int64_t dim, std::int
   }
 }
 
-std::int64_t UnitRunHeads(std::int64_t units, std::int64_t kv_heads, int threads,
-                          std::int64_t tasks_per_thread) {
-  return std::clamp<std::int64_t>(units / (tasks_per_thread * threads), 1, kv_heads);
+namespace {
+
+// Units [front, back) of one block, taken one at a time from the front (its
+// owner) or the back (a worker whose own block is done); one atomic word, so
+// that no unit is taken twice. Blocks hold fewer than 2^31 units.
+class UnitBlock {
+ public:
+  void Reset(std::int64_t front, std::int64_t back) { state_.store(Pack(front, back)); }
+  bool TakeFront(std::int64_t& unit) { return Take(true, unit); }
+  bool TakeBack(std::int64_t& unit) { return Take(false, unit); }
+
+ private:
+  static std::uint64_t Pack(std::int64_t front, std::int64_t back) {
+    return static_cast<std::uint64_t>(front) << 32 | static_cast<std::uint64_t>(back);
+  }
+  bool Take(bool front_end, std::int64_t& unit) {
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
+    for (;;) {
+      const auto front = static_cast<std::int64_t>(s >> 32);
+      const auto back = static_cast<std::int64_t>(s & 0xffffffffu);
+      if (front >= back) return false;
+      const std::uint64_t next = front_end ? Pack(front + 1, back) : Pack(front, back - 1);
+      if (state_.compare_exchange_weak(s, next, std::memory_order_relaxed)) {
+        unit = front_end ? front : back - 1;
+        return true;
+      }
+    }
+  }
+  std::atomic<std::uint64_t> state_{0};
+};
+
+}  // namespace
+
+void ForEachUnitInBlocks(std::int64_t n, const Context& ctx,
+                         const std::function<void(std::int64_t, int)>& f) {
+  const int threads = ctx.num_threads();
+  POSENC_DASSERT(n >= 0 && n / threads < (std::int64_t{1} << 31));
+  std::vector<UnitBlock> blocks(static_cast<std::size_t>(threads));
+  for (int b = 0; b < threads; ++b) {
+    blocks[Z(b)].Reset(n * b / threads, n * (b + 1) / threads);
+  }
+  ctx.ParallelFor(threads, [&](std::int64_t, int worker) {
+    std::int64_t unit = 0;
+    while (blocks[Z(worker)].TakeFront(unit)) f(unit, worker);
+    for (int k = 1; k < threads; ++k) {
+      UnitBlock& other = blocks[Z((worker + k) % threads)];
+      while (other.TakeBack(unit)) f(unit, worker);
+    }
+  });
 }
 
 bool DiagonalBands(const Problem& p, const std::int64_t* qpos, std::int64_t nq,
