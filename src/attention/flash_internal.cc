@@ -308,7 +308,7 @@ namespace {
 
 // Units [front, back) of one block, taken one at a time from the front (its
 // owner) or the back (a worker whose own block is done); one atomic word, so
-// that no unit is taken twice. Blocks hold fewer than 2^31 units.
+// that no unit is taken twice. Unit indices below 2^31.
 class UnitBlock {
  public:
   void Reset(std::int64_t front, std::int64_t back) { state_.store(Pack(front, back)); }
@@ -340,7 +340,7 @@ class UnitBlock {
 void ForEachUnitInBlocks(std::int64_t n, const Context& ctx,
                          const std::function<void(std::int64_t, int)>& f) {
   const int threads = ctx.num_threads();
-  POSENC_DASSERT(n >= 0 && n / threads < (std::int64_t{1} << 31));
+  if (n >= (std::int64_t{1} << 31)) return ctx.ParallelFor(n, f);  // past UnitBlock's indices
   std::vector<UnitBlock> blocks(static_cast<std::size_t>(threads));
   for (int b = 0; b < threads; ++b) {
     blocks[Z(b)].Reset(n * b / threads, n * (b + 1) / threads);
