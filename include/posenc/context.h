@@ -81,6 +81,13 @@ class Context {
   // POSENC_BACKEND.
   // workers kOpenMP throws InvalidArgument (naming "workers") in a build
   // without OpenMP (OpenMPAvailable()).
+  // workers kPool: between calls the pool's threads poll for the next one
+  // for 50 microseconds, yielding the core every few polls, before they
+  // sleep (waking a sleeping thread costs about as long on a VM); the
+  // caller polls as long for them to finish. The environment variable
+  // POSENC_POOL_SPIN_US sets that time for every Context made after it is
+  // set (a whole number in [0, 100000]; 0: sleep at once); any other value
+  // throws InvalidArgument naming POSENC_POOL_SPIN_US.
   explicit Context(int num_threads = 1, Backend backend = Backend::kAuto,
                    Workers workers = Workers::kPool);
   ~Context();

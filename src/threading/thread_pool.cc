@@ -15,6 +15,25 @@ namespace {
 // a ParallelFor from inside a task of the same pool runs inline.
 thread_local const ThreadPool* t_running_pool = nullptr;
 
+// Polls done() until it holds (true) or `budget` has passed (done()'s last
+// value): a pause between polls, a yield of the core every 16.
+template <typename Done>
+bool SpinUntil(std::chrono::microseconds budget, Done done) {
+  if (budget.count() <= 0) return done();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    if (i % 16 != 0) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - start >= budget) return done();
+    std::this_thread::yield();
+  }
+}
+
 class RunningScope {
  public:
   explicit RunningScope(const ThreadPool* pool) : previous_(t_running_pool) {
@@ -29,7 +48,7 @@ class RunningScope {
 };
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, std::chrono::microseconds spin) : spin_(spin) {
   for (int w = 1; w < num_threads; ++w) {
     threads_.emplace_back([this, w] { WorkerLoop(w); });
   }
@@ -61,16 +80,22 @@ void ThreadPool::Drain(int worker) {
 void ThreadPool::WorkerLoop(int worker) {
   std::uint64_t seen = 0;
   for (;;) {
-    {
+    // A new generation is published (release, after the job's fields)
+    // under mu_; seeing it by polling (acquire) makes the job visible too.
+    const auto job_or_stop = [&] {
+      return stop_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!SpinUntil(spin_, job_or_stop)) {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      wake_.wait(lock, job_or_stop);
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
     Drain(worker);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--busy_ == 0) done_.notify_one();
+      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
     }
   }
 }
@@ -93,15 +118,16 @@ void ThreadPool::Run(std::int64_t num_tasks, const std::function<void(std::int64
     num_tasks_ = num_tasks;
     next_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
-    busy_ = static_cast<int>(threads_.size());
-    ++generation_;
+    busy_.store(static_cast<int>(threads_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   Drain(0);
+  SpinUntil(spin_, [&] { return busy_.load(std::memory_order_acquire) == 0; });
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [&] { return busy_ == 0; });
+    done_.wait(lock, [&] { return busy_.load(std::memory_order_relaxed) == 0; });
     error = error_;
     fn_ = nullptr;
   }
@@ -157,6 +183,22 @@ Workers ParseWorkers(std::string_view text, std::string_view arg) {
 
 bool OpenMPAvailable() { return openmp::Built(); }
 
+namespace {
+// POSENC_POOL_SPIN_US (context.h): microseconds in [0, 100000], or unset or
+// empty for kDefaultPoolSpin.
+std::chrono::microseconds PoolSpinFromEnvironment() {
+  const char* env = std::getenv("POSENC_POOL_SPIN_US");
+  if (env == nullptr || *env == '\0') return kDefaultPoolSpin;
+  const std::string text(env);
+  const bool digits = text.size() <= 6 && text.find_first_not_of("0123456789") == std::string::npos;
+  const long us = digits ? std::stol(text) : -1;
+  Require(us >= 0 && us <= 100000, "POSENC_POOL_SPIN_US", text,
+          "a whole number of microseconds in [0, 100000] (unset: " +
+              std::to_string(kDefaultPoolSpin.count()) + ")");
+  return std::chrono::microseconds(us);
+}
+}  // namespace
+
 Context::Context(int num_threads, Backend backend, Workers workers)
     : backend_(backend), workers_(workers) {
   Require(num_threads >= 0 && num_threads <= 1024, "num_threads", num_threads,
@@ -175,8 +217,9 @@ Context::Context(int num_threads, Backend backend, Workers workers)
     if (num_threads < 1) num_threads = 1;
   }
   num_threads_ = num_threads;
+  const std::chrono::microseconds spin = PoolSpinFromEnvironment();  // checked for every Context
   if (num_threads_ > 1 && workers_ == Workers::kPool) {
-    pool_ = std::make_unique<ThreadPool>(num_threads_);
+    pool_ = std::make_unique<ThreadPool>(num_threads_, spin);
   }
 }
 

@@ -2,11 +2,20 @@
 //
 // Written by hand because Debian's Highway 1.0.3 has no
 // hwy/contrib/thread_pool and the rest of the stack (fmt, CLI11, json) has
-// none either; it is ~100 lines: workers sleep on a condition variable, a
-// job is a task range handed out through one atomic counter.
+// none either: a job is a task range handed out through one atomic counter.
+// Waiting: a thread woken from a condition variable runs only after a
+// scheduler delay (long on a VM), paid twice per job (the workers' wake,
+// then the caller's). So workers poll for the next job, and Run's caller
+// for the workers to finish, for up to `spin` before they block: as long
+// as a wake costs, which at most doubles an idle wait (the ski-rental
+// bound). Polls pause, yield the core every 16 and end after `spin`, so
+// an idle pool costs each worker at most `spin` of CPU per job (libgomp's
+// default spins far longer). docs/PERFORMANCE.md, "posenc's pool: a
+// bounded spin before sleeping".
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -17,10 +26,15 @@
 
 namespace posenc {
 
+// Context's default `spin` (POSENC_POOL_SPIN_US overrides it, context.h).
+inline constexpr std::chrono::microseconds kDefaultPoolSpin{50};
+
 class ThreadPool {
  public:
-  // Starts num_threads - 1 workers; the caller of Run is worker 0.
-  explicit ThreadPool(int num_threads);
+  // Starts num_threads - 1 workers; the caller of Run is worker 0. spin: how
+  // long a worker polls for the next job, and a caller of Run for the
+  // workers to finish, before blocking (0: block at once).
+  ThreadPool(int num_threads, std::chrono::microseconds spin);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -42,9 +56,11 @@ class ThreadPool {
   std::mutex run_mu_;  // one Run at a time
   std::condition_variable wake_;
   std::condition_variable done_;
-  std::uint64_t generation_ = 0;
-  bool stop_ = false;
-  int busy_ = 0;
+  const std::chrono::microseconds spin_;
+  // Written under mu_ (the sleepers' predicates), read by the pollers too.
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> busy_{0};
   const std::function<void(std::int64_t, int)>* fn_ = nullptr;
   std::int64_t num_tasks_ = 0;
   std::atomic<std::int64_t> next_{0};

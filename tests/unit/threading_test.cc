@@ -5,9 +5,11 @@
 // once; a ParallelFor from inside a task of the same Context runs inline
 // instead of deadlocking. Run under ThreadSanitizer by the tsan preset.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -20,6 +22,7 @@
 #include "posenc/context.h"
 #include "posenc/error.h"
 #include "posenc/rope.h"
+#include "threading/thread_pool.h"
 
 namespace posenc {
 namespace {
@@ -103,6 +106,54 @@ TEST(ThreadPool, BadThreadCountIsInvalidArgument) {
   EXPECT_THROW(Context(1025), InvalidArgument);
 }
 
+// The pool's two ways of waiting (thread_pool.h): polling for up to `spin`,
+// then sleeping. Jobs back to back (found by polling; with spin 0, by
+// waking sleepers) and jobs after a pause longer than the spin (the workers
+// asleep again) each run every task once and reach every worker, and a
+// task's exception is rethrown whichever way the workers waited.
+TEST(ThreadPool, EveryJobRunsWhetherWorkersPollOrSleep) {
+  using std::chrono::microseconds;
+  for (const microseconds spin : {microseconds(0), microseconds(200), microseconds(100000)}) {
+    SCOPED_TRACE(spin.count());
+    ThreadPool pool(3, spin);
+    for (int job = 0; job < 30; ++job) {
+      if (job % 10 == 9) std::this_thread::sleep_for(microseconds(2000));
+      std::vector<std::atomic<int>> hits(50);
+      pool.Run(50, [&](std::int64_t t, int) { hits[static_cast<std::size_t>(t)].fetch_add(1); });
+      for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
+      std::atomic<int> workers{0};
+      pool.RunOnEachThread([&](int w) { workers.fetch_or(1 << w); });
+      ASSERT_EQ(workers.load(), 0b111);
+    }
+    EXPECT_THROW(pool.Run(8,
+                          [](std::int64_t t, int) {
+                            if (t == 3) throw std::runtime_error("task 3");
+                          }),
+                 std::runtime_error);
+  }
+}
+
+// CPU time of the whole process (every thread), in seconds.
+double ProcessCpuSeconds() {
+  rusage use{};
+  getrusage(RUSAGE_SELF, &use);
+  return static_cast<double>(use.ru_utime.tv_sec + use.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(use.ru_utime.tv_usec + use.ru_stime.tv_usec);
+}
+
+// The polling ends: after a job, an idle pool of 4 threads (the default
+// spin, 50 us) costs its process well under the 0.3 s of CPU time that
+// three workers polling through a 100 ms pause would.
+TEST(ThreadPool, IdleWorkersStopPolling) {
+  const Context ctx(4);
+  std::atomic<int> ran{0};
+  ctx.ParallelFor(64, [&](std::int64_t, int) { ran.fetch_add(1); });
+  ASSERT_EQ(ran.load(), 64);
+  const double before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_LT(ProcessCpuSeconds() - before, 0.03);
+}
+
 // RunOnEachThread: once on every thread of the pool, and of the OpenMP team
 // where the build has OpenMP (the caller as worker 0), the caller only from
 // inside a task, and once for a serial context.
@@ -180,6 +231,33 @@ TEST(ContextBackend, EnvironmentPicksTheBackendOfAutoContexts) {
   }
   ::unsetenv("POSENC_BACKEND");
   EXPECT_EQ(Context().backend(), Backend::kAuto);
+}
+
+// POSENC_POOL_SPIN_US (context.h): a whole number of microseconds in
+// [0, 100000] for every Context made while it is set; anything else is an
+// InvalidArgument naming the variable, whatever the Context's threads.
+TEST(ContextPoolSpin, EnvironmentSetsTheSpinOrNamesItsBadValue) {
+  for (const char* good : {"0", "200", "100000", ""}) {
+    ::setenv("POSENC_POOL_SPIN_US", good, 1);
+    const Context ctx(2);
+    std::atomic<int> ran{0};
+    ctx.ParallelFor(9, [&](std::int64_t, int) { ran.fetch_add(1); });
+    EXPECT_EQ(ran.load(), 9) << good;
+  }
+  for (const char* bad : {"-1", "100001", "1.5", "fast", " 5", "99999999999999999999"}) {
+    ::setenv("POSENC_POOL_SPIN_US", bad, 1);
+    for (const int threads : {1, 2}) {
+      try {
+        const Context ctx(threads);
+        ADD_FAILURE() << "expected InvalidArgument for " << bad;
+      } catch (const InvalidArgument& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  std::string("POSENC_POOL_SPIN_US: got ") + bad +
+                      ", expected a whole number of microseconds in [0, 100000] (unset: 50)");
+      }
+    }
+  }
+  ::unsetenv("POSENC_POOL_SPIN_US");
 }
 
 }  // namespace
