@@ -170,7 +170,11 @@ typedef struct posenc_context posenc_context;
 typedef int32_t posenc_backend; /* one of: */
 enum { POSENC_BACKEND_AUTO = 0, POSENC_BACKEND_SCALAR = 1, POSENC_BACKEND_SIMD = 2 };
 
-/* num_threads: 1 = the calling thread only, 0 = one per hardware thread. */
+/* num_threads: 1 = the calling thread only, 0 = one per hardware thread.
+ * Between calls the pool's threads poll for the next one for 50 us before
+ * they sleep; the environment variable POSENC_POOL_SPIN_US (microseconds,
+ * 0 to 100000) sets that for contexts created afterwards, and a bad value
+ * gives POSENC_ERROR_INVALID_ARGUMENT naming it (posenc/context.h). */
 POSENC_C_API posenc_status posenc_context_create(int32_t num_threads, posenc_backend backend,
                                                  posenc_context** out);
 typedef int32_t posenc_workers; /* one of: */

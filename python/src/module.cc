@@ -100,7 +100,9 @@ exists), "scalar" (the reference loops) or "simd"; workers is "pool"
 with an OpenMP host such as torch: posenc.torch uses it when torch's
 parallel backend is OpenMP; see openmp_available()). Pass it as ctx= to any
 function. Kernels run with the GIL released, so several Python threads can
-use posenc at once.)doc")
+use posenc at once. Between calls, the pool's threads poll for the next one
+for 50 microseconds before they sleep; the environment variable
+POSENC_POOL_SPIN_US (0 to 100000) sets that for Contexts made afterwards.)doc")
       .def(py::init([](int threads, const std::string& backend, const std::string& workers) {
              return std::make_unique<Context>(threads, ParseBackend(backend, "backend"),
                                               ParseWorkers(workers, "workers"));

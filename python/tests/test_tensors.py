@@ -124,6 +124,21 @@ def test_context_workers():
                           posenc.apply_rope(x, pos, ctx=posenc.Context(3)))
 
 
+def test_pool_spin_from_the_environment(monkeypatch):
+    """POSENC_POOL_SPIN_US (context.h): how long a pool's threads poll between
+    calls; 0 (sleep at once) and the default give the same values, a bad
+    value is a ValueError naming the variable and the allowed range."""
+    x = np.random.default_rng(2).standard_normal((2, 4, 33, 64)).astype(np.float32)
+    pos = np.arange(33) * 3
+    ref = posenc.apply_rope(x, pos, ctx=posenc.Context(3))
+    monkeypatch.setenv("POSENC_POOL_SPIN_US", "0")
+    assert np.array_equal(posenc.apply_rope(x, pos, ctx=posenc.Context(3)), ref)
+    monkeypatch.setenv("POSENC_POOL_SPIN_US", "2.5")
+    with pytest.raises(ValueError, match=r"POSENC_POOL_SPIN_US: got 2\.5, expected a whole number "
+                                         r"of microseconds in \[0, 100000\]"):
+        posenc.Context(2)
+
+
 def test_gil_is_released_inside_kernels():
     out = np.empty((300_000, 128), dtype=np.float32)
     ticks = []

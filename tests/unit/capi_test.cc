@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -341,6 +342,11 @@ TEST(CApi, BadInputGivesStatusAndMessage) {
   ExpectStatus(posenc_context_create_on(2, POSENC_BACKEND_AUTO, 2, &ctx),
                POSENC_ERROR_INVALID_ARGUMENT,
                {"workers: got 2", "POSENC_WORKERS_POOL (0) or POSENC_WORKERS_OPENMP (1)"});
+  EXPECT_EQ(ctx, nullptr);
+  ::setenv("POSENC_POOL_SPIN_US", "fast", 1);
+  ExpectStatus(posenc_context_create(2, POSENC_BACKEND_AUTO, &ctx), POSENC_ERROR_INVALID_ARGUMENT,
+               {"POSENC_POOL_SPIN_US: got fast", "[0, 100000]"});
+  ::unsetenv("POSENC_POOL_SPIN_US");
   EXPECT_EQ(ctx, nullptr);
   posenc_context_destroy(nullptr);
 }
