@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up, builds (release) and runs the main job: the train-short-test-long
-# experiment in its QUICK smoke version (~2 minutes) into experiment-quick/,
+# experiment in its QUICK smoke version (~2-4 minutes on 2 cores) into experiment-quick/,
 # the posenc tour, then the HTML report (report/index.html, self-contained;
 # data in report/data/; its last section runs posenc compiled to WebAssembly,
 # the wasm preset), which reads the experiment from experiment-quick/.
@@ -19,7 +19,7 @@ cmake --preset wasm >/dev/null
 cmake --build --preset wasm -j "$(nproc)"
 experiment=experiment-quick
 echo "run: posenc experiment extrapolation --quick -o $experiment: the QUICK smoke run of the"
-echo "     train-short-test-long experiment (~2 minutes; its numbers check the pipeline, not the"
+echo "     train-short-test-long experiment (~2-4 minutes; its numbers check the pipeline, not the"
 echo "     measurement). The full run (~14-20 min on 2 cores): build/release/cli/posenc"
 echo "     experiment extrapolation -o DIR; the repository's last full run is in"
 echo "     docs/experiments/extrapolation."

@@ -45,11 +45,12 @@ using flash_internal::RoundToBf16;
 
 // Where one kv head's rows of the current block are.
 struct BlockRows {
-  const float* k = nullptr;  // float32 key rows (null: bfloat16 rows k16)
-  const std::uint16_t* k16 = nullptr;
-  Index k_stride = 0;              // elements between keys
-  const float* v = nullptr;        // float32 value rows (null: v_stored)
-  const void* v_stored = nullptr;  // value rows in the cache's storage
+  const float* k = nullptr;            // float32 key rows (null: k16 or k_stored)
+  const std::uint16_t* k16 = nullptr;  // bfloat16 rows for FlashDecodeLogitsBf16
+  const void* k_stored = nullptr;      // rows in the cache's storage (keys_in_place)
+  Index k_stride = 0;                  // elements between keys
+  const float* v = nullptr;            // float32 value rows (null: v_stored)
+  const void* v_stored = nullptr;      // value rows in the cache's storage
   Index v_stride = 0;
 };
 
@@ -210,6 +211,9 @@ void RunBlock(const Problem& p, const DecodePlan& plan, const DecodeOps& ops, co
         kernels::simd::FlashAddRow(row, part + t * plan.ldk, plan.ldk);
       }
     }
+  } else if (rows.k_stored != nullptr) {
+    kernels::simd::FlashDecodeLogitsStored(plan.k_storage, w.q + first * plan.ldd, plan.ldd, plan.R,
+                                           rows.k_stored, rows.k_stride, nk, plan.D, s, plan.ldk);
   } else {
     ops.Logits(w.q + first * plan.ldd, plan.ldd, plan.R, rows.k, rows.k_stride, nk, plan.ldd, s,
                plan.ldk);
@@ -279,25 +283,30 @@ struct BlockCall {
 };
 
 // One block of a bshd cache (plan.block_rows; every kv head of the block's
-// keys is one contiguous run of K, one of V): reads the keys and values of
-// every kv head once in address order (FlashTouch, or the float32
-// conversion), so that the per-head kernels find them in cache, then runs
-// the block for each kv head on those rows.
+// keys is one contiguous run of K, one of V): unless keys_in_place, reads
+// the keys and values of every kv head once in address order (FlashTouch,
+// or the float32 conversion), so that the per-head kernels find them in
+// cache; then runs the block for each kv head on those rows.
 inline void RunBlockAllHeads(const BlockCall& call, Work& w) {
   const auto& [p, plan, ops, k, v, qpos, queries, keys, all_visible, b, at, nk] = call;
   const Index Hkv = p.dims.kv_heads;
   const auto kbase = at.b * p.kd.stride_batch + at.j * p.kd.stride_seq;
   const auto vbase = at.b * p.vd.stride_batch + at.j * p.vd.stride_seq;
   BlockRows rows;
+  // keys_in_place: no pass; the kernels read each row once where it is
+  // (the touch passes cost time there: docs/PERFORMANCE.md, "Decode without
+  // AVX512_BF16").
   if (plan.bf16_keys) {
     w.touched ^= kernels::simd::FlashTouch(ElementAt(k, kbase), nk * Hkv * plan.D * 2);
-  } else {
+  } else if (!plan.keys_in_place) {
     kernels::simd::FlashLoadRows(Storage(k.dtype), ElementAt(k, kbase), plan.D, nk * Hkv, plan.D,
                                  w.kall.data(), plan.ldd);
   }
   if (plan.v_in_place) {
-    w.touched ^= kernels::simd::FlashTouch(
-        ElementAt(v, vbase), nk * Hkv * plan.Dv * static_cast<Index>(DTypeSize(v.dtype)));
+    if (!plan.keys_in_place) {
+      w.touched ^= kernels::simd::FlashTouch(
+          ElementAt(v, vbase), nk * Hkv * plan.Dv * static_cast<Index>(DTypeSize(v.dtype)));
+    }
   } else {
     kernels::simd::FlashLoadRows(Storage(v.dtype), ElementAt(v, vbase), plan.Dv, nk * Hkv, plan.Dv,
                                  w.vall.data(), plan.ldv);
@@ -305,6 +314,9 @@ inline void RunBlockAllHeads(const BlockCall& call, Work& w) {
   for (Index hk = 0; hk < Hkv; ++hk) {
     if (plan.bf16_keys) {
       rows.k16 = k.As<const std::uint16_t>() + kbase + hk * plan.D;
+      rows.k_stride = Hkv * plan.D;
+    } else if (plan.keys_in_place) {
+      rows.k_stored = ElementAt(k, kbase + hk * plan.D);
       rows.k_stride = Hkv * plan.D;
     } else {
       rows.k = w.kall.data() + hk * plan.ldd;
@@ -331,6 +343,10 @@ inline void RunBlockPerHead(const BlockCall& call, Work& w) {
     if (plan.bf16_keys) {
       rows.k16 = k.As<const std::uint16_t>() + at.b * p.kd.stride_batch + hk * p.kd.stride_head +
                  at.j * p.kd.stride_seq;
+      rows.k_stride = p.kd.stride_seq;
+    } else if (plan.keys_in_place) {
+      rows.k_stored =
+          ElementAt(k, at.b * p.kd.stride_batch + hk * p.kd.stride_head + at.j * p.kd.stride_seq);
       rows.k_stride = p.kd.stride_seq;
     } else {
       LoadKeys(p, plan, k, at.b, hk, at.j, nk, w);

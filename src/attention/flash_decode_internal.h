@@ -40,14 +40,22 @@ struct DecodePlan {
   // less than converting the keys to float32 (RoPE with a pre-rotated
   // cache, float32 or float16 q).
   Index q_parts = 1;
+  // Not bf16_keys, a SIMD backend, unit key strides, keys not rotated here,
+  // D a multiple of kFlashPad, K float32 or 16-bit: the float32 logits read
+  // the key rows in their storage (FlashDecodeLogitsStored, converted in
+  // registers, each row once for 4 query rows), no float32 copy of K and
+  // no FlashTouch pass over K or V.
+  bool keys_in_place = false;
+  kernels::simd::FlashStorage k_storage = kernels::simd::FlashStorage::kFloat32;
   // K and V hold the kv heads of a key side by side (bshd, unit strides,
-  // keys not rotated here): a block of keys is one contiguous run. Its keys
-  // and values are read once in address order for every kv head (converted
-  // to float32 rows, or, where the kernels read them in place, touched by
-  // FlashTouch) so the hardware prefetchers see one sequential stream
-  // instead of Hkv streams of 2 KiB strides: faster than reading in place
-  // without the pass, than copying, and than software prefetch
-  // (docs/PERFORMANCE.md, "Design figures").
+  // keys not rotated here): a block of keys is one contiguous run. Unless
+  // keys_in_place, its keys and values are read once in address order for
+  // every kv head (converted to float32 rows, or, where the kernels read
+  // them in place, touched by FlashTouch) so the hardware prefetchers see
+  // one sequential stream instead of Hkv streams of 2 KiB strides: with the
+  // AVX512_BF16 logits, faster than reading in place without the pass, than
+  // copying, and than software prefetch (docs/PERFORMANCE.md, "Design
+  // figures").
   bool block_rows = false;
   // Unit value strides and a SIMD backend: P . V reads the value rows in
   // their storage (FlashAccumulatePVStored, converted in registers; no
@@ -61,7 +69,7 @@ struct DecodePlan {
 struct WorkShape {
   Index kv_heads = -1, D = 0, Dv = 0, R = 0, Sq = 0;
   Index q_parts = 1;
-  bool bf16_keys = false, block_rows = false, v_in_place = false;
+  bool bf16_keys = false, keys_in_place = false, block_rows = false, v_in_place = false;
   bool operator==(const WorkShape&) const = default;
 };
 

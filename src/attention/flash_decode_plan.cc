@@ -70,8 +70,9 @@ void PrepareWork(const Problem& p, const DecodePlan& plan, const Context& ctx, W
   const auto& d = p.dims;
   w.tile_terms.Reset(*p.scheme, 4 * (plan.Sq + kBlock), plan.ldk);
   w.serial = Context(1, ctx.backend());
-  const WorkShape shape{d.kv_heads,   plan.D,         plan.Dv,         plan.R,         plan.Sq,
-                        plan.q_parts, plan.bf16_keys, plan.block_rows, plan.v_in_place};
+  const WorkShape shape{d.kv_heads,      plan.D,         plan.Dv,        plan.R,
+                        plan.Sq,         plan.q_parts,   plan.bf16_keys, plan.keys_in_place,
+                        plan.block_rows, plan.v_in_place};
   if (w.shape == shape) return;
   w.shape = shape;
   const Index rows = d.kv_heads * plan.R;  // every query row of the batch row
@@ -89,7 +90,8 @@ void PrepareWork(const Problem& p, const DecodePlan& plan, const Context& ctx, W
   w.tmp.assign(Z(std::max(plan.Sq, kBlock) * std::max(plan.D, plan.Dv)), 0.0f);
   w.kpos.assign(Z(kBlock), 0);
   if (plan.block_rows) {
-    w.kall.assign(plan.bf16_keys ? 0 : Z(kBlock * d.kv_heads * plan.ldd), 0.0f);
+    w.kall.assign(plan.bf16_keys || plan.keys_in_place ? 0 : Z(kBlock * d.kv_heads * plan.ldd),
+                  0.0f);
     w.vall.assign(plan.v_in_place ? 0 : Z(kBlock * d.kv_heads * plan.ldv), 0.0f);
   }
 }
@@ -114,6 +116,10 @@ DecodePlan MakeDecodePlan(const Problem& p, const TensorView& q, const TensorVie
   plan.bf16_keys = ctx.backend() != Backend::kScalar && k.dtype == DType::kBFloat16 &&
                    !p.rotate_keys && p.kd.stride_dim == 1 && kernels::simd::FlashBf16DotAvailable();
   plan.q_parts = q.dtype == DType::kBFloat16 && p.rope == nullptr ? 1 : 3;
+  plan.keys_in_place = ctx.backend() != Backend::kScalar && !plan.bf16_keys && !p.rotate_keys &&
+                       p.kd.stride_dim == 1 && k.dtype != DType::kFloat64 &&
+                       plan.D % kernels::simd::kFlashPad == 0;
+  plan.k_storage = Storage(k.dtype);
   const auto contiguous = [&](const TensorView& t, const AttentionDims& ad) {
     return t.dtype != DType::kFloat64 && ad.stride_dim == 1 && ad.stride_head == ad.head_dim &&
            ad.stride_seq == d.kv_heads * ad.head_dim;

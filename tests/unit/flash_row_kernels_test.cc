@@ -10,7 +10,9 @@
 //    l = l * alpha + the row kernel's lane sum;
 //  - FlashBackwardRow with FlashRowRounding::kBFloat16 = the unrounded row
 //    pass followed by FloatToBF16 of P and of dS (dS from the unrounded P);
-// each with both ways of rounding (VCVTNEPS2BF16 where the CPU has
+//  - FlashDecodeLogitsStored (key rows read in their float32, bfloat16 or
+//    float16 storage) = FlashDecodeLogits on the float32 copy of the rows;
+// each row-kernel test with both ways of rounding (VCVTNEPS2BF16 where the CPU has
 // AVX512_BF16, and integer arithmetic: FlashBf16Dots::kFloat32), which
 // differ only for a subnormal input (+-0 from the instruction), and agree
 // there too under the engines' FTZ and DAZ.
@@ -232,6 +234,56 @@ TEST_P(FlashRowKernels, ConvertedRoundingFlushesOnlySubnormals) {
     ks::FlashBackwardRow(got_s.data(), got_dp.data(), ld, ld, 1.0f, nullptr, 86.0f, 0.125f,
                          ks::FlashRowRounding::kBFloat16);
     for (Index j = 0; j < ld; ++j) EXPECT_TRUE(SameBits(got_dp[j], 0.0f)) << j;
+  }
+}
+
+TEST_P(FlashRowKernels, DecodeLogitsFromStoredKeysEqualTheFloat32Rows) {
+  // Query rows in groups of 4, 2 and 1 (1 to 9); keys in partial and whole
+  // groups of 16 and passes of 2 and 4; head dims of 1 to 16 vectors. The
+  // key rows are strided like one kv head's of a bshd cache of 3 heads, and
+  // the buffer ends at the last key's row: a read past nk would leave it
+  // (AddressSanitizer).
+  for (const auto storage :
+       {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
+    for (const Index dim : {16, 48, 128, 256}) {
+      for (const Index nk : {1, 2, 15, 16, 17, 35, 64}) {
+        const Index stride = 3 * dim, padded = (nk + 15) / 16 * 16, lds = padded + 16;
+        const std::vector<float> x = Random((nk - 1) * stride + dim, 11, -4.0f, 4.0f);
+        std::vector<std::uint16_t> bf(x.size()), hf(x.size());
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          bf[i] = FloatToBF16(x[i]).bits;
+          hf[i] = FloatToF16(x[i]).bits;
+        }
+        const void* k = storage == ks::FlashStorage::kFloat32 ? static_cast<const void*>(x.data())
+                        : storage == ks::FlashStorage::kBFloat16
+                            ? static_cast<const void*>(bf.data())
+                            : static_cast<const void*>(hf.data());
+        std::vector<float> rows(padded * dim, 0.0f);  // the float32 copy, zero rows past nk
+        ks::FlashLoadRows(storage, k, stride, nk, dim, rows.data(), dim);
+        for (const Index R : {1, 2, 3, 4, 5, 7, 9}) {
+          const std::vector<float> q = Random(R * (dim + 16), 12, -2.0f, 2.0f);
+          std::vector<float> want(R * lds, NAN), got(R * lds, NAN);
+          ks::FlashDecodeLogits(q.data(), dim + 16, R, rows.data(), dim, nk, dim, want.data(), lds);
+          ks::FlashDecodeLogitsStored(storage, q.data(), dim + 16, R, k, stride, nk, dim,
+                                      got.data(), lds);
+          for (Index r = 0; r < R; ++r) {
+            for (Index j = 0; j < lds; ++j) {
+              SCOPED_TRACE(testing::Message()
+                           << static_cast<int>(storage) << " dim " << dim << " nk " << nk << " R "
+                           << R << ": " << r << ", " << j);
+              // Keys past nk: 0 up to Pad(nk), then untouched.
+              if (j < nk) {
+                ASSERT_TRUE(SameBits(got[r * lds + j], want[r * lds + j]));
+              } else if (j < padded) {
+                ASSERT_TRUE(SameBits(got[r * lds + j], 0.0f));
+              } else {
+                ASSERT_TRUE(std::isnan(got[r * lds + j]));
+              }
+            }
+          }
+        }
+      }
+    }
   }
 }
 

@@ -38,6 +38,7 @@ HWY_EXPORT(FlashLogSumExpImpl);
 HWY_EXPORT(FlashRoundRowsBf16Impl);
 HWY_EXPORT(FlashTouchImpl);
 HWY_EXPORT(FlashDecodeLogitsImpl);
+HWY_EXPORT(FlashDecodeLogitsStoredImpl);
 HWY_EXPORT(FlashAccumulatePVStoredImpl);
 
 void FlashTileLogits(const float* q, std::int64_t ldq, const float* kt, std::int64_t nq,
@@ -149,6 +150,15 @@ void FlashDecodeLogits(const float* q, std::int64_t ldq, std::int64_t rows, cons
   POSENC_DASSERT(dim % kFlashPad == 0 && ldq >= dim && nk >= 0 &&
                  lds >= (nk + kFlashPad - 1) / kFlashPad * kFlashPad);
   HWY_DYNAMIC_DISPATCH(FlashDecodeLogitsImpl)(q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
+}
+
+void FlashDecodeLogitsStored(FlashStorage storage, const float* q, std::int64_t ldq,
+                             std::int64_t rows, const void* k, std::int64_t ldk_rows,
+                             std::int64_t nk, std::int64_t dim, float* s, std::int64_t lds) {
+  POSENC_DASSERT(dim % kFlashPad == 0 && ldq >= dim && ldk_rows >= dim && nk >= 0 &&
+                 lds >= (nk + kFlashPad - 1) / kFlashPad * kFlashPad);
+  HWY_DYNAMIC_DISPATCH(FlashDecodeLogitsStoredImpl)
+  (static_cast<int>(storage), q, ldq, rows, k, ldk_rows, nk, dim, s, lds);
 }
 
 float FlashExpRow(float* row, std::int64_t n, float max, FlashExp exp) {
