@@ -125,14 +125,6 @@ HWY_INLINE void DecodeLogitsStoredRows(const float* q, std::int64_t ldq, const u
     }
   }
 }
-
-// Keys per pass: 4 where 32 vector registers hold 4 x 4 accumulators, else
-// 2 (16 registers).
-#if HWY_TARGET <= HWY_AVX3
-inline constexpr int kDecodePass = 4;
-#else
-inline constexpr int kDecodePass = 2;
-#endif
 #endif  // HWY_TARGET != HWY_SCALAR
 
 template <Store S>
@@ -141,37 +133,32 @@ void DecodeLogitsStoredTyped(const float* q, std::int64_t ldq, std::int64_t R, c
                              std::int64_t lds) {
   const auto* kb = static_cast<const unsigned char*>(k);
 #if HWY_TARGET == HWY_SCALAR  // one lane: no pairs to sum
-  {
-    const hn::ScalableTag<float> d;
-    constexpr std::size_t kN = 1;
-    for (std::int64_t r = 0; r < R; ++r) {
-      for (std::int64_t j = 0; j < (nk + kFlashPad - 1) / kFlashPad * kFlashPad; ++j) {
-        auto acc = hn::Zero(d);
-        if (j < nk) {
-          for (std::int64_t x = 0; x < dim; x += static_cast<std::int64_t>(kN)) {
-            acc = hn::MulAdd(hn::LoadU(d, q + r * ldq + x),
-                             LoadF<S>(d, kb + (j * ldkr + x) * kStoreBytes<S>), acc);
-          }
-        }
-        s[r * lds + j] = hn::GetLane(acc);
+  const hn::ScalableTag<float> d;
+  for (std::int64_t r = 0; r < R; ++r) {
+    for (std::int64_t j = 0; j < (nk + kFlashPad - 1) / kFlashPad * kFlashPad; ++j) {
+      auto acc = hn::Zero(d);
+      for (std::int64_t x = 0; j < nk && x < dim; ++x) {
+        acc = hn::MulAdd(hn::LoadU(d, q + r * ldq + x),
+                         LoadF<S>(d, kb + (j * ldkr + x) * kStoreBytes<S>), acc);
       }
+      s[r * lds + j] = hn::GetLane(acc);
     }
   }
 #else
-  {
-    constexpr std::size_t kN = hn::MaxLanes(hn::ScalableTag<float>());
-    constexpr int kPass = kDecodePass < static_cast<int>(kN) ? kDecodePass : 2;
-    std::int64_t r = 0;
-    for (; r + 4 <= R; r += 4) {
-      DecodeLogitsStoredRows<S, 4, kPass>(q + r * ldq, ldq, kb, ldkr, nk, dim, s + r * lds, lds);
-    }
-    if (R - r >= 2) {
-      DecodeLogitsStoredRows<S, 2, kPass>(q + r * ldq, ldq, kb, ldkr, nk, dim, s + r * lds, lds);
-      r += 2;
-    }
-    if (R - r == 1) {
-      DecodeLogitsStoredRows<S, 1, kPass>(q + r * ldq, ldq, kb, ldkr, nk, dim, s + r * lds, lds);
-    }
+  constexpr std::size_t kN = hn::MaxLanes(hn::ScalableTag<float>());
+  // Keys per pass: the logits' register blocking (kFlashVecs: 4 x 4
+  // accumulators in AVX-512's 32 registers, 4 x 2 in 16).
+  constexpr int kPass = kFlashVecs < static_cast<int>(kN) ? kFlashVecs : 2;
+  std::int64_t r = 0;
+  for (; r + 4 <= R; r += 4) {
+    DecodeLogitsStoredRows<S, 4, kPass>(q + r * ldq, ldq, kb, ldkr, nk, dim, s + r * lds, lds);
+  }
+  if (R - r >= 2) {
+    DecodeLogitsStoredRows<S, 2, kPass>(q + r * ldq, ldq, kb, ldkr, nk, dim, s + r * lds, lds);
+    r += 2;
+  }
+  if (R - r == 1) {
+    DecodeLogitsStoredRows<S, 1, kPass>(q + r * ldq, ldq, kb, ldkr, nk, dim, s + r * lds, lds);
   }
 #endif
 }
