@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -336,38 +337,39 @@ TEST_P(FlashKernelTarget, RowDotsF64KeepTheReferenceOrder) {
 TEST_P(FlashKernelTarget, RowDotsF64OfStoredRowsEqualConvertedRows) {
   // FlashRowDotsF64Stored (the backward's O read in place in its storage)
   // gives FlashRowDotsF64's bits on the converted rows: float32, bfloat16
-  // and float16 rows at a row stride, tails of every size. The stored
-  // buffer ends at the last row's last value (a read past dim: ASan).
-  const Index n = 5, lda = 133, stride = 141;
+  // and float16 rows at a row stride (apart, overlapping, all one row,
+  // backwards: a view allows each), tails of every size. The stored buffer
+  // ends at the last value read (a read past it: ASan).
+  const Index n = 5, lda = 133;
   const std::vector<float> a = Random(n * lda, 23, -3.0f, 3.0f);
-  const std::vector<float> x = Random(n * stride, 24, -5.0f, 5.0f);
+  const std::vector<float> x = Random(n * 141, 24, -5.0f, 5.0f);
   std::vector<std::uint16_t> bf(x.size()), hf(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     bf[i] = FloatToBF16(x[i]).bits;
     hf[i] = FloatToF16(x[i]).bits;
   }
-  for (const Index dim : {1, 7, 16, 17, 32, 33, 64, 133})
-    for (const auto storage :
-         {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
-      const std::size_t used = static_cast<std::size_t>((n - 1) * stride + dim);
-      std::vector<float> converted(n * dim);
-      ks::FlashLoadRows(storage, Stored(storage, x, bf, hf), stride, n, dim, converted.data(), dim);
-      std::vector<double> got(n, -1.0), want(n, -2.0);
-      ks::FlashRowDotsF64(a.data(), lda, converted.data(), dim, n, dim, want.data());
-      if (storage == ks::FlashStorage::kFloat32) {
-        const std::vector<float> tight(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(used));
-        ks::FlashRowDotsF64Stored(storage, a.data(), lda, tight.data(), stride, n, dim, got.data());
-      } else {
+  for (const Index stride : {Index{141}, Index{3}, Index{0}, Index{-141}})
+    for (const Index dim : {1, 7, 16, 17, 32, 33, 64, 133})
+      for (const auto storage :
+           {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
+        const Index first = stride < 0 ? (n - 1) * -stride : 0;  // row 0's offset
+        const auto used = static_cast<std::ptrdiff_t>((n - 1) * std::abs(stride) + dim);
+        const std::vector<float> tight32(x.begin(), x.begin() + used);
         const auto& bits = storage == ks::FlashStorage::kBFloat16 ? bf : hf;
-        const std::vector<std::uint16_t> tight(bits.begin(),
-                                               bits.begin() + static_cast<std::ptrdiff_t>(used));
-        ks::FlashRowDotsF64Stored(storage, a.data(), lda, tight.data(), stride, n, dim, got.data());
+        const std::vector<std::uint16_t> tight16(bits.begin(), bits.begin() + used);
+        const void* rows = storage == ks::FlashStorage::kFloat32
+                               ? static_cast<const void*>(&tight32[first])
+                               : static_cast<const void*>(&tight16[first]);
+        std::vector<float> converted(n * dim);
+        ks::FlashLoadRows(storage, rows, stride, n, dim, converted.data(), dim);
+        std::vector<double> got(n, -1.0), want(n, -2.0);
+        ks::FlashRowDotsF64(a.data(), lda, converted.data(), dim, n, dim, want.data());
+        ks::FlashRowDotsF64Stored(storage, a.data(), lda, rows, stride, n, dim, got.data());
+        for (Index r = 0; r < n; ++r) {
+          ASSERT_EQ(got[r], want[r]) << "stride " << stride << " dim " << dim << " storage "
+                                     << static_cast<int>(storage) << " row " << r;
+        }
       }
-      for (Index r = 0; r < n; ++r) {
-        ASSERT_EQ(got[r], want[r])
-            << "dim " << dim << " storage " << static_cast<int>(storage) << " row " << r;
-      }
-    }
 }
 
 TEST_P(FlashKernelTarget, LogSumExpAsTheFloat64Log) {

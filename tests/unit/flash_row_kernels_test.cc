@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -237,50 +238,61 @@ TEST_P(FlashRowKernels, ConvertedRoundingFlushesOnlySubnormals) {
   }
 }
 
+// FlashDecodeLogitsStored on nk key rows of dim values `stride` elements
+// apart in `storage` against FlashDecodeLogits on their float32 copy, for 1
+// to 9 query rows (groups of 4, 2 and 1): the same bits for every key, 0 for
+// keys [nk, Pad(nk)), nothing written past. The buffer ends at the last row
+// read, so a read past nk would leave it (AddressSanitizer).
+void ExpectStoredLogitsEqualTheFloat32Rows(ks::FlashStorage storage, Index dim, Index stride,
+                                           Index nk) {
+  const Index padded = (nk + 15) / 16 * 16, lds = padded + 16;
+  const Index first = stride < 0 ? (nk - 1) * -stride : 0;  // key 0's row
+  const std::vector<float> x = Random((nk - 1) * std::abs(stride) + dim, 11, -4.0f, 4.0f);
+  std::vector<std::uint16_t> bf(x.size()), hf(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    bf[i] = FloatToBF16(x[i]).bits;
+    hf[i] = FloatToF16(x[i]).bits;
+  }
+  const void* k = storage == ks::FlashStorage::kFloat32    ? static_cast<const void*>(&x[first])
+                  : storage == ks::FlashStorage::kBFloat16 ? static_cast<const void*>(&bf[first])
+                                                           : static_cast<const void*>(&hf[first]);
+  std::vector<float> rows(padded * dim, 0.0f);  // the float32 copy, zero rows past nk
+  ks::FlashLoadRows(storage, k, stride, nk, dim, rows.data(), dim);
+  for (const Index R : {1, 2, 3, 4, 5, 7, 9}) {
+    const std::vector<float> q = Random(R * (dim + 16), 12, -2.0f, 2.0f);
+    std::vector<float> want(R * lds, NAN), got(R * lds, NAN);
+    ks::FlashDecodeLogits(q.data(), dim + 16, R, rows.data(), dim, nk, dim, want.data(), lds);
+    ks::FlashDecodeLogitsStored(storage, q.data(), dim + 16, R, k, stride, nk, dim, got.data(),
+                                lds);
+    for (Index r = 0; r < R; ++r) {
+      for (Index j = 0; j < lds; ++j) {
+        SCOPED_TRACE(testing::Message() << "R " << R << ": " << r << ", " << j);
+        if (j < nk) {
+          ASSERT_TRUE(SameBits(got[r * lds + j], want[r * lds + j]));
+        } else if (j < padded) {
+          ASSERT_TRUE(SameBits(got[r * lds + j], 0.0f));
+        } else {
+          ASSERT_TRUE(std::isnan(got[r * lds + j]));
+        }
+      }
+    }
+  }
+}
+
 TEST_P(FlashRowKernels, DecodeLogitsFromStoredKeysEqualTheFloat32Rows) {
-  // Query rows in groups of 4, 2 and 1 (1 to 9); keys in partial and whole
-  // groups of 16 and passes of 2 and 4; head dims of 1 to 16 vectors. The
-  // key rows are strided like one kv head's of a bshd cache of 3 heads, and
-  // the buffer ends at the last key's row: a read past nk would leave it
-  // (AddressSanitizer).
+  // Keys in partial and whole groups of 16 and passes of 2 and 4; head dims
+  // of 1 to 16 vectors; rows strided like one kv head's of a bshd cache of 3
+  // heads, overlapping (half a row apart), all one row (stride 0) and in
+  // reverse order (a negative stride): views allow all four.
   for (const auto storage :
        {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
     for (const Index dim : {16, 48, 128, 256}) {
-      for (const Index nk : {1, 2, 15, 16, 17, 35, 64}) {
-        const Index stride = 3 * dim, padded = (nk + 15) / 16 * 16, lds = padded + 16;
-        const std::vector<float> x = Random((nk - 1) * stride + dim, 11, -4.0f, 4.0f);
-        std::vector<std::uint16_t> bf(x.size()), hf(x.size());
-        for (std::size_t i = 0; i < x.size(); ++i) {
-          bf[i] = FloatToBF16(x[i]).bits;
-          hf[i] = FloatToF16(x[i]).bits;
-        }
-        const void* k = storage == ks::FlashStorage::kFloat32 ? static_cast<const void*>(x.data())
-                        : storage == ks::FlashStorage::kBFloat16
-                            ? static_cast<const void*>(bf.data())
-                            : static_cast<const void*>(hf.data());
-        std::vector<float> rows(padded * dim, 0.0f);  // the float32 copy, zero rows past nk
-        ks::FlashLoadRows(storage, k, stride, nk, dim, rows.data(), dim);
-        for (const Index R : {1, 2, 3, 4, 5, 7, 9}) {
-          const std::vector<float> q = Random(R * (dim + 16), 12, -2.0f, 2.0f);
-          std::vector<float> want(R * lds, NAN), got(R * lds, NAN);
-          ks::FlashDecodeLogits(q.data(), dim + 16, R, rows.data(), dim, nk, dim, want.data(), lds);
-          ks::FlashDecodeLogitsStored(storage, q.data(), dim + 16, R, k, stride, nk, dim,
-                                      got.data(), lds);
-          for (Index r = 0; r < R; ++r) {
-            for (Index j = 0; j < lds; ++j) {
-              SCOPED_TRACE(testing::Message()
-                           << static_cast<int>(storage) << " dim " << dim << " nk " << nk << " R "
-                           << R << ": " << r << ", " << j);
-              // Keys past nk: 0 up to Pad(nk), then untouched.
-              if (j < nk) {
-                ASSERT_TRUE(SameBits(got[r * lds + j], want[r * lds + j]));
-              } else if (j < padded) {
-                ASSERT_TRUE(SameBits(got[r * lds + j], 0.0f));
-              } else {
-                ASSERT_TRUE(std::isnan(got[r * lds + j]));
-              }
-            }
-          }
+      for (const Index stride : {3 * dim, dim / 2, Index{0}, -dim}) {
+        for (const Index nk : {1, 2, 15, 16, 17, 35, 64}) {
+          SCOPED_TRACE(testing::Message() << static_cast<int>(storage) << " dim " << dim
+                                          << " stride " << stride << " nk " << nk);
+          ExpectStoredLogitsEqualTheFloat32Rows(storage, dim, stride, nk);
+          if (HasFatalFailure()) return;
         }
       }
     }
