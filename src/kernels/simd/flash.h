@@ -148,18 +148,18 @@ enum class FlashStorage : int { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
 
 // FlashDecodeLogits with the key rows in their storage (a cache read in
 // place: unit element stride, row stride ldk_rows elements, any sign, rows
-// may overlap), converted
-// exactly in registers and each read once for up to 4 query rows; key rows
-// at or past nk are not read (their entries of s, up to Pad(nk), are 0).
-// Bit-identical to FlashDecodeLogits on the float32 copy of the rows.
+// may overlap), converted exactly in registers and each read once for up to
+// 4 query rows; key rows at or past nk are not read (their entries of s, up
+// to Pad(nk), are 0). Bit-identical to FlashDecodeLogits on the float32
+// copy of the rows.
 void FlashDecodeLogitsStored(FlashStorage storage, const float* q, std::int64_t ldq,
                              std::int64_t rows, const void* k, std::int64_t ldk_rows,
                              std::int64_t nk, std::int64_t dim, float* s, std::int64_t lds);
 
 // FlashRowDotsF64 with b's rows in `storage` (unit element stride, row
-// stride ldb elements, any sign, rows may overlap), converted exactly in registers: the same bits
-// as FlashRowDotsF64 on the converted rows, without a float32 copy of them (the backward's O, read
-// once for D).
+// stride ldb elements, any sign, rows may overlap), converted exactly in
+// registers: the same bits as FlashRowDotsF64 on the converted rows, without
+// a float32 copy of them (the backward's O, read once for D).
 void FlashRowDotsF64Stored(FlashStorage storage, const float* a, std::int64_t lda, const void* b,
                            std::int64_t ldb, std::int64_t n, std::int64_t dim, double* out);
 

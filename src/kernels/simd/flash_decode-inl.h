@@ -102,8 +102,8 @@ HWY_INLINE void DecodeLogitsStoredRows(const float* q, std::int64_t ldq, const u
         for (int c = 0; c < kPass; ++c) a[r][c] = hn::Zero(d);
       const std::int64_t j = j0 + static_cast<std::int64_t>(p0);
       const std::int64_t valid = nk - j;  // keys of this pass to read
-      const unsigned char* kj = k + j * ldkr * kB;
-      for (std::int64_t x = 0; x < dim; x += static_cast<std::int64_t>(kN)) {
+      const unsigned char* kj = valid > 0 ? k + j * ldkr * kB : k;
+      for (std::int64_t x = 0; x < dim && valid > 0; x += static_cast<std::int64_t>(kN)) {
         V kv[kPass];
         for (int c = 0; c < kPass; ++c) {
           kv[c] = c < valid ? LoadF<S>(d, kj + (c * ldkr + x) * kB) : hn::Zero(d);
