@@ -1,6 +1,8 @@
 // Shared inputs and checks of the tile-kernel tests (flash_kernels_test.cc,
-// flash_amx_emulated_test.cc):
+// flash_row_kernels_test.cc, flash_amx_emulated_test.cc):
 //  - Random: n uniform floats in [lo, hi) from a fixed seed;
+//  - StoredValues: float32 values and their bfloat16 and float16 roundings,
+//    the rows of the kernels that read rows in place in their storage;
 //  - ExpectWithin2x: FlashAttention's 2x rule for float32 kernels: the error
 //    against float64 is at most 2x a plain float32 loop's, plus 4 float32
 //    roundings of the largest value (the rounding floor);
@@ -16,8 +18,10 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "kernels/simd/flash.h"
 #include "posenc/dtype.h"
 
 namespace posenc::test {
@@ -32,6 +36,35 @@ inline std::vector<float> Random(std::size_t n, std::uint32_t seed, float lo = -
   for (float& x : v) x = dist(gen);
   return v;
 }
+
+// The float32 values and, element for element, their bfloat16 and float16
+// roundings (FloatToBF16, FloatToF16).
+struct StoredValues {
+  std::vector<float> f32;
+  std::vector<std::uint16_t> bf16, f16;
+
+  explicit StoredValues(std::vector<float> x)
+      : f32(std::move(x)), bf16(f32.size()), f16(f32.size()) {
+    for (std::size_t i = 0; i < f32.size(); ++i) {
+      bf16[i] = FloatToBF16(f32[i]).bits;
+      f16[i] = FloatToF16(f32[i]).bits;
+    }
+  }
+  // Element i in `storage`: its address, and its value as float32.
+  const void* At(kernels::simd::FlashStorage storage, Index i = 0) const {
+    using kernels::simd::FlashStorage;
+    const auto k = static_cast<std::size_t>(i);
+    return storage == FlashStorage::kFloat32    ? static_cast<const void*>(&f32[k])
+           : storage == FlashStorage::kBFloat16 ? static_cast<const void*>(&bf16[k])
+                                                : static_cast<const void*>(&f16[k]);
+  }
+  float Value(kernels::simd::FlashStorage storage, std::size_t i) const {
+    using kernels::simd::FlashStorage;
+    return storage == FlashStorage::kFloat32    ? f32[i]
+           : storage == FlashStorage::kBFloat16 ? BF16ToFloat(BFloat16{bf16[i]})
+                                                : F16ToFloat(Float16{f16[i]});
+  }
+};
 
 // max |fast - exact| <= 2 max |plain - exact| + 4 float32 roundings of the
 // largest |exact| (the rounding floor).

@@ -47,14 +47,7 @@ using test::Index;
 using test::Random;
 namespace ks = kernels::simd;
 
-// The buffer of `storage` among the float32 values and their bfloat16 and
-// float16 roundings.
-const void* Stored(ks::FlashStorage storage, const std::vector<float>& f32,
-                   const std::vector<std::uint16_t>& bf16, const std::vector<std::uint16_t>& f16) {
-  return storage == ks::FlashStorage::kFloat32    ? static_cast<const void*>(f32.data())
-         : storage == ks::FlashStorage::kBFloat16 ? static_cast<const void*>(bf16.data())
-                                                  : static_cast<const void*>(f16.data());
-}
+using test::StoredValues;
 
 class FlashKernelTarget : public test::PerSimdTarget {};
 
@@ -225,23 +218,14 @@ TEST_P(FlashKernelTarget, LoadRowsConvertsExactly) {
   for (const auto& [dim, ld] :
        {std::pair<Index, Index>{37, 48}, {16, 16}, {32, 32}, {48, 48}, {64, 64}, {128, 128}}) {
     const Index stride = dim + 11;
-    const std::vector<float> x = Random(n * stride, 9, -300.0f, 300.0f);
-    std::vector<std::uint16_t> bf(x.size()), hf(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      bf[i] = FloatToBF16(x[i]).bits;
-      hf[i] = FloatToF16(x[i]).bits;
-    }
+    const StoredValues x(Random(n * stride, 9, -300.0f, 300.0f));
     std::vector<float> out(n * ld + 1, NAN);
     for (const auto storage :
          {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
-      const void* src = Stored(storage, x, bf, hf);
-      ks::FlashLoadRows(storage, src, stride, n, dim, out.data(), ld);
+      ks::FlashLoadRows(storage, x.At(storage), stride, n, dim, out.data(), ld);
       for (Index r = 0; r < n; ++r) {
         for (Index c = 0; c < dim; ++c) {
-          const std::size_t i = static_cast<std::size_t>(r * stride + c);
-          const float want = storage == ks::FlashStorage::kFloat32    ? x[i]
-                             : storage == ks::FlashStorage::kBFloat16 ? BF16ToFloat(BFloat16{bf[i]})
-                                                                      : F16ToFloat(Float16{hf[i]});
+          const float want = x.Value(storage, static_cast<std::size_t>(r * stride + c));
           ASSERT_EQ(out[r * ld + c], want) << dim << ": " << r << ", " << c;
         }
         for (Index c = dim; c < ld; ++c) ASSERT_EQ(out[r * ld + c], 0.0f);
@@ -343,23 +327,14 @@ TEST_P(FlashKernelTarget, RowDotsF64OfStoredRowsEqualConvertedRows) {
   const Index n = 5, lda = 133;
   const std::vector<float> a = Random(n * lda, 23, -3.0f, 3.0f);
   const std::vector<float> x = Random(n * 141, 24, -5.0f, 5.0f);
-  std::vector<std::uint16_t> bf(x.size()), hf(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    bf[i] = FloatToBF16(x[i]).bits;
-    hf[i] = FloatToF16(x[i]).bits;
-  }
   for (const Index stride : {Index{141}, Index{3}, Index{0}, Index{-141}})
     for (const Index dim : {1, 7, 16, 17, 32, 33, 64, 133})
       for (const auto storage :
            {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
         const Index first = stride < 0 ? (n - 1) * -stride : 0;  // row 0's offset
         const auto used = static_cast<std::ptrdiff_t>((n - 1) * std::abs(stride) + dim);
-        const std::vector<float> tight32(x.begin(), x.begin() + used);
-        const auto& bits = storage == ks::FlashStorage::kBFloat16 ? bf : hf;
-        const std::vector<std::uint16_t> tight16(bits.begin(), bits.begin() + used);
-        const void* rows = storage == ks::FlashStorage::kFloat32
-                               ? static_cast<const void*>(&tight32[first])
-                               : static_cast<const void*>(&tight16[first]);
+        const StoredValues tight({x.begin(), x.begin() + used});
+        const void* rows = tight.At(storage, first);
         std::vector<float> converted(n * dim);
         ks::FlashLoadRows(storage, rows, stride, n, dim, converted.data(), dim);
         std::vector<double> got(n, -1.0), want(n, -2.0);
@@ -500,16 +475,12 @@ TEST_P(FlashKernelTarget, StoredValuesEqualConvertedRows) {
   // read past dv would be caught by ASan.
   const Index nq = 6, nk = 29, dv = 37, stride = 53, ldv = 48, ldp = 32;
   const std::size_t n = static_cast<std::size_t>((nk - 1) * stride + dv);
-  const std::vector<float> x = Random(n, 21, -3.0f, 3.0f), p = Random(nq * ldp, 22, 0.0f, 1.0f);
+  const StoredValues x(Random(n, 21, -3.0f, 3.0f));
+  const std::vector<float> p = Random(nq * ldp, 22, 0.0f, 1.0f);
   const std::vector<float> acc0 = Random(nq * ldv, 23), alpha = Random(nq, 24, 0.0f, 1.0f);
-  std::vector<std::uint16_t> bf(n), hf(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    bf[i] = FloatToBF16(x[i]).bits;
-    hf[i] = FloatToF16(x[i]).bits;
-  }
   for (const auto storage :
        {ks::FlashStorage::kFloat32, ks::FlashStorage::kBFloat16, ks::FlashStorage::kFloat16}) {
-    const void* src = Stored(storage, x, bf, hf);
+    const void* src = x.At(storage);
     std::vector<float> rows(nk * ldv);
     ks::FlashLoadRows(storage, src, stride, nk, dv, rows.data(), ldv);
     for (const bool rescale : {false, true}) {

@@ -247,15 +247,8 @@ void ExpectStoredLogitsEqualTheFloat32Rows(ks::FlashStorage storage, Index dim, 
                                            Index nk) {
   const Index padded = (nk + 15) / 16 * 16, lds = padded + 16;
   const Index first = stride < 0 ? (nk - 1) * -stride : 0;  // key 0's row
-  const std::vector<float> x = Random((nk - 1) * std::abs(stride) + dim, 11, -4.0f, 4.0f);
-  std::vector<std::uint16_t> bf(x.size()), hf(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    bf[i] = FloatToBF16(x[i]).bits;
-    hf[i] = FloatToF16(x[i]).bits;
-  }
-  const void* k = storage == ks::FlashStorage::kFloat32    ? static_cast<const void*>(&x[first])
-                  : storage == ks::FlashStorage::kBFloat16 ? static_cast<const void*>(&bf[first])
-                                                           : static_cast<const void*>(&hf[first]);
+  const test::StoredValues x(Random((nk - 1) * std::abs(stride) + dim, 11, -4.0f, 4.0f));
+  const void* k = x.At(storage, first);
   std::vector<float> rows(padded * dim, 0.0f);  // the float32 copy, zero rows past nk
   ks::FlashLoadRows(storage, k, stride, nk, dim, rows.data(), dim);
   for (const Index R : {1, 2, 3, 4, 5, 7, 9}) {
