@@ -302,14 +302,12 @@ inline void RunBlockAllHeads(const BlockCall& call, Work& w) {
     kernels::simd::FlashLoadRows(Storage(k.dtype), ElementAt(k, kbase), plan.D, nk * Hkv, plan.D,
                                  w.kall.data(), plan.ldd);
   }
-  if (plan.v_in_place) {
-    if (!plan.keys_in_place) {
-      w.touched ^= kernels::simd::FlashTouch(
-          ElementAt(v, vbase), nk * Hkv * plan.Dv * static_cast<Index>(DTypeSize(v.dtype)));
-    }
-  } else {
+  if (!plan.v_in_place) {
     kernels::simd::FlashLoadRows(Storage(v.dtype), ElementAt(v, vbase), plan.Dv, nk * Hkv, plan.Dv,
                                  w.vall.data(), plan.ldv);
+  } else if (!plan.keys_in_place) {
+    w.touched ^= kernels::simd::FlashTouch(
+        ElementAt(v, vbase), nk * Hkv * plan.Dv * static_cast<Index>(DTypeSize(v.dtype)));
   }
   for (Index hk = 0; hk < Hkv; ++hk) {
     if (plan.bf16_keys) {
